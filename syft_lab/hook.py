@@ -1,0 +1,88 @@
+"""sy.hook(): add syft methods (send, send_, tag, describe) to torch.Tensor and nn.Module.
+
+It wraps or patches no torch op and installs no mode, so plain tensors pay nothing.
+``sy.unhook()`` removes exactly what hook() added. Both are idempotent.
+"""
+from __future__ import annotations
+
+import torch
+
+from .errors import SyftError
+
+
+def _tensor_send(self, worker):
+    """A pointer to a copy of this tensor on ``worker``; this tensor is left as it was."""
+    return worker.send(self)
+
+
+def _tensor_send_(self, worker):
+    """In place: this very Python object becomes the pointer (the data is copied to ``worker``)."""
+    ptr = worker.send(self)
+    try:
+        torch.utils.swap_tensors(self, ptr)
+    except RuntimeError as e:
+        ptr.get()  # nothing left behind on the worker
+        raise SyftError(f"send_ cannot turn this tensor into a pointer in place ({e}); "
+                        f"use p = x.send(worker) instead") from None
+    return self
+
+
+def _tensor_tag(self, *tags):
+    """Add tags (strings such as ``"#data"``) that ``worker.search`` finds; returns self."""
+    for t in tags:
+        if not isinstance(t, str) or not t:
+            raise SyftError(f"tags are non-empty strings such as '#data', got {t!r}")
+    d = self.__dict__
+    d["tags"] = set(d.get("tags", ())) | set(tags)
+    return self
+
+
+def _tensor_describe(self, description):
+    """Attach a human description (shown in the views and searchable); returns self."""
+    if not isinstance(description, str):
+        raise SyftError(f"a description is a string, got {type(description).__name__}")
+    self.__dict__["description"] = description
+    return self
+
+
+def _module_send(self, worker):
+    """In place: every parameter becomes a pointer to its copy on ``worker``.
+
+    Parameter objects keep their identity, so an optimizer built earlier still works."""
+    from .workers.modules import send_module
+
+    return send_module(self, worker)
+
+
+def _module_get(self):
+    """In place: every parameter pointer is fetched back into a local Parameter."""
+    from .workers.modules import get_module
+
+    return get_module(self)
+
+
+_TENSOR_METHODS = {"send": _tensor_send, "send_": _tensor_send_, "tag": _tensor_tag,
+                   "describe": _tensor_describe}
+_MODULE_METHODS = {"send": _module_send, "get": _module_get}
+_added: list[tuple[type, str]] = []
+
+
+def hook() -> None:
+    if _added:
+        return
+    for cls, methods in ((torch.Tensor, _TENSOR_METHODS), (torch.nn.Module, _MODULE_METHODS)):
+        for name, fn in methods.items():
+            if name in cls.__dict__:
+                raise SyftError(f"{cls.__name__}.{name} exists already; syft_lab will not replace it")
+            setattr(cls, name, fn)
+            _added.append((cls, name))
+
+
+def unhook() -> None:
+    while _added:
+        cls, name = _added.pop()
+        delattr(cls, name)
+
+
+def is_hooked() -> bool:
+    return bool(_added)

@@ -1,0 +1,150 @@
+"""LoggingTensor: a layer that records every op done to it, then forwards the op to its child."""
+from __future__ import annotations
+
+import torch
+
+from .base import ChainLayer, make_layer, require_tensor
+
+_Tensor = torch.Tensor
+_seq = (list, tuple)
+
+
+class OpRecord:
+    """One op seen by a LoggingTensor: the aten op and the shapes/dtypes of its tensor inputs."""
+
+    __slots__ = ("func", "inputs")
+
+    def __init__(self, func, inputs):
+        self.func = func  # an OpOverload, or its name once restored from a pickle
+        self.inputs = inputs  # tuple of (torch.Size, torch.dtype)
+
+    @property
+    def op(self) -> str:
+        return str(self.func)  # e.g. "aten.addmm.default"
+
+    def to_dict(self) -> dict:
+        return {"op": self.op,
+                "inputs": [{"shape": list(s), "dtype": str(d).replace("torch.", "")} for s, d in self.inputs]}
+
+    def __repr__(self):
+        ins = ", ".join(f"{str(d).replace('torch.', '')}{list(s)}" for s, d in self.inputs)
+        return f"{self.op}({ins})"
+
+    def __reduce__(self):
+        return (OpRecord, (self.op, self.inputs))
+
+    def __deepcopy__(self, memo):
+        return self  # immutable
+
+
+class OpLog(list):
+    """The shared list of OpRecords of a LoggingTensor and of everything computed from it."""
+
+    __slots__ = ()
+
+    def ops(self) -> list[str]:
+        return [r.op for r in self]
+
+
+class LoggingTensor(ChainLayer):
+    """Logs each op (backward ops included) and forwards it to ``child``.
+
+    Results are LoggingTensors that share their input's log, so ``lx.log`` lists every op done
+    on ``lx`` and on what was computed from it. If ``child`` requires grad, the LoggingTensor
+    becomes the autograd leaf (its child is detached): grads then arrive at ``lx.grad``.
+    """
+
+    kind = "logging"
+
+    @staticmethod
+    def __new__(cls, child, log=None):
+        require_tensor(cls.__name__, child)
+        rg = child.requires_grad
+        r = make_layer(cls, child.shape, child.dtype, child.device, rg)
+        r.child = child.detach() if rg else child
+        r.log = OpLog() if log is None else log
+        return r
+
+    def __init__(self, child, log=None):
+        pass  # all done in __new__; torch.Tensor.__init__ would reject the arguments
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        # Unwrap top-level args and one level of lists, remembering the first log.
+        log = None
+        unwrapped = []
+        for a in args:
+            if isinstance(a, cls):
+                if log is None:
+                    log = a.log
+                unwrapped.append(a.child)
+            elif type(a) in _seq:
+                inner = []
+                for b in a:
+                    if isinstance(b, cls):
+                        if log is None:
+                            log = b.log
+                        inner.append(b.child)
+                    else:
+                        inner.append(b)
+                unwrapped.append(inner)
+            else:
+                unwrapped.append(a)
+        if kwargs:
+            kw = {}
+            for k, v in kwargs.items():
+                if isinstance(v, cls):
+                    if log is None:
+                        log = v.log
+                    v = v.child
+                kw[k] = v
+            out = func(*unwrapped, **kw)
+        else:
+            out = func(*unwrapped)
+
+        if log is not None:
+            log.append(OpRecord(func, tuple((t.shape, t.dtype) for t in unwrapped if isinstance(t, _Tensor))))
+        else:  # a LoggingTensor only in a nested list deeper than we look: still log nothing wrong
+            log = OpLog()
+
+        if isinstance(out, _Tensor):
+            return cls._rewrap(out, args, unwrapped, log)
+        if type(out) in _seq:
+            return type(out)(cls._rewrap(o, args, unwrapped, log) if isinstance(o, _Tensor) else o for o in out)
+        return out
+
+    @classmethod
+    def _rewrap(cls, out, args, unwrapped, log):
+        # In-place and out= ops return one of their inputs: give back the caller's own object.
+        for orig, u in zip(args, unwrapped):
+            if out is u:
+                return orig
+        r = make_layer(cls, out.shape, out.dtype, out.device)
+        r.child = out
+        r.log = log
+        return r
+
+    def _node_fields(self) -> dict:
+        return {"log_length": len(self.log), "log_tail": [r.op for r in self.log[-5:]]}
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        import copy
+
+        child = copy.deepcopy(self.child, memo)
+        if self.requires_grad:
+            child.requires_grad_(True)
+        new = LoggingTensor.__new__(type(self), child, OpLog(copy.deepcopy(list(self.log), memo)))
+        memo[id(self)] = new
+        return new
+
+    def __reduce_ex__(self, protocol):
+        # A LoggingTensor is local data plus its log: both pickle safely and come back whole.
+        return (_rebuild_logging_tensor, (type(self), self.child, self.requires_grad, list(self.log)))
+
+
+def _rebuild_logging_tensor(cls, child, requires_grad, records):
+    if requires_grad:
+        child = child.detach().requires_grad_(True)
+    return cls(child, OpLog(records))

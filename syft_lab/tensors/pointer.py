@@ -1,0 +1,286 @@
+"""PointerTensor: a layer whose data lives on another worker.
+
+A pointer is a real ``torch.Tensor`` on the meta device (shape and dtype known, no storage),
+so nn layers, losses, autograd and optimizers accept it. Each op reaching its
+``__torch_dispatch__`` runs on the pointer's worker and comes back as new pointers whose
+shape and dtype are the worker's answer (so data-dependent shapes such as ``nonzero`` are
+exact and no local shape inference is needed).
+
+Remote objects are reference counted: a pointer that ``owns`` a reference releases it when it
+is garbage collected, and the worker deletes the object when its last reference goes.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import events
+from ..errors import SyftError
+from ..ids import new_id
+from ..workers.core import NewObject, Ref, SameAsArg
+from .base import ChainLayer, flat_layers
+
+_make_wrapper = torch.Tensor._make_wrapper_subclass
+_Tensor = torch.Tensor
+_seq = (list, tuple)
+_META = torch.device("meta")
+aten = torch.ops.aten
+
+# Ops whose result is a Python value computed from the data: they would move values off the
+# worker behind the user's back.
+_VALUE_OPS = {aten._local_scalar_dense.default, aten.equal.default, aten.is_nonzero.default}
+
+
+class RemoteRef(Ref):
+    """A pointer's hold on one remote object. Dropping the last owning one releases the object."""
+
+    __slots__ = ("location", "owning", "released", "pointer_id", "owner_id", "__weakref__")
+
+    def __init__(self, location, obj_id: int, owning: bool):
+        self.id = obj_id
+        self.location = location
+        self.owning = owning
+        self.released = False
+        self.pointer_id = new_id()  # the id of the pointer holding this ref, for the views
+        self.owner_id = "me"  # the worker holding that pointer
+        _live_refs.add(self)
+
+    def __del__(self):
+        if self.owning and not self.released:
+            self.released = True
+            try:
+                self.location._release(self.id)
+            except Exception:  # the worker may be gone, or the interpreter shutting down
+                pass
+
+
+import weakref  # noqa: E402
+
+_live_refs: "weakref.WeakSet[RemoteRef]" = weakref.WeakSet()
+
+
+def _value_error(func, location):
+    return SyftError(
+        f"{func} would bring a value from worker {location.id!r} to this process: values never "
+        f"leave a worker implicitly. Call .get() on the pointer first to fetch the tensor.")
+
+
+def _mixed_error(a_loc: str, b_loc: str) -> SyftError:
+    return SyftError(
+        f"an op mixes data on {a_loc} with data on {b_loc}: move them to one place first "
+        f"(.send(worker), .move(worker) or .get())")
+
+
+class PointerTensor(ChainLayer):
+    kind = "pointer"
+
+    @staticmethod
+    def __new__(cls, location, id_at_location: int, shape, dtype, requires_grad: bool = False,
+                owning: bool = True):
+        r = _make_wrapper(cls, shape, dtype=dtype, device=_META, requires_grad=requires_grad)
+        r._ref = RemoteRef(location, id_at_location, owning)
+        if events._subscribers:
+            events.emit("pointer_created", "me", r.id, location=location.id, id_at_location=id_at_location)
+        return r
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    # --- where the data is ------------------------------------------------------------
+    @property
+    def location(self):
+        """The worker that holds the data."""
+        return self._ref.location
+
+    @property
+    def id_at_location(self) -> int:
+        return self._ref.id
+
+    @property
+    def owner(self):
+        """The worker that holds this pointer (``sy.local_worker`` unless it was sent on)."""
+        from ..workers.registry import get_worker
+
+        return get_worker(self._ref.owner_id)
+
+    @property
+    def id(self) -> int:
+        return self._ref.pointer_id
+
+    @property
+    def owning(self) -> bool:
+        """Whether dropping this pointer releases the remote object (False for search results)."""
+        return self._ref.owning
+
+    def _check_alive(self):
+        if self._ref.released:
+            from ..errors import ObjectNotFoundError
+
+            raise ObjectNotFoundError(self.location.id, self.id_at_location)
+
+    # --- moving data ------------------------------------------------------------------
+    def get(self):
+        """Bring the object back; it leaves the worker and this pointer becomes stale."""
+        self._check_alive()
+        obj = self.location._fetch(self._ref.id)
+        self._ref.released = True
+        return obj
+
+    def move(self, worker):
+        """Move the object to ``worker`` (it leaves its current worker); returns the new pointer."""
+        self._check_alive()
+        if worker is self.location:
+            return self
+        new = worker._receive_from(self.location, self._ref.id, requires_grad=self.requires_grad)
+        self._ref.released = True
+        return new
+
+    def send(self, worker):
+        """A pointer to a pointer: ``worker`` now holds a pointer to this pointer's object."""
+        return worker.send(self)
+
+    # --- ops --------------------------------------------------------------------------
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        try:
+            return cls._dispatch(func, args, kwargs)
+        except _MixedLocal as e:
+            where = flat_layers(PointerTensor, list(args) + list((kwargs or {}).values()))
+            raise _mixed_error(f"this process (a local {e.args[0]})",
+                               f"worker {where[0].location.id!r} (a pointer)") from None
+
+    @classmethod
+    def _dispatch(cls, func, args, kwargs):
+        loc = None
+        wire_args = []
+        for a in args:
+            if isinstance(a, PointerTensor):
+                ref = a._ref
+                if loc is None:
+                    loc = ref.location
+                elif ref.location is not loc:
+                    raise _mixed_error(f"worker {loc.id!r}", f"worker {ref.location.id!r}")
+                wire_args.append(ref)
+            elif isinstance(a, _Tensor):
+                wire_args.append(_local_constant(a, func))
+            elif type(a) in _seq:
+                inner = []
+                for b in a:
+                    if isinstance(b, PointerTensor):
+                        if loc is None:
+                            loc = b._ref.location
+                        elif b._ref.location is not loc:
+                            raise _mixed_error(f"worker {loc.id!r}", f"worker {b._ref.location.id!r}")
+                        inner.append(b._ref)
+                    elif isinstance(b, _Tensor):
+                        inner.append(_local_constant(b, func))
+                    else:
+                        inner.append(b)
+                wire_args.append(inner)
+            else:
+                wire_args.append(a)
+        wire_kwargs = None
+        if kwargs:
+            wire_kwargs = {}
+            for k, v in kwargs.items():
+                if isinstance(v, PointerTensor):
+                    if loc is None:
+                        loc = v._ref.location
+                    elif v._ref.location is not loc:
+                        raise _mixed_error(f"worker {loc.id!r}", f"worker {v._ref.location.id!r}")
+                    v = v._ref
+                elif isinstance(v, _Tensor):
+                    v = _local_constant(v, func)
+                wire_kwargs[k] = v
+        if func in _VALUE_OPS:
+            raise _value_error(func, loc)
+        out = loc._run(func, wire_args, wire_kwargs)
+        if type(out) is NewObject:
+            r = _make_wrapper(cls, out.shape, dtype=out.dtype, device=_META)
+            r._ref = RemoteRef(loc, out.id, True)
+            return r
+        return _wrap_results(cls, out, loc, args)
+
+    # --- values stay remote -----------------------------------------------------------
+    def item(self):
+        raise _value_error("item()", self.location)
+
+    def tolist(self):
+        raise _value_error("tolist()", self.location)
+
+    def __bool__(self):
+        raise _value_error("bool()", self.location)
+
+    def __float__(self):
+        raise _value_error("float()", self.location)
+
+    def __int__(self):
+        raise _value_error("int()", self.location)
+
+    def __index__(self):
+        raise _value_error("index()", self.location)
+
+    def __complex__(self):
+        raise _value_error("complex()", self.location)
+
+    def numpy(self, *a, **k):
+        raise _value_error("numpy()", self.location)
+
+    def __array__(self, *a, **k):
+        raise _value_error("numpy conversion", self.location)
+
+    # --- inspection -------------------------------------------------------------------
+    def _node_fields(self) -> dict:
+        ref = self._ref
+        return {"owner": ref.owner_id, "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
+                "state": "gone" if ref.released else "ok"}
+
+    def _chain_rest(self, owner: str, with_values: bool) -> list:
+        ref = self._ref
+        if ref.released:
+            return []
+        try:
+            return ref.location.describe(ref.id)
+        except Exception as e:  # a view must still render when the worker is gone
+            return [{"kind": "unreachable", "type": type(e).__name__, "id": ref.id,
+                     "owner": ref.location.id, "error": str(e)}]
+
+    # --- copies -----------------------------------------------------------------------
+    def __deepcopy__(self, memo):
+        """A copy of a pointer is a pointer to a copy, made on the worker."""
+        if id(self) in memo:
+            return memo[id(self)]
+        self._check_alive()
+        with torch.no_grad():
+            new = aten.clone.default(self)
+        if self.requires_grad:
+            new.requires_grad_(True)
+        memo[id(self)] = new
+        return new
+
+    def __reduce_ex__(self, protocol):
+        raise SyftError(
+            f"a PointerTensor cannot be pickled: its data lives on worker {self.location.id!r}. "
+            f"Fetch it with .get() first, or keep the data on the worker.")
+
+
+def _local_constant(t: _Tensor, func):
+    """Plain tensors may join a remote op only as 0-dim constants (as CPU scalars join CUDA ops)."""
+    if t.dim() == 0 and not isinstance(t, ChainLayer):
+        return t.detach()
+    raise _MixedLocal(type(t).__name__)
+
+
+class _MixedLocal(Exception):
+    pass
+
+
+def _wrap_results(cls, out, loc, args):
+    if type(out) is NewObject:
+        r = _make_wrapper(cls, out.shape, dtype=out.dtype, device=_META)
+        r._ref = RemoteRef(loc, out.id, True)
+        return r
+    if type(out) is SameAsArg:
+        return args[out.index]
+    if type(out) in _seq:
+        return type(out)(_wrap_results(cls, o, loc, args) for o in out)
+    return out

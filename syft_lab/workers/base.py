@@ -1,0 +1,90 @@
+"""BaseWorker: the client-side face of a worker, the same for in-process and remote ones.
+
+The worker is the primitive that sends: ``bob.send(x)`` returns a pointer and leaves ``x``
+alone (``x.send(bob)`` is the same call). Transports implement the underscored methods.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+
+from ..errors import SyftError
+from . import registry
+
+_ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+
+def check_worker_id(worker_id) -> str:
+    if not isinstance(worker_id, str) or not _ID_RE.match(worker_id):
+        raise SyftError(f"a worker id is a short name such as 'bob' (letters, digits, _ . -), got {worker_id!r}")
+    return worker_id
+
+
+class BaseWorker:
+    kind = "worker"
+
+    def __init__(self, worker_id: str):
+        self.id = check_worker_id(worker_id)
+
+    # --- what users call --------------------------------------------------------------
+    def send(self, obj, *, requires_grad: bool | None = None):
+        """Copy ``obj`` (a tensor, a chain or a pointer) to this worker; returns a pointer to it."""
+        from ..tensors.pointer import PointerTensor
+
+        if not isinstance(obj, torch.Tensor):
+            sender = getattr(obj, "_send_to", None)  # plans and modules know how to send themselves
+            if sender is not None:
+                return sender(self)
+            raise TypeError(f"{self.id}.send expects a tensor, a chain, a plan or an nn.Module, "
+                            f"got {type(obj).__name__}")
+        if isinstance(obj, PointerTensor):
+            obj._check_alive()
+        obj_id = self._store_copy(obj)
+        rg = obj.requires_grad if requires_grad is None else requires_grad
+        return PointerTensor(self, obj_id, obj.shape, obj.dtype, requires_grad=rg)
+
+    def search(self, *query: str) -> list:
+        """Pointers to the objects whose tags contain every query term (e.g. ``"#data"``).
+
+        These pointers do not own the objects: dropping them deletes nothing."""
+        if not query or not all(isinstance(q, str) for q in query):
+            raise SyftError(f"search takes one or more tags such as '#data', got {query!r}")
+        return [self._pointer_to(obj_id, meta, owning=False) for obj_id, meta in self._search(query)]
+
+    def _pointer_to(self, obj_id, meta, owning):
+        from ..tensors.pointer import PointerTensor
+
+        kind = meta.get("kind")
+        if kind == "plan":
+            from ..plans.pointer import PlanPointer
+
+            return PlanPointer(self, obj_id, meta, owning=owning)
+        from ..dtypes import parse_dtype
+
+        return PointerTensor(self, obj_id, meta["shape"], parse_dtype(meta["dtype"]), owning=owning)
+
+    def describe(self, obj_id: int) -> list[dict]:
+        """Inspection nodes of one object's chain (no values: they stay here)."""
+        raise NotImplementedError
+
+    @property
+    def state(self) -> str:
+        return "in-process"
+
+    def close(self) -> None:
+        registry.unregister(self)
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.id!r}: {len(self.objects)} object(s)>"
+
+    # --- what transports implement ----------------------------------------------------
+    objects: dict
+
+    def _store_copy(self, obj) -> int: ...
+    def _receive_from(self, source, obj_id: int, requires_grad: bool): ...
+    def _run(self, func, args, kwargs): ...
+    def _fetch(self, obj_id: int): ...
+    def _release(self, obj_id: int) -> None: ...
+    def _incref(self, obj_id: int) -> None: ...
+    def _search(self, query) -> list: ...

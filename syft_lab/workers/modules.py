@@ -1,0 +1,69 @@
+"""Sending an nn.Module: its parameters (and buffers) become pointers, in place.
+
+``torch.utils.swap_tensors`` keeps every Parameter object's identity, so optimizers and
+other references built before the send keep working on the pointers, and on the fetched
+tensors after ``get``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..errors import SyftError
+
+
+def _module_tensors(module: nn.Module):
+    seen = set()
+    for m in module.modules():
+        for store in (m._parameters, m._buffers):
+            for t in store.values():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    yield t
+
+
+def _swap(old, new, what):
+    try:
+        torch.utils.swap_tensors(old, new)
+    except RuntimeError as e:
+        raise SyftError(f"cannot {what} this module in place: {e}. Run it after backward() "
+                        f"and with no view of a parameter alive.") from None
+
+
+def send_module(module: nn.Module, worker) -> nn.Module:
+    from ..tensors.pointer import PointerTensor
+
+    tensors = list(_module_tensors(module))
+    if any(isinstance(t, PointerTensor) for t in tensors):
+        raise SyftError("this module's parameters are pointers already: call module.get() first")
+    for t in tensors:
+        grad = t.grad if t.requires_grad else None
+        ptr = worker.send(t.detach(), requires_grad=t.requires_grad)
+        t.grad = None
+        _swap(t, ptr, "send")
+        if grad is not None:
+            t.grad = worker.send(grad)
+    module.location = worker
+    return module
+
+
+def get_module(module: nn.Module) -> nn.Module:
+    from ..tensors.pointer import PointerTensor
+
+    for t in list(_module_tensors(module)):
+        if not isinstance(t, PointerTensor):
+            continue
+        grad = t.grad
+        t.grad = None
+        # Swap first, while the pointer's object still exists (swap_tensors inspects both),
+        # then fill the now-local tensor with the fetched data.
+        placeholder = torch.empty(0, dtype=t.dtype)
+        local = nn.Parameter(placeholder, requires_grad=t.requires_grad) if t.requires_grad else placeholder
+        _swap(t, local, "get")
+        pointer = local  # after the swap, `local` is the pointer object
+        with torch.no_grad():
+            t.data = pointer.get()
+        if isinstance(grad, PointerTensor):
+            t.grad = grad.get()
+    module.__dict__.pop("location", None)
+    return module

@@ -1,0 +1,98 @@
+"""VirtualWorker: a worker in this process. Commands go straight to its WorkerCore."""
+from __future__ import annotations
+
+import torch
+
+from ..errors import SyftError
+from . import registry
+from .base import BaseWorker
+from .core import WorkerCore
+
+
+def detached_copy(obj):
+    """What a worker stores when it is sent ``obj``: an independent copy of the whole chain,
+    outside any autograd graph, with the tags and description the object carried."""
+    from ..tensors.logging import LoggingTensor, OpLog
+    from ..tensors.pointer import PointerTensor
+
+    if isinstance(obj, PointerTensor):
+        # a pointer to a pointer: the copy is a new owning reference to the same remote object
+        obj.location._incref(obj.id_at_location)
+        new = PointerTensor(obj.location, obj.id_at_location, obj.shape, obj.dtype)
+    elif isinstance(obj, LoggingTensor):
+        new = LoggingTensor(detached_copy(obj.child), OpLog(obj.log))
+    elif type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter:
+        new = obj.detach().clone()
+    elif isinstance(obj, torch.Tensor):
+        raise SyftError(f"cannot send a {type(obj).__name__}: syft_lab sends plain tensors, "
+                        f"LoggingTensors and pointers")
+    else:
+        raise TypeError(f"cannot send a {type(obj).__name__}")
+    d = obj.__dict__
+    if "tags" in d:
+        new.tags = set(d["tags"])
+    if "description" in d:
+        new.description = d["description"]
+    return new
+
+
+class VirtualWorker(BaseWorker):
+    """An in-process worker: its own object store, used exactly like a remote one."""
+
+    kind = "virtual"
+
+    def __init__(self, worker_id: str):
+        super().__init__(worker_id)
+        self.core = WorkerCore(self.id)
+        registry.register(self)
+
+    @property
+    def objects(self) -> dict:
+        """The store: object id -> object."""
+        return self.core.objects
+
+    def _store_copy(self, obj) -> int:
+        return self.core.store(detached_copy(obj))
+
+    def _store_object(self, obj) -> int:
+        return self.core.store(obj)
+
+    def _receive_from(self, source, obj_id, requires_grad):
+        from ..tensors.pointer import PointerTensor
+
+        obj = source._fetch(obj_id)
+        new_id = self._store_object(obj)
+        return PointerTensor(self, new_id, obj.shape, obj.dtype, requires_grad=requires_grad)
+
+    def _run(self, func, args, kwargs):
+        return self.core.run(func, args, kwargs)
+
+    def _fetch(self, obj_id):
+        obj = self.core.fetch(obj_id)
+        ref = obj.__dict__.get("_ref")
+        if ref is not None:
+            ref.owner_id = "me"  # a pointer fetched back is held here again
+        return obj
+
+    def _release(self, obj_id):
+        self.core.decref(obj_id)
+
+    def _incref(self, obj_id):
+        self.core.incref(obj_id)
+
+    def _search(self, query):
+        from ..inspect.model import object_meta
+
+        return [(i, object_meta(self.core.objects[i])) for i in self.core.search(query)]
+
+    def describe(self, obj_id):
+        return self.core.describe(obj_id)
+
+    def summary(self) -> list[dict]:
+        return self.core.summary()
+
+
+class LocalWorker(VirtualWorker):
+    """``sy.local_worker`` ("me"): the notebook's own worker, owner of local pointers."""
+
+    kind = "local"
