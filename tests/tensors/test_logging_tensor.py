@@ -1,0 +1,173 @@
+"""LoggingTensor: a real torch.Tensor head that logs every op, forward and backward."""
+import copy
+import pickle
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import syft_lab as sy
+
+
+def test_head_is_a_real_tensor_and_results_stay_in_the_chain():
+    x = torch.tensor([[1., -2., 3.]])
+    lx = sy.LoggingTensor(x)
+    assert isinstance(lx, torch.Tensor) and isinstance(lx, sy.LoggingTensor)
+    assert lx.shape == x.shape and lx.dtype == x.dtype
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    y = F.relu(lin(lx)).sum()
+    assert isinstance(y, sy.LoggingTensor)
+    torch.manual_seed(0)
+    assert torch.equal(y.child, F.relu(nn.Linear(3, 2)(x)).sum())
+
+
+def test_log_records_ops_with_input_shapes_and_is_shared_by_results():
+    lx = sy.LoggingTensor(torch.tensor([[1., -2., 3.]]))
+    lin = nn.Linear(3, 2)
+    y = F.relu(lin(lx)).sum()
+    ops = [r.op for r in lx.log]
+    assert ops[:2] == ["aten.addmm.default", "aten.relu.default"]
+    assert "aten.sum.default" in ops
+    assert y.log is lx.log
+    addmm = lx.log[0]
+    assert [tuple(s) for s, _ in addmm.inputs] == [(2,), (1, 3), (3, 2)]
+    assert all(d == torch.float32 for _, d in addmm.inputs)
+    assert addmm.to_dict()["inputs"][1] == {"shape": [1, 3], "dtype": "float32"}
+
+
+def test_backward_through_the_layer_gives_torch_grads_and_logs_backward_ops():
+    x = torch.tensor([[1., -2., 3.]], requires_grad=True)
+    lx = sy.LoggingTensor(x.detach().clone().requires_grad_(True))
+    torch.manual_seed(0)
+    lin_a = nn.Linear(3, 2)
+    lin_b = copy.deepcopy(lin_a)
+    (F.relu(lin_a(x)) ** 2).sum().backward()
+    y = (F.relu(lin_b(lx)) ** 2).sum()
+    n_forward = len(lx.log)
+    y.backward()
+    assert len(lx.log) > n_forward
+    assert "aten.threshold_backward.default" in [r.op for r in lx.log]
+    assert torch.allclose(lx.grad.child, x.grad)
+    assert torch.allclose(lin_b.weight.grad.child, lin_a.weight.grad)
+    assert torch.allclose(lin_b.bias.grad.child, lin_a.bias.grad)
+
+
+def test_training_step_with_loss_and_optimizer_equals_plain_torch():
+    torch.manual_seed(0)
+    X, T = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    plain = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3))
+    logged = copy.deepcopy(plain)
+    for model, inp in ((plain, X), (logged, sy.LoggingTensor(X))):
+        opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(inp), T)
+            loss.backward()
+            opt.step()
+    for p, q in zip(plain.parameters(), logged.parameters()):
+        assert type(q) is nn.Parameter  # the optimizer updated the plain parameters in place
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_layers_nest_and_child_is_the_next_layer():
+    x = torch.tensor([1., 2.])
+    inner = sy.LoggingTensor(x)
+    outer = sy.LoggingTensor(inner)
+    assert outer.child is inner and inner.child is x
+    out = outer * 2
+    assert isinstance(out, sy.LoggingTensor) and isinstance(out.child, sy.LoggingTensor)
+    assert torch.equal(out.child.child, torch.tensor([2., 4.]))
+    assert [r.op for r in outer.log] == ["aten.mul.Tensor"]
+    assert [r.op for r in inner.log] == ["aten.mul.Tensor"]
+    assert repr(outer) == "LoggingTensor>LoggingTensor>tensor([1., 2.])"
+
+
+def test_repr_reads_like_the_chain():
+    lx = sy.LoggingTensor(torch.tensor([[1., -2., 3.]]))
+    assert repr(lx) == "LoggingTensor>tensor([[ 1., -2.,  3.]])"
+    assert str(lx) == repr(lx)
+
+
+def test_in_place_ops_return_the_callers_object():
+    lx = sy.LoggingTensor(torch.tensor([1., 2.]))
+    out = lx.add_(1)
+    assert out is lx
+    assert torch.equal(lx.child, torch.tensor([2., 3.]))
+    assert lx.log[-1].op == "aten.add_.Tensor"
+
+
+def test_ops_returning_tuples_and_lists():
+    lx = sy.LoggingTensor(torch.arange(6.).reshape(2, 3))
+    a, b = lx.split([1, 2], dim=1)
+    assert isinstance(a, sy.LoggingTensor) and b.shape == (2, 2)
+    c = torch.cat([a, b], dim=1)
+    assert torch.equal(c.child, lx.child)
+    values, idx = lx.max(dim=1)
+    assert torch.equal(idx.child, torch.tensor([2, 2]))
+
+
+def test_deepcopy_keeps_the_whole_chain_and_is_independent():
+    lx = sy.LoggingTensor(sy.LoggingTensor(torch.tensor([1., 2.])))
+    lx * 3
+    c = copy.deepcopy(lx)
+    assert type(c) is sy.LoggingTensor and type(c.child) is sy.LoggingTensor
+    assert [r.op for r in c.log] == [r.op for r in lx.log]
+    c.add_(10)
+    assert torch.equal(lx.child.child, torch.tensor([1., 2.]))
+    assert len(c.log) == len(lx.log) + 1
+
+
+def test_pickle_and_torch_save_round_trip_every_layer(tmp_path):
+    lx = sy.LoggingTensor(sy.LoggingTensor(torch.tensor([1., -2.])))
+    lx.abs()
+    back = pickle.loads(pickle.dumps(lx))
+    assert type(back) is sy.LoggingTensor and type(back.child) is sy.LoggingTensor
+    assert torch.equal(back.child.child, lx.child.child)
+    assert [r.op for r in back.log] == ["aten.abs.default"]
+    path = tmp_path / "lx.pt"
+    torch.save(lx, path)
+    loaded = torch.load(path, weights_only=False)
+    assert type(loaded.child) is sy.LoggingTensor and repr(loaded) == repr(lx)
+
+
+@pytest.mark.parametrize("bad", ["abc", 42, None, [1., 2.]])
+def test_layer_around_a_non_tensor_is_a_type_error(bad):
+    with pytest.raises(TypeError, match="LoggingTensor wraps a torch.Tensor"):
+        sy.LoggingTensor(bad)
+
+
+def test_op_errors_are_the_errors_torch_raises():
+    lx = sy.LoggingTensor(torch.ones(2, 3))
+    with pytest.raises(RuntimeError) as logged:
+        lx @ lx
+    with pytest.raises(RuntimeError) as plain:
+        torch.ones(2, 3) @ torch.ones(2, 3)
+    assert type(logged.value) is type(plain.value)
+    assert str(logged.value) == str(plain.value)
+
+
+def test_hook_is_idempotent_and_unhook_removes_only_what_it_added():
+    sy.hook()
+    sy.hook()
+    assert hasattr(torch.Tensor, "send") and hasattr(nn.Module, "send")
+    sy.unhook()
+    assert not hasattr(torch.Tensor, "send") and not hasattr(torch.Tensor, "tag")
+    assert not hasattr(nn.Module, "send")
+    assert hasattr(torch.Tensor, "add")
+    sy.hook()
+    assert sy.is_hooked()
+
+
+def test_hook_patches_no_torch_op():
+    before = {name: getattr(torch, name) for name in ("add", "matmul", "relu")}
+    tensor_before = dict(vars(torch.Tensor))
+    sy.unhook()
+    sy.hook()
+    assert all(getattr(torch, n) is f for n, f in before.items())
+    added = set(vars(torch.Tensor)) - set(tensor_before)
+    changed = {k for k in tensor_before if vars(torch.Tensor).get(k) is not tensor_before[k]}
+    assert added == set() and changed == set()  # hook() was already applied by the fixture
+    assert torch._C._len_torch_function_stack() == 0  # no global mode
+    assert torch._C._len_torch_dispatch_stack() == 0
