@@ -175,7 +175,9 @@ class WorkerCore:
         """The inspection-model nodes of a stored object's chain. Values stay private."""
         from ..inspect.model import chain_nodes
 
-        return chain_nodes(self.lookup(obj_id), owner=self.id, with_values=False)
+        nodes = chain_nodes(self.lookup(obj_id), owner=self.id, with_values=False)
+        nodes[0]["id"] = obj_id  # a stored object is known by its id in the store
+        return nodes
 
     def summary(self) -> list[dict]:
         """One entry per stored object, for the world view."""
