@@ -8,6 +8,7 @@
 """
 from .errors import ObjectNotFoundError, RemoteError, SyftError, WorkerUnavailableError
 from .hook import hook, is_hooked, unhook
+from .plans import Plan, PlanPointer, batch, plan
 from .inspect.model import Chain, World, chain, world
 from .tensors import LoggingTensor
 from .tensors.pointer import PointerTensor
@@ -16,7 +17,7 @@ from .workers.registry import all_workers, get_worker
 
 local_worker = LocalWorker("me")
 
-__all__ = ["BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
+__all__ = ["Plan", "PlanPointer", "batch", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
            "PointerTensor", "RemoteError", "SyftError", "VirtualWorker", "World",
            "WorkerUnavailableError", "all_workers", "chain", "get_worker", "hook", "is_hooked",
            "local_worker", "unhook", "world"]

@@ -142,7 +142,8 @@ def object_entry(obj_id: int, obj, worker_id: str, refcount: int) -> dict:
 
 
 def _local_pointer_entry(ref) -> dict:
-    return {"id": ref.pointer_id, "kind": "pointer", "type": "PointerTensor",
+    return {"id": ref.pointer_id, "kind": "pointer",
+            "type": "PlanPointer" if ref.target_kind == "plan" else "PointerTensor",
             "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
             "state": "gone" if ref.released else "ok", "names": []}
 
@@ -160,8 +161,20 @@ def world_dict(namespace: dict | None = None) -> dict:
     names_by_obj: dict[int, list[str]] = {}
     local_named: list = []
     if namespace:
+        from ..plans import Plan, PlanPointer
+
         for name, value in list(namespace.items()):
-            if name.startswith("_") or not isinstance(value, torch.Tensor):
+            if name.startswith("_"):
+                continue
+            if isinstance(value, Plan):
+                if value.id not in names_by_obj:
+                    local_named.append((value.id, value))
+                names_by_obj.setdefault(value.id, []).append(name)
+                continue
+            if isinstance(value, PlanPointer):
+                names_by_obj.setdefault(value._ref.pointer_id, []).append(name)
+                continue
+            if not isinstance(value, torch.Tensor):
                 continue
             if isinstance(value, PointerTensor):
                 names_by_obj.setdefault(value._ref.pointer_id, []).append(name)

@@ -33,10 +33,13 @@ _VALUE_OPS = {aten._local_scalar_dense.default, aten.equal.default, aten.is_nonz
 class RemoteRef(Ref):
     """A pointer's hold on one remote object. Dropping the last owning one releases the object."""
 
-    __slots__ = ("location", "owning", "released", "pointer_id", "owner_id", "__weakref__")
+    __slots__ = ("location", "owning", "released", "pointer_id", "owner_id", "target_kind", "shape", "dtype",
+                 "__weakref__")
 
-    def __init__(self, location, obj_id: int, owning: bool):
+    def __init__(self, location, obj_id: int, owning: bool, target_kind: str = "tensor"):
         self.id = obj_id
+        self.target_kind = target_kind
+        self.shape = self.dtype = None  # known for tensor targets; sy.batch needs them
         self.location = location
         self.owning = owning
         self.released = False
@@ -77,7 +80,8 @@ class PointerTensor(ChainLayer):
     def __new__(cls, location, id_at_location: int, shape, dtype, requires_grad: bool = False,
                 owning: bool = True):
         r = _make_wrapper(cls, shape, dtype=dtype, device=_META, requires_grad=requires_grad)
-        r._ref = RemoteRef(location, id_at_location, owning)
+        ref = r._ref = RemoteRef(location, id_at_location, owning)
+        ref.shape, ref.dtype = r.shape, dtype
         if events._subscribers:
             events.emit("pointer_created", "me", r.id, location=location.id, id_at_location=id_at_location)
         return r
@@ -196,9 +200,11 @@ class PointerTensor(ChainLayer):
         out = loc._run(func, wire_args, wire_kwargs)
         if type(out) is NewObject:
             r = _make_wrapper(cls, out.shape, dtype=out.dtype, device=_META)
-            r._ref = RemoteRef(loc, out.id, True)
+            ref = r._ref = RemoteRef(loc, out.id, True)
+            ref.shape = out.shape
+            ref.dtype = out.dtype
             return r
-        return _wrap_results(cls, out, loc, args)
+        return wrap_result(cls, out, loc, args)
 
     # --- values stay remote -----------------------------------------------------------
     def item(self):
@@ -274,13 +280,16 @@ class _MixedLocal(Exception):
     pass
 
 
-def _wrap_results(cls, out, loc, args):
+def wrap_result(cls, out, loc, args=()):
+    """Pointers for a worker's reply: new objects become owning pointers, in-place results
+    give back the caller's own argument, other values pass through."""
     if type(out) is NewObject:
         r = _make_wrapper(cls, out.shape, dtype=out.dtype, device=_META)
-        r._ref = RemoteRef(loc, out.id, True)
+        ref = r._ref = RemoteRef(loc, out.id, True)
+        ref.shape, ref.dtype = out.shape, out.dtype
         return r
     if type(out) is SameAsArg:
         return args[out.index]
     if type(out) in _seq:
-        return type(out)(_wrap_results(cls, o, loc, args) for o in out)
+        return type(out)(wrap_result(cls, o, loc, args) for o in out)
     return out

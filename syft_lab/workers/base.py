@@ -23,6 +23,7 @@ def check_worker_id(worker_id) -> str:
 
 class BaseWorker:
     kind = "worker"
+    _batch = None  # a sy.batch recorder while a batch block is open
 
     def __init__(self, worker_id: str):
         self.id = check_worker_id(worker_id)

@@ -88,6 +88,9 @@ class WorkerCore:
         del self.objects[obj_id]
         self.refcounts.pop(obj_id, None)
         events.emit("deleted", self.id, obj_id, reason="fetched")
+        on_delete = getattr(obj, "_on_delete", None)
+        if on_delete is not None:  # a fetched plan no longer needs its state copies here
+            on_delete(self)
         return obj
 
     def incref(self, obj_id: int) -> None:
@@ -106,6 +109,9 @@ class WorkerCore:
         del self.refcounts[obj_id]
         obj = self.objects.pop(obj_id)
         events.emit("deleted", self.id, obj_id, reason="released")
+        on_delete = getattr(obj, "_on_delete", None)
+        if on_delete is not None:
+            on_delete(self)
         del obj  # a stored pointer releases its own target here
 
     # --- commands ----------------------------------------------------------------------
@@ -158,6 +164,50 @@ class WorkerCore:
         if events._subscribers:
             events.emit("stored", self.id, obj_id)
         return NewObject(obj_id, out.shape, out.dtype)
+
+    # --- plans -----------------------------------------------------------------------------
+    def store_plan(self, graph, state: list, tags=(), description=None) -> int:
+        """Store a validated plan graph with copies of its state (owned by the plan)."""
+        from ..plans.plan import StoredPlan
+
+        state_ids = [self.store(t) for t in state]
+        return self.store(StoredPlan(graph, state_ids, tags, description))
+
+    def run_plan(self, plan_id: int, arg_ids: list[int], state_ids: list[int] | None = None) -> list:
+        """Run a stored plan on stored objects; its outputs are stored. One command, whole plan."""
+        from ..plans.plan import StoredPlan
+
+        stored = self.lookup(plan_id)
+        if not isinstance(stored, StoredPlan):
+            raise SyftError(f"object {plan_id} on worker {self.id!r} is not a plan")
+        values = [self.lookup(i) for i in (stored.state_ids if state_ids is None else state_ids)]
+        values += [self.lookup(i) for i in arg_ids]
+        stored.graph.check_inputs(values)
+        return self._run_graph(stored.graph, values, None)
+
+    def run_graph(self, graph, input_ids: list[int], output_ids: list[int]) -> list:
+        """Run a one-off graph (a recorded ``sy.batch``) and store its outputs under the given ids."""
+        values = [self.lookup(i) for i in input_ids]
+        graph.check_inputs(values)
+        if len(output_ids) != len(graph.outputs) or any(i in self.objects for i in output_ids):
+            raise SyftError("a batch names one new object id per output")
+        return self._run_graph(graph, values, output_ids)
+
+    def _run_graph(self, graph, values, output_ids):
+        try:
+            outs = graph.run(values)
+        except SyftError:
+            raise
+        except Exception as e:
+            raise RemoteError(self.id, type(e).__name__, str(e)) from None
+        results = []
+        for k, out in enumerate(outs):
+            same = next((i for i, v in enumerate(values) if v is out), None)
+            if same is not None:  # the plan returned one of its inputs: store an alias, not the same object twice
+                out = out.detach()
+            obj_id = self.store(out, output_ids[k] if output_ids else None)
+            results.append(NewObject(obj_id, out.shape, out.dtype))
+        return results
 
     def search(self, query: tuple[str, ...]) -> list[int]:
         """Ids of objects whose tags (or description words) contain every query term."""

@@ -9,6 +9,19 @@ from .base import BaseWorker
 from .core import WorkerCore
 
 
+def plan_state_to_send(state: list, worker) -> list:
+    """The state tensors a plan carries to ``worker``: none when the module was sent there
+    already (calls then use its pointers), else local copies."""
+    from ..tensors.pointer import PointerTensor
+
+    pointers = [t for t in state if isinstance(t, PointerTensor)]
+    if not pointers:
+        return state
+    if len(pointers) == len(state) and all(p.location is worker for p in pointers):
+        return []
+    raise SyftError(f"a plan's state must be local, or sent to worker {worker.id!r} as a whole")
+
+
 def detached_copy(obj):
     """What a worker stores when it is sent ``obj``: an independent copy of the whole chain,
     outside any autograd graph, with the tags and description the object carried."""
@@ -65,16 +78,32 @@ class VirtualWorker(BaseWorker):
         return PointerTensor(self, new_id, obj.shape, obj.dtype, requires_grad=requires_grad)
 
     def _run(self, func, args, kwargs):
+        if self._batch is not None:
+            return self._batch.record(func, args, kwargs)
         return self.core.run(func, args, kwargs)
+
+    def _store_plan(self, graph, state, tags, description):
+        # A copy through the plan's JSON form: the worker validates it as a remote one would.
+        return self.core.store_plan(graph.copy(), [detached_copy(t) for t in plan_state_to_send(state, self)],
+                                    tags, description)
+
+    def _run_plan(self, plan_id, args, state):
+        return self.core.run_plan(plan_id, [a.id for a in args], None if state is None else [s.id for s in state])
+
+    def _run_graph(self, graph, input_ids, output_ids):
+        return self.core.run_graph(graph.copy(), input_ids, output_ids)
 
     def _fetch(self, obj_id):
         obj = self.core.fetch(obj_id)
-        ref = obj.__dict__.get("_ref")
+        ref = getattr(obj, "__dict__", {}).get("_ref")
         if ref is not None:
             ref.owner_id = "me"  # a pointer fetched back is held here again
         return obj
 
     def _release(self, obj_id):
+        if self._batch is not None and obj_id in self._batch.pending:
+            self._batch.dropped.add(obj_id)
+            return
         self.core.decref(obj_id)
 
     def _incref(self, obj_id):

@@ -1,0 +1,8 @@
+"""Plans: traced on fake tensors, serialised as validated JSON, run remotely in one message."""
+from .batch import batch
+from .graph import PlanFormatError, PlanGraph
+from .plan import Plan, plan
+from .pointer import PlanPointer
+from .trace import TraceError
+
+__all__ = ["Plan", "PlanFormatError", "PlanGraph", "PlanPointer", "TraceError", "batch", "plan"]

@@ -1,0 +1,99 @@
+"""PlanPointer: a plan held by a worker. Calling it runs the whole plan there in one message."""
+from __future__ import annotations
+
+import torch
+
+from ..errors import SyftError
+from ..tensors.pointer import PointerTensor, RemoteRef, wrap_result
+
+
+class PlanPointer:
+    kind = "plan_pointer"
+
+    def __init__(self, location, obj_id: int, meta: dict, owning: bool = True, plan=None):
+        self._ref = RemoteRef(location, obj_id, owning, target_kind="plan")
+        self.meta = meta
+        self.plan = plan  # the local Plan it was sent from, if any
+
+    @property
+    def location(self):
+        return self._ref.location
+
+    @property
+    def id_at_location(self) -> int:
+        return self._ref.id
+
+    @property
+    def id(self) -> int:
+        return self._ref.pointer_id
+
+    @property
+    def name(self) -> str:
+        return self.meta.get("name", "plan")
+
+    def _state_refs(self):
+        """The module's current tensors when they are pointers on this worker (model.send(worker)
+        before the call); otherwise None, and the worker uses the state sent with the plan."""
+        plan = self.plan
+        if plan is None or plan.state is None:
+            return None
+        values = plan._state_values()
+        if values and all(isinstance(v, PointerTensor) and v.location is self.location for v in values):
+            return [v._ref for v in values]
+        return None
+
+    def __call__(self, *args):
+        if self._ref.released:
+            from ..errors import ObjectNotFoundError
+
+            raise ObjectNotFoundError(self.location.id, self.id_at_location)
+        loc = self.location
+        refs = []
+        for a in args:
+            if isinstance(a, PointerTensor):
+                if a.location is not loc:
+                    raise SyftError(f"plan {self.name!r} lives on worker {loc.id!r} but an argument is on "
+                                    f"worker {a.location.id!r}: move it first")
+                a._check_alive()
+                refs.append(a._ref)
+            elif isinstance(a, torch.Tensor):
+                raise SyftError(f"plan {self.name!r} lives on worker {loc.id!r}: send its inputs there first "
+                                f"(a local {type(a).__name__} was given)")
+            else:
+                raise SyftError(f"plan {self.name!r} takes pointers to tensors, got {type(a).__name__}")
+        outs = loc._run_plan(self._ref.id, refs, self._state_refs())
+        results = tuple(wrap_result(PointerTensor, o, loc) for o in outs)
+        single = self.meta.get("single_output", len(results) == 1)
+        return results[0] if single and len(results) == 1 else results
+
+    def get(self):
+        """Fetch the plan back (it leaves the worker)."""
+        from .plan import Plan
+
+        stored = self.location._fetch(self._ref.id)
+        self._ref.released = True
+        p = Plan(graph=stored.graph)
+        p.tags, p.description = set(stored.tags), stored.description
+        return p
+
+    def _inspection_nodes(self, owner: str, with_values: bool) -> list[dict]:
+        ref = self._ref
+        node = {"kind": "pointer", "type": "PlanPointer", "id": ref.pointer_id, "owner": owner,
+                "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
+                "state": "gone" if ref.released else "ok", "name": self.name}
+        rest = []
+        if not ref.released:
+            try:
+                rest = ref.location.describe(ref.id)
+            except Exception as e:
+                rest = [{"kind": "unreachable", "type": type(e).__name__, "id": ref.id,
+                         "owner": ref.location.id, "error": str(e)}]
+        return [node] + rest
+
+    def __repr__(self):
+        from ..ids import short
+
+        return f"[PlanPointer {self.name} | me:{short(self.id)} -> {self.location.id}:{short(self.id_at_location)}]"
+
+    def __reduce_ex__(self, protocol):
+        raise SyftError("a PlanPointer cannot be pickled: fetch the plan with .get() and save plan.to_json()")
