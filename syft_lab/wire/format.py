@@ -1,0 +1,562 @@
+"""The syft_lab wire format, version 1: the only code that reads bytes received from a peer.
+
+A message is a msgpack map (the header) plus raw tensor buffers. It travels as websocket
+binary messages:
+
+    first message  = prefix | header | (inline buffers)
+    prefix         = b"SY" | u8 version | u8 flags | u32 header_len | u32 nbufs | nbufs x u64 len
+    later messages = raw buffer bytes, at most CHUNK_SIZE each (only when flags has STREAMED)
+
+Small messages carry their buffers inline in the first message; a message whose buffers are
+larger than CHUNK_SIZE streams them in chunks, which the receiver copies straight into
+tensors it allocated from the validated header, so neither side holds more than the tensor
+plus one chunk. Values inside the header are msgpack types plus the ext types below; a tensor
+is an ext naming its buffer, dtype (from the allow-list in syft_lab.dtypes) and shape, and
+shape x itemsize must equal the buffer's length. Nothing is ever unpickled, evaluated or
+loaded with torch.load. See docs/wire-format.md.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import struct
+
+import msgpack
+import torch
+
+from ..dtypes import DTYPES, dtype_name
+from ..errors import SyftError
+from ..workers.core import NewObject, Ref, SameAsArg
+
+WIRE_VERSION = 1
+MAGIC = b"SY"
+STREAMED = 0x01
+
+CHUNK_SIZE = 4 * 2**20  # streamed buffers travel in messages of at most this size
+MAX_HEADER_SIZE = 16 * 2**20  # the msgpack header of one message
+MAX_BUFFERS = 4096  # tensors in one message
+MAX_DIMS = 64
+MAX_DIM_SIZE = 2**40
+MAX_NESTING = 32  # ext values inside ext values (tuples, chains)
+MAX_TEXT = 4096  # tags, descriptions, op names, error messages (characters)
+DEFAULT_MAX_MESSAGE_SIZE = 2**31  # header + buffers of one message; configurable per side
+# The largest websocket message either side must accept: a header plus one chunk inline.
+WS_MAX_SIZE = MAX_HEADER_SIZE + CHUNK_SIZE + 4096
+
+_PREFIX = struct.Struct(">2sBBII")
+_U64 = struct.Struct(">Q")
+
+# ext type codes
+EXT_REF, EXT_TENSOR, EXT_TUPLE, EXT_DTYPE, EXT_DEVICE, EXT_ENUM, EXT_COMPLEX = 1, 2, 3, 4, 5, 6, 7
+EXT_NEWOBJ, EXT_SAMEARG, EXT_LOGGING, EXT_POINTER = 8, 9, 10, 11
+
+_DEVICES = {"cpu": torch.device("cpu"), "meta": torch.device("meta")}
+_ENUMS = {
+    "layout.strided": torch.strided,
+    "memory_format.contiguous_format": torch.contiguous_format,
+    "memory_format.preserve_format": torch.preserve_format,
+    "memory_format.channels_last": torch.channels_last,
+    "memory_format.channels_last_3d": torch.channels_last_3d,
+}
+_ENUM_NAMES = {v: k for k, v in _ENUMS.items()}
+_DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+class WireError(SyftError):
+    """A message that breaks the wire format: wrong version, truncated, oversized, malformed."""
+
+
+class PointerSpec:
+    """A pointer as it travels: where its object is and which id it has there.
+
+    Decoding never makes a live pointer: a receiver decides what, if anything, to do with it."""
+
+    __slots__ = ("worker_id", "address", "id_at_location", "shape", "dtype", "tags", "description")
+
+    def __init__(self, worker_id, address, id_at_location, shape, dtype, tags=None, description=None):
+        self.worker_id, self.address, self.id_at_location = worker_id, address, id_at_location
+        self.shape, self.dtype, self.tags, self.description = shape, dtype, tags, description
+
+    def __repr__(self):
+        return f"PointerSpec({self.worker_id!r}, {self.id_at_location})"
+
+
+# --- encoding ------------------------------------------------------------------------------
+
+def _byte_view(t: torch.Tensor) -> memoryview:
+    """The bytes of a contiguous CPU tensor, without a copy (the caller keeps ``t`` alive)."""
+    n = t.numel() * t.element_size()
+    if n == 0:
+        return memoryview(b"")
+    return memoryview((ctypes.c_char * n).from_address(t.data_ptr())).cast("B")
+
+
+class _Encoder:
+    __slots__ = ("buffers", "keep", "detach")
+
+    def __init__(self, detach: bool = False):
+        self.detach = detach  # send every tensor as not requiring grad (a stored copy)
+        self.buffers: list = []  # memoryviews of tensor bytes
+        self.keep: list = []  # the tensors those views point into
+
+    def pack(self, obj) -> bytes:
+        return msgpack.packb(obj, default=self.default, use_bin_type=True, strict_types=True)
+
+    def default(self, obj):
+        from ..tensors.logging import LoggingTensor
+        from ..tensors.pointer import PointerTensor
+
+        if isinstance(obj, Ref):
+            return msgpack.ExtType(EXT_REF, _U64.pack(obj.id))
+        tp = type(obj)
+        if tp is torch.Tensor or tp is torch.nn.Parameter:
+            return msgpack.ExtType(EXT_TENSOR, self.pack(self._tensor(obj)))
+        if tp is tuple or tp is torch.Size:
+            return msgpack.ExtType(EXT_TUPLE, self.pack(list(obj)))
+        if tp is list:  # a list subclass (an OpLog): as a list
+            return list(obj)
+        if tp is torch.dtype:
+            return msgpack.ExtType(EXT_DTYPE, _dtype_to_name(obj).encode())
+        if tp is torch.device:
+            if obj.type not in _DEVICES:
+                raise WireError(f"device {obj} cannot travel: workers compute on the CPU")
+            return msgpack.ExtType(EXT_DEVICE, obj.type.encode())
+        if tp is torch.layout or tp is torch.memory_format:
+            if obj not in _ENUM_NAMES:
+                raise WireError(f"{obj} cannot travel; allowed: {', '.join(_ENUMS)}")
+            return msgpack.ExtType(EXT_ENUM, _ENUM_NAMES[obj].encode())
+        if tp is complex:
+            return msgpack.ExtType(EXT_COMPLEX, struct.pack(">dd", obj.real, obj.imag))
+        if tp is NewObject:
+            return msgpack.ExtType(EXT_NEWOBJ, self.pack([obj.id, list(obj.shape), _dtype_to_name(obj.dtype)]))
+        if tp is SameAsArg:
+            return msgpack.ExtType(EXT_SAMEARG, self.pack(obj.index))
+        if tp is PointerSpec:
+            return msgpack.ExtType(EXT_POINTER, self.pack(
+                [obj.worker_id, obj.address, obj.id_at_location, list(obj.shape), _dtype_to_name(obj.dtype),
+                 sorted(obj.tags) if obj.tags else None, obj.description]))
+        if isinstance(obj, PointerTensor):
+            ref = obj._ref
+            d = obj.__dict__
+            return self.default(PointerSpec(ref.location.id, getattr(ref.location, "url", None), ref.id,
+                                            obj.shape, obj.dtype, d.get("tags"), d.get("description")))
+        if isinstance(obj, LoggingTensor):
+            records = [[r.op, [[list(s), _dtype_to_name(dt)] for s, dt in r.inputs]] for r in obj.log]
+            d = obj.__dict__
+            return msgpack.ExtType(EXT_LOGGING, self.pack(
+                [obj.child, records, sorted(d["tags"]) if d.get("tags") else None, d.get("description")]))
+        if isinstance(obj, torch.Tensor):
+            raise WireError(f"a {type(obj).__name__} cannot travel: syft_lab sends plain tensors, "
+                            f"LoggingTensors and pointers")
+        if isinstance(obj, int) and not isinstance(obj, bool):  # e.g. a SymInt-free int subclass
+            return int(obj)
+        if isinstance(obj, float):
+            return float(obj)
+        raise WireError(f"a {type(obj).__name__} cannot travel on the wire")
+
+    def _tensor(self, t: torch.Tensor) -> list:
+        if t.device.type != "cpu":
+            raise WireError(f"only CPU tensors travel, got one on {t.device}")
+        if t.layout != torch.strided:
+            raise WireError(f"only dense tensors travel, got layout {t.layout}")
+        d = t.__dict__
+        rg = t.requires_grad and not self.detach
+        data = t.detach().resolve_conj().resolve_neg().contiguous()
+        index = len(self.buffers)
+        self.buffers.append(_byte_view(data))
+        self.keep.append(data)
+        return [index, _dtype_to_name(t.dtype), list(t.shape), rg,
+                sorted(d["tags"]) if d.get("tags") else None, d.get("description")]
+
+
+def _dtype_to_name(dtype) -> str:
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        raise WireError(f"dtype {dtype} cannot travel; supported: {', '.join(DTYPES)}") from None
+
+
+class Encoded:
+    """One encoded message: ``frames`` to send in order, and its total size in bytes."""
+
+    __slots__ = ("frames", "size", "streamed", "_keep")
+
+    def __init__(self, frames, size, streamed, keep):
+        self.frames, self.size, self.streamed, self._keep = frames, size, streamed, keep
+
+
+def encode(header: dict, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+           chunk_size: int = CHUNK_SIZE, detach: bool = False) -> Encoded:
+    """Encode ``header`` (a dict whose values may hold tensors, chains, refs) for sending.
+
+    With ``detach``, tensors travel as not requiring grad (what a worker stores on send)."""
+    enc = _Encoder(detach)
+    try:
+        head = enc.pack(header)
+    except WireError:
+        raise
+    except (TypeError, ValueError, OverflowError) as e:
+        raise WireError(f"cannot encode message: {e}") from None
+    if len(head) > MAX_HEADER_SIZE:
+        raise WireError(f"message header of {len(head)} bytes exceeds the limit of {MAX_HEADER_SIZE}")
+    bufs = enc.buffers
+    if len(bufs) > MAX_BUFFERS:
+        raise WireError(f"a message carries at most {MAX_BUFFERS} tensors, got {len(bufs)}")
+    lengths = [b.nbytes for b in bufs]
+    total = sum(lengths)
+    size = len(head) + total
+    if size > max_message_size:
+        raise WireError(f"message of {size} bytes exceeds the maximum message size {max_message_size}")
+    streamed = total > chunk_size
+    prefix = _PREFIX.pack(MAGIC, WIRE_VERSION, STREAMED if streamed else 0, len(head), len(bufs))
+    prefix += b"".join(_U64.pack(n) for n in lengths)
+    if not streamed:
+        return Encoded([b"".join([prefix, head, *bufs]) if bufs else prefix + head], size, False, None)
+    frames = [prefix + head]
+    for b in bufs:
+        for off in range(0, b.nbytes, chunk_size):
+            frames.append(b[off:off + chunk_size])
+    return Encoded(frames, size, True, enc.keep)
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+def _check_text(x, what: str) -> str:
+    if type(x) is not str or len(x) > MAX_TEXT:
+        raise WireError(f"{what} must be a string of at most {MAX_TEXT} characters")
+    return x
+
+
+def _check_int(x, what: str, lo: int = 0, hi: int = 2**64 - 1) -> int:
+    if type(x) is not int or not lo <= x <= hi:
+        raise WireError(f"{what} must be an integer in [{lo}, {hi}], got {type(x).__name__}")
+    return x
+
+
+def _check_dtype(name) -> torch.dtype:
+    try:
+        return DTYPES[name]
+    except (KeyError, TypeError):
+        raise WireError(f"dtype {name!r} is not allowed; allowed: {', '.join(DTYPES)}") from None
+
+
+def _check_shape(shape) -> list:
+    if type(shape) is not list or len(shape) > MAX_DIMS:
+        raise WireError(f"a shape is a list of at most {MAX_DIMS} sizes")
+    for s in shape:
+        _check_int(s, "a dimension size", 0, MAX_DIM_SIZE)
+    return shape
+
+
+def _check_tags(tags):
+    if tags is None:
+        return None
+    if type(tags) is not list or len(tags) > 256:
+        raise WireError("tags must be a list of at most 256 strings")
+    return {_check_text(t, "a tag") for t in tags}
+
+
+def _apply_meta(obj, tags, description):
+    tags = _check_tags(tags)
+    if tags:
+        obj.tags = tags
+    if description is not None:
+        obj.description = _check_text(description, "a description")
+    return obj
+
+
+class _Slot:
+    """A buffer the header declared: its length and, once claimed, the tensor receiving it."""
+
+    __slots__ = ("length", "tensor")
+
+    def __init__(self, length: int):
+        self.length = length
+        self.tensor = None
+
+
+class _HeaderDecoder:
+    """Unpacks one header; ext values are validated as they are met."""
+
+    def __init__(self, slots: list[_Slot]):
+        self.slots = slots
+        self.depth = 0
+
+    def unpack(self, data: bytes):
+        return msgpack.unpackb(data, ext_hook=self.ext_hook, raw=False, strict_map_key=True,
+                               use_list=True)
+
+    def ext_hook(self, code: int, data: bytes):
+        if code == EXT_REF:
+            if len(data) != 8:
+                raise WireError("a ref is 8 bytes")
+            return Ref(_U64.unpack(data)[0])
+        if code == EXT_DTYPE:
+            return _check_dtype(data.decode("utf-8", "replace"))
+        if code == EXT_DEVICE:
+            try:
+                return _DEVICES[data.decode("utf-8", "replace")]
+            except KeyError:
+                raise WireError("a device is 'cpu' or 'meta'") from None
+        if code == EXT_ENUM:
+            try:
+                return _ENUMS[data.decode("utf-8", "replace")]
+            except KeyError:
+                raise WireError(f"unknown enum; allowed: {', '.join(_ENUMS)}") from None
+        if code == EXT_COMPLEX:
+            if len(data) != 16:
+                raise WireError("a complex number is 16 bytes")
+            return complex(*struct.unpack(">dd", data))
+        if code not in (EXT_TENSOR, EXT_TUPLE, EXT_NEWOBJ, EXT_SAMEARG, EXT_LOGGING, EXT_POINTER):
+            raise WireError(f"unknown ext type {code}")
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise WireError(f"values nest deeper than {MAX_NESTING} levels")
+        try:
+            v = self.unpack(data)
+        finally:
+            self.depth -= 1
+        if code == EXT_TUPLE:
+            if type(v) is not list:
+                raise WireError("a tuple ext holds a list")
+            return tuple(v)
+        if code == EXT_SAMEARG:
+            return SameAsArg(_check_int(v, "an argument index", 0, 1024))
+        if type(v) is not list:
+            raise WireError(f"ext type {code} holds a list")
+        if code == EXT_TENSOR:
+            return self._tensor(v)
+        if code == EXT_NEWOBJ:
+            if len(v) != 3:
+                raise WireError("a new-object ext is [id, shape, dtype]")
+            return NewObject(_check_int(v[0], "an object id"), _check_shape(v[1]), _check_dtype(v[2]))
+        if code == EXT_LOGGING:
+            return self._logging(v)
+        return self._pointer(v)
+
+    def _tensor(self, v):
+        if len(v) != 6:
+            raise WireError("a tensor ext is [buffer, dtype, shape, requires_grad, tags, description]")
+        index, dtype, shape, rg, tags, desc = v
+        _check_int(index, "a buffer index", 0, len(self.slots) - 1 if self.slots else -1)
+        dtype = _check_dtype(dtype)
+        shape = _check_shape(shape)
+        slot = self.slots[index]
+        if slot.tensor is not None:
+            raise WireError(f"buffer {index} is claimed twice")
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        nbytes = math.prod(shape) * itemsize
+        if nbytes != slot.length:
+            raise WireError(f"shape {shape} x {itemsize} bytes ({dtype_name(dtype)}) = {nbytes} bytes, "
+                            f"but buffer {index} has {slot.length}")
+        t = torch.empty(shape, dtype=dtype)
+        if type(rg) is not bool:
+            raise WireError("requires_grad is a bool")
+        slot.tensor = t
+        if rg:
+            if not (dtype.is_floating_point or dtype.is_complex):
+                raise WireError(f"a {dtype_name(dtype)} tensor cannot require grad")
+            t.requires_grad_(True)  # a leaf: its data is filled in below, under no_grad
+        return _apply_meta(t, tags, desc)
+
+    def _logging(self, v):
+        from ..tensors.logging import LoggingTensor, OpLog, OpRecord
+
+        if len(v) != 4:
+            raise WireError("a logging ext is [child, records, tags, description]")
+        child, records, tags, desc = v
+        if not isinstance(child, (torch.Tensor, PointerSpec)):
+            raise WireError("a LoggingTensor's child is a tensor, a chain or a pointer")
+        if type(records) is not list or len(records) > 1_000_000:
+            raise WireError("a log is a list of records")
+        log = OpLog()
+        for r in records:
+            if type(r) is not list or len(r) != 2 or type(r[1]) is not list:
+                raise WireError("a log record is [op name, [[shape, dtype], ...]]")
+            inputs = []
+            for i in r[1]:
+                if type(i) is not list or len(i) != 2:
+                    raise WireError("a log record input is [shape, dtype]")
+                inputs.append((torch.Size(_check_shape(i[0])), _check_dtype(i[1])))
+            log.append(OpRecord(_check_text(r[0], "an op name"), tuple(inputs)))
+        if isinstance(child, PointerSpec):
+            return _LoggingOverPointer(child, log, _check_tags(tags), desc)
+        return _apply_meta(LoggingTensor(child, log), tags, desc)
+
+    def _pointer(self, v):
+        if len(v) != 7:
+            raise WireError("a pointer ext is [worker, address, id, shape, dtype, tags, description]")
+        worker, address, obj_id, shape, dtype, tags, desc = v
+        if address is not None:
+            _check_text(address, "a worker address")
+        if desc is not None:
+            _check_text(desc, "a description")
+        return PointerSpec(_check_text(worker, "a worker id"), address, _check_int(obj_id, "an object id"),
+                           _check_shape(shape), _check_dtype(dtype), _check_tags(tags), desc)
+
+
+class _LoggingOverPointer(PointerSpec):
+    """A LoggingTensor over a pointer, as decoded: kept as data, never made live."""
+
+    __slots__ = ("log",)
+
+    def __init__(self, child: PointerSpec, log, tags, description):
+        super().__init__(child.worker_id, child.address, child.id_at_location, child.shape,
+                         child.dtype, tags, description)
+        self.log = log
+
+
+class Decoder:
+    """Sans-I/O decoder for one connection: ``feed`` each received websocket message.
+
+    Returns the decoded header (a dict) once a message is complete, ``None`` while streamed
+    buffers are still arriving. Raises WireError on anything malformed; the connection is then
+    out of step and must be closed (``broken`` is set). Dropping a decoder mid-message drops
+    the tensors being filled: nothing partial escapes.
+    """
+
+    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, chunk_size: int = CHUNK_SIZE):
+        self.max_message_size = max_message_size
+        self.chunk_size = chunk_size
+        self.broken = False
+        self._pending = None  # (header, slots) while streamed buffers arrive
+        self._slot = 0
+        self._offset = 0
+        self.expected = 0  # bytes of streamed buffers in the current message
+        self.received = 0
+
+    @property
+    def in_message(self) -> bool:
+        return self._pending is not None
+
+    def feed(self, data):
+        if self.broken:
+            raise WireError("this connection sent a malformed message earlier")
+        try:
+            if self._pending is None:
+                return self._first(data)
+            return self._chunk(data)
+        except WireError:
+            self._fail()
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError, MemoryError,
+                UnicodeDecodeError, struct.error, msgpack.UnpackException, RuntimeError) as e:
+            self._fail()
+            raise WireError(f"malformed message: {type(e).__name__}: {str(e)[:200]}") from None
+
+    def _fail(self):
+        self.broken = True
+        self._pending = None
+
+    def _first(self, data):
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise WireError("syft_lab messages are binary websocket messages, got text")
+        data = memoryview(data)
+        if len(data) < _PREFIX.size:
+            raise WireError(f"truncated message: {len(data)} bytes, shorter than the {_PREFIX.size}-byte prefix")
+        magic, version, flags, head_len, nbufs = _PREFIX.unpack_from(data)
+        if magic != MAGIC:
+            raise WireError("not a syft_lab message (bad magic)")
+        if version != WIRE_VERSION:
+            raise WireError(f"wire format version {version} is not supported; this side speaks {WIRE_VERSION}")
+        if flags & ~STREAMED:
+            raise WireError(f"unknown flags {flags:#x}")
+        if nbufs > MAX_BUFFERS:
+            raise WireError(f"a message carries at most {MAX_BUFFERS} tensors, got {nbufs}")
+        if head_len > MAX_HEADER_SIZE:
+            raise WireError(f"header of {head_len} bytes exceeds the limit of {MAX_HEADER_SIZE}")
+        pos = _PREFIX.size + 8 * nbufs
+        if len(data) < pos + head_len:
+            raise WireError("truncated message: shorter than its prefix says")
+        lengths = [_U64.unpack_from(data, _PREFIX.size + 8 * i)[0] for i in range(nbufs)]
+        total = sum(lengths)
+        if head_len + total > self.max_message_size:
+            raise WireError(f"message of {head_len + total} bytes exceeds the maximum message size "
+                            f"{self.max_message_size}")
+        streamed = bool(flags & STREAMED)
+        inline = len(data) - pos - head_len
+        if streamed:
+            if inline:
+                raise WireError("a streamed message carries no inline bytes")
+        elif inline != total:
+            raise WireError(f"truncated or padded message: {inline} buffer bytes, expected {total}")
+        slots = [_Slot(n) for n in lengths]
+        header = _HeaderDecoder(slots).unpack(data[pos:pos + head_len])
+        if type(header) is not dict:
+            raise WireError("a message header is a map")
+        for i, s in enumerate(slots):
+            if s.tensor is None:
+                raise WireError(f"buffer {i} is not claimed by any tensor")
+        if not streamed:
+            off = pos + head_len
+            for s in slots:
+                _fill(s.tensor, 0, data[off:off + s.length])
+                off += s.length
+            _finish(slots)
+            return header
+        self._pending = (header, [s for s in slots if s.length])
+        self._slot = self._offset = 0
+        self.expected, self.received = total, 0
+        if total == 0:
+            return self._complete()
+        return None
+
+    def _chunk(self, data):
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise WireError("a buffer chunk is a binary message, got text")
+        data = memoryview(data)
+        if len(data) > self.chunk_size:
+            raise WireError(f"a chunk of {len(data)} bytes exceeds the chunk size {self.chunk_size}")
+        if not len(data):
+            raise WireError("an empty chunk")
+        if self.received + len(data) > self.expected:
+            raise WireError("more buffer bytes than the message declared")
+        header, slots = self._pending
+        pos = 0
+        while pos < len(data):
+            s = slots[self._slot]
+            n = min(s.length - self._offset, len(data) - pos)
+            _fill(s.tensor, self._offset, data[pos:pos + n])
+            pos += n
+            self._offset += n
+            if self._offset == s.length:
+                self._slot += 1
+                self._offset = 0
+        self.received += len(data)
+        if self.received == self.expected:
+            return self._complete()
+        return None
+
+    def _complete(self):
+        header, slots = self._pending
+        self._pending = None
+        _finish(slots)
+        return header
+
+
+def _fill(t: torch.Tensor, offset: int, data: memoryview) -> None:
+    if len(data):
+        dest = (ctypes.c_char * len(data)).from_address(t.data_ptr() + offset)
+        memoryview(dest).cast("B")[:] = data
+
+
+def _finish(slots) -> None:
+    for s in slots:
+        t = s.tensor
+        if t.dtype is torch.bool and t.numel() and t.view(torch.uint8).max().item() > 1:
+            raise WireError("a bool tensor holds bytes other than 0 and 1")
+
+
+def decode(data) -> dict:
+    """Decode one complete, non-streamed message (tests and tools; connections use Decoder)."""
+    d = Decoder()
+    out = d.feed(data)
+    if out is None:
+        raise WireError("a streamed message needs its chunks: use a Decoder")
+    return out
+
+
+def encode_bytes(header: dict) -> bytes:
+    """Encode a message as one bytes object (inline or not); tests and tools."""
+    e = encode(header, chunk_size=2**62)
+    return bytes(e.frames[0])
