@@ -15,6 +15,10 @@ def node_text(node: dict) -> str:
         if p is not None:
             return p["text"]
         return f"tensor<{node['dtype']} {node['shape']} on {node['owner']}>"
+    if kind == "pending":
+        return f"tensor<{node['dtype']} {node['shape']} on {node['owner']}, computed when the batch ends>"
+    if kind == "unreachable":
+        return f"({node['owner']} unreachable: {node.get('error', '')})"
     if kind == "plan":
         return f"Plan {node.get('name', '')}".rstrip()
     return node["type"]

@@ -115,6 +115,10 @@ class VirtualWorker(BaseWorker):
         return [(i, object_meta(self.core.objects[i])) for i in self.core.search(query)]
 
     def describe(self, obj_id):
+        if self._batch is not None and obj_id in self._batch.pending:
+            _, shape, dtype = self._batch.pending[obj_id]
+            return [{"kind": "pending", "type": "Tensor", "id": obj_id, "owner": self.id, "shape": list(shape),
+                     "dtype": dtype, "preview": None}]
         return self.core.describe(obj_id)
 
     def summary(self) -> list[dict]:
