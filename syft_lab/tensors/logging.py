@@ -6,6 +6,7 @@ import torch
 from .base import ChainLayer, make_layer, require_tensor
 
 _Tensor = torch.Tensor
+_make_wrapper = torch.Tensor._make_wrapper_subclass
 _seq = (list, tuple)
 
 
@@ -38,12 +39,32 @@ class OpRecord:
 
 
 class OpLog(list):
-    """The shared list of OpRecords of a LoggingTensor and of everything computed from it."""
+    """The shared list of ops of a LoggingTensor and of everything computed from it.
+
+    Entries are stored as compact ``(func, inputs)`` tuples (appending must be cheap: it
+    happens on every op) and read as OpRecords."""
 
     __slots__ = ()
 
+    @staticmethod
+    def _record(e):
+        return e if type(e) is OpRecord else OpRecord(*e)
+
+    def __getitem__(self, i):
+        e = list.__getitem__(self, i)
+        if type(i) is slice:
+            return [self._record(x) for x in e]
+        return self._record(e)
+
+    def __iter__(self):
+        for e in list.__iter__(self):
+            yield self._record(e)
+
     def ops(self) -> list[str]:
         return [r.op for r in self]
+
+    def __repr__(self):
+        return f"OpLog({[r.op for r in self]})"
 
 
 class LoggingTensor(ChainLayer):
@@ -70,23 +91,30 @@ class LoggingTensor(ChainLayer):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
-        # Unwrap top-level args and one level of lists, remembering the first log.
+        # Flat unwrap of top-level args and one level of lists: a pytree walk costs ~3x.
         log = None
         unwrapped = []
+        inputs = []
         for a in args:
             if isinstance(a, cls):
+                a_child = a.child
                 if log is None:
                     log = a.log
-                unwrapped.append(a.child)
+                unwrapped.append(a_child)
+                inputs.append((a_child.shape, a_child.dtype))
+            elif isinstance(a, _Tensor):
+                unwrapped.append(a)
+                inputs.append((a.shape, a.dtype))
             elif type(a) in _seq:
                 inner = []
                 for b in a:
                     if isinstance(b, cls):
                         if log is None:
                             log = b.log
-                        inner.append(b.child)
-                    else:
-                        inner.append(b)
+                        b = b.child
+                    if isinstance(b, _Tensor):
+                        inputs.append((b.shape, b.dtype))
+                    inner.append(b)
                 unwrapped.append(inner)
             else:
                 unwrapped.append(a)
@@ -98,24 +126,30 @@ class LoggingTensor(ChainLayer):
                         log = v.log
                     v = v.child
                 kw[k] = v
-            out = func(*unwrapped, **kw)
+            out = func._op(*unwrapped, **kw)
         else:
-            out = func(*unwrapped)
-
-        if log is not None:
-            log.append(OpRecord(func, tuple((t.shape, t.dtype) for t in unwrapped if isinstance(t, _Tensor))))
-        else:  # a LoggingTensor only in a nested list deeper than we look: still log nothing wrong
+            out = func._op(*unwrapped)
+        if log is None:  # only reachable through kwargs-free nesting we do not unwrap
             log = OpLog()
+        log.append((func, inputs))
 
         if isinstance(out, _Tensor):
-            return cls._rewrap(out, args, unwrapped, log)
+            for orig, u in zip(args, unwrapped):
+                if out is u:  # in-place and out= ops: give back the caller's own object
+                    return orig
+            if out.is_cpu:
+                r = _make_wrapper(cls, out.shape, dtype=out.dtype)
+            else:
+                r = _make_wrapper(cls, out.shape, dtype=out.dtype, device=out.device)
+            r.child = out
+            r.log = log
+            return r
         if type(out) in _seq:
             return type(out)(cls._rewrap(o, args, unwrapped, log) if isinstance(o, _Tensor) else o for o in out)
         return out
 
     @classmethod
     def _rewrap(cls, out, args, unwrapped, log):
-        # In-place and out= ops return one of their inputs: give back the caller's own object.
         for orig, u in zip(args, unwrapped):
             if out is u:
                 return orig
@@ -135,13 +169,13 @@ class LoggingTensor(ChainLayer):
         child = copy.deepcopy(self.child, memo)
         if self.requires_grad:
             child.requires_grad_(True)
-        new = LoggingTensor.__new__(type(self), child, OpLog(copy.deepcopy(list(self.log), memo)))
+        new = LoggingTensor.__new__(type(self), child, OpLog(list.__iter__(self.log)))
         memo[id(self)] = new
         return new
 
     def __reduce_ex__(self, protocol):
         # A LoggingTensor is local data plus its log: both pickle safely and come back whole.
-        return (_rebuild_logging_tensor, (type(self), self.child, self.requires_grad, list(self.log)))
+        return (_rebuild_logging_tensor, (type(self), self.child, self.requires_grad, [r for r in self.log]))
 
 
 def _rebuild_logging_tensor(cls, child, requires_grad, records):
