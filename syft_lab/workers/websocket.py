@@ -1,0 +1,316 @@
+"""WebSocketWorker: a worker in another process (or machine), used exactly like a VirtualWorker.
+
+    bob = sy.WebSocketWorker("ws://127.0.0.1:8777", id="bob", token=token)
+    p = torch.tensor([1., 2.]).send(bob)
+
+Every call is one request and one reply on a synchronous websocket connection (the
+``websockets`` sync client, no compression: lowest latency). Connection states are explicit:
+
+    disconnected --connect--> connected --lost--> disconnected --(next call)--> connected ...
+                                        --close()--> closed
+
+A call on a disconnected worker reconnects first; if the worker cannot be reached it raises
+WorkerUnavailableError naming the worker. A restarted worker has lost its objects: pointers to
+them raise ObjectNotFoundError with a note saying so.
+
+Garbage collection: a pointer's ``__del__`` may run at any moment, even in the middle of
+another request on this connection, so ``_release`` only queues the id; the queue travels
+with the next request (or on close). Never re-entrant, never lost on a failed send.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import threading
+
+from ..errors import ObjectNotFoundError, RemoteError, SyftError, WorkerUnavailableError
+from ..wire.allowlist import op_name
+from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE, Decoder, WireError, encode
+from . import registry
+from .base import BaseWorker
+
+PROGRESS_THRESHOLD = 8 * 2**20  # show a progress bar for transfers above this many bytes
+
+CONNECTED, DISCONNECTED, CLOSED = "connected", "disconnected", "closed"
+
+
+class AuthenticationError(SyftError):
+    """The worker refused this client's token (or it sent none)."""
+
+
+_op_names: dict = {}
+
+
+class WebSocketWorker(BaseWorker):
+    """A remote worker reached over websockets (``ws://`` or ``wss://``)."""
+
+    kind = "websocket"
+
+    def __init__(self, url: str, id: str | None = None, *, token: str | None = None, timeout: float = 60.0,
+                 ssl=None, progress: bool | None = None, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE):
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise SyftError(f"a WebSocketWorker url looks like 'ws://127.0.0.1:8777', got {url!r}")
+        self.url = url
+        self.token = token if token is not None else (os.environ.get("SYFT_LAB_TOKEN") or None)
+        self.timeout = timeout
+        self.ssl = ssl
+        self.progress = progress  # None: a bar for large transfers; False: never
+        self.max_message_size = max_message_size
+        self._ws = None
+        self._state = DISCONNECTED
+        self._lock = threading.Lock()
+        self._owner = None  # the thread inside a request (re-entrance would corrupt the stream)
+        self._rid = 0
+        self._releases: collections.deque = collections.deque()
+        self.instance = None  # the server process's instance id; changes when it restarts
+        self.restarted = False
+        self.id = "?"  # for error messages until the worker tells its id
+        if id is not None:
+            super().__init__(id)
+        with self._lock:
+            hello = self._connect()
+        if id is None:
+            super().__init__(hello["worker"])
+        registry.register(self)
+
+    # --- connection ----------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        """'connected', 'disconnected' (reconnects on the next call) or 'closed'."""
+        return self._state
+
+    def _unavailable(self, why) -> WorkerUnavailableError:
+        return WorkerUnavailableError(
+            f"worker {self.id!r} at {self.url} is unavailable: {why}. Pointers to it work again once it "
+            f"is back (objects it held are gone if it restarted).")
+
+    def _connect(self) -> dict:
+        """Open the connection and say hello (the caller holds the lock)."""
+        from websockets.exceptions import InvalidStatus, InvalidURI, WebSocketException
+        from websockets.sync.client import connect
+
+        if self._state == CLOSED:
+            raise SyftError(f"worker {self.id!r} was closed; make a new WebSocketWorker to reconnect")
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        try:
+            ws = connect(self.url, additional_headers=headers, compression=None, max_size=WS_MAX_SIZE,
+                         max_queue=8, open_timeout=min(self.timeout, 10.0), close_timeout=2, ssl=self.ssl,
+                         ping_interval=20, ping_timeout=60, user_agent_header=None, legacy=True)
+        except InvalidStatus as e:
+            status = e.response.status_code
+            if status == 401:
+                raise AuthenticationError(f"worker at {self.url} refused the connection: missing or wrong "
+                                          f"token (set token= or SYFT_LAB_TOKEN)") from None
+            raise self._unavailable(f"HTTP {status} {e.response.reason_phrase}") from None
+        except InvalidURI as e:
+            raise SyftError(f"bad worker url {self.url!r}: {e}") from None
+        except (OSError, TimeoutError, WebSocketException) as e:
+            raise self._unavailable(f"{type(e).__name__}: {e}") from None
+        self._ws = ws
+        self._state = CONNECTED
+        try:
+            hello = self._exchange({"c": "hello"}, flush=False)
+        except BaseException:
+            self._drop()
+            raise
+        if self.id != "?" and hello.get("worker") != self.id:
+            self._drop()
+            raise SyftError(f"the worker at {self.url} is {hello.get('worker')!r}, not {self.id!r}")
+        if self.instance is not None and hello.get("instance") != self.instance:
+            self.restarted = True
+            self._releases.clear()  # they name objects of the previous process
+        self.instance = hello.get("instance")
+        self.max_message_size = min(self.max_message_size, hello.get("max_message_size") or self.max_message_size)
+        return hello
+
+    def _drop(self) -> None:
+        ws, self._ws = self._ws, None
+        if self._state != CLOSED:
+            self._state = DISCONNECTED
+        if ws is not None:
+            try:
+                ws.close()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        """Send the queued releases, close the connection and forget this worker."""
+        with self._lock:
+            if self._state == CONNECTED and self._releases:
+                try:
+                    self._exchange({"c": "release", "ids": []})
+                except SyftError:
+                    pass
+            self._drop()
+            self._state = CLOSED
+        super().close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- one request ---------------------------------------------------------------------
+    def _request(self, header: dict, *, detach: bool = False, label: str | None = None):
+        if self._owner == threading.get_ident():
+            raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                if self._state != CONNECTED:
+                    self._connect()
+                return self._exchange(header, detach=detach, label=label)
+            finally:
+                self._owner = None
+
+    def _exchange(self, header: dict, *, flush: bool = True, detach: bool = False, label=None):
+        from websockets.exceptions import ConnectionClosed
+
+        self._rid += 1
+        rid = header["r"] = self._rid
+        rel = []
+        if flush and self._releases:
+            while self._releases:
+                rel.append(self._releases.popleft())
+            header["rel"] = rel
+        encoded = encode(header, max_message_size=self.max_message_size, detach=detach)
+        ws = self._ws
+        bar = None
+        try:
+            if encoded.streamed and encoded.size > PROGRESS_THRESHOLD:
+                bar = self._bar(encoded.size, f"{label or 'send'} → {self.id}")
+            for frame in encoded.frames:
+                ws.send(frame)
+                if bar is not None:
+                    bar.update(len(frame))
+            if bar is not None:
+                bar.close()
+                bar = None
+            decoder = Decoder(self.max_message_size)
+            while True:
+                reply = decoder.feed(ws.recv(timeout=self.timeout))
+                if reply is not None:
+                    break
+                if bar is None and decoder.expected > PROGRESS_THRESHOLD:
+                    bar = self._bar(decoder.expected, f"{label or 'receive'} ← {self.id}")
+                if bar is not None:
+                    bar.n = decoder.received
+                    bar.refresh()
+        except (ConnectionClosed, OSError) as e:
+            self._releases.extendleft(reversed(rel))
+            self._drop()
+            raise self._unavailable(f"connection lost ({type(e).__name__})") from None
+        except TimeoutError:
+            self._drop()  # a late reply would arrive out of step: start afresh
+            raise self._unavailable(f"no reply within {self.timeout} s") from None
+        except WireError:
+            self._drop()
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+        if reply.get("r") != rid:  # the worker could not read our message and closes
+            self._drop()
+            if "err" in reply:
+                raise self._error(reply["err"])
+            raise self._unavailable("reply out of step")
+        if "err" in reply:
+            raise self._error(reply["err"])
+        return reply.get("ok")
+
+    def _error(self, err) -> SyftError:
+        if not isinstance(err, dict):
+            return RemoteError(self.id, "SyftError", "malformed error reply")
+        kind, message = str(err.get("t")), str(err.get("m"))
+        if kind == "ObjectNotFoundError" and type(err.get("id")) is int:
+            e = ObjectNotFoundError(self.id, err["id"])
+            if self.restarted:
+                e.add_note(f"worker {self.id!r} restarted since this client first connected: "
+                           f"objects it held before are gone")
+            return e
+        return RemoteError(self.id, kind, message)
+
+    def _bar(self, total, desc):
+        if self.progress is False:
+            return None
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return None
+        return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
+
+    # --- what BaseWorker asks of a transport ---------------------------------------------
+    @property
+    def objects(self) -> dict:
+        """A snapshot of the worker's store: object id -> what the worker says about it."""
+        return {e["id"]: e for e in self.summary()}
+
+    def _store_copy(self, obj) -> int:
+        from ..tensors.pointer import PointerTensor
+
+        if isinstance(obj, PointerTensor) or isinstance(getattr(obj, "child", None), PointerTensor):
+            raise SyftError(f"worker {self.id!r} is remote and cannot hold a pointer: pointers to pointers "
+                            f"across remote workers are not supported. Move the data instead: "
+                            f"ptr.move({self.id})")
+        return self._request({"c": "store", "o": obj}, detach=True, label="send")
+
+    def _store_object(self, obj) -> int:
+        return self._store_copy(obj)
+
+    def _receive_from(self, source, obj_id, requires_grad):
+        """Move: copy the object here through this client, then delete it at the source, so a
+        failure on the way loses nothing."""
+        from ..tensors.pointer import PointerTensor
+
+        if isinstance(source, WebSocketWorker):
+            obj = source._request({"c": "fetch", "id": obj_id, "keep": True}, label="move")
+            new_id = self._store_copy(obj)
+            source._discard(obj_id)
+        elif hasattr(source, "core"):  # an in-process worker
+            obj = source.core.lookup(obj_id)
+            new_id = self._store_copy(obj)
+            source._fetch(obj_id)
+        else:
+            obj = source._fetch(obj_id)
+            new_id = self._store_copy(obj)
+        return PointerTensor(self, new_id, obj.shape, obj.dtype, requires_grad=requires_grad)
+
+    def _discard(self, obj_id) -> None:
+        self._request({"c": "delete", "id": obj_id})
+
+    def _run(self, func, args, kwargs):
+        name = _op_names.get(func)
+        if name is None:
+            name = _op_names[func] = op_name(func)
+        return self._request({"c": "run", "op": name, "a": args, "k": kwargs})
+
+    def _fetch(self, obj_id):
+        return self._request({"c": "fetch", "id": obj_id, "keep": False}, label="get")
+
+    def _release(self, obj_id) -> None:
+        self._releases.append(obj_id)  # sent with the next request: see the module docstring
+
+    def _incref(self, obj_id) -> None:
+        self._request({"c": "incref", "id": obj_id})
+
+    def _search(self, query):
+        return [(i, meta) for i, meta in self._request({"c": "search", "q": list(query)})]
+
+    def describe(self, obj_id: int) -> list[dict]:
+        return self._request({"c": "describe", "id": obj_id})
+
+    def summary(self) -> list[dict]:
+        return self._request({"c": "summary"})
+
+    def ping(self) -> bool:
+        """True if the worker answers (reconnecting if needed); raises WorkerUnavailableError if not."""
+        return self._request({"c": "ping"}) == "pong"
+
+    def flush(self) -> None:
+        """Send queued releases now (they otherwise travel with the next request)."""
+        if self._releases:
+            self._request({"c": "release", "ids": []})
+
+    def __repr__(self):
+        return f"<WebSocketWorker {self.id!r} at {self.url}: {self._state}>"

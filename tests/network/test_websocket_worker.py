@@ -1,0 +1,279 @@
+"""A WebSocketWorker is used exactly like a VirtualWorker, against real worker processes."""
+import copy
+import gc
+
+import pytest
+import torch
+from torch import nn
+
+import syft_lab as sy
+from syft_lab.errors import ObjectNotFoundError, RemoteError, SyftError
+
+pytestmark = pytest.mark.network
+
+
+def settle(*workers):
+    """Collect dropped pointers and send their queued releases."""
+    gc.collect()
+    for w in workers:
+        w.flush()
+
+
+def test_send_get_round_trip(remote):
+    bob, _ = remote
+    for t in [torch.tensor([1.0, 2.0, 3.0]), torch.arange(12).reshape(3, 4), torch.tensor(True),
+              torch.randn(2, 3, dtype=torch.float64), torch.randn(4).to(torch.bfloat16), torch.randn(2) + 1j]:
+        p = bob.send(t)
+        assert isinstance(p, sy.PointerTensor) and p.location is bob
+        assert p.shape == t.shape and p.dtype == t.dtype
+        back = p.get()
+        assert torch.equal(back, t) and back is not t
+    with pytest.raises(ObjectNotFoundError):
+        p.get()  # a pointer is stale after get
+
+
+def test_x_send_leaves_x_alone_and_counts(remote):
+    bob, _ = remote
+    settle(bob)
+    before = len(bob.objects)
+    x = torch.ones(3)
+    p = x.send(bob)
+    assert torch.equal(x, torch.ones(3)) and len(bob.objects) == before + 1
+    p.get()
+    assert len(bob.objects) == before
+
+
+def test_ops_on_pointers(remote):
+    bob, _ = remote
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    pa, pb = a.send(bob), b.send(bob)
+    assert torch.allclose((pa @ pb).get(), a @ b)
+    assert torch.allclose((pa * 2 + 1).get(), a * 2 + 1)
+    assert torch.allclose(pa.sum(dim=1, keepdim=True).get(), a.sum(dim=1, keepdim=True))
+    assert pa.to(torch.float64).get().dtype == torch.float64
+    assert torch.allclose((pa + torch.tensor(2.0)).get(), a + 2)  # a 0-dim local constant joins
+    values, idx = pa.max(dim=1)  # a tuple result
+    assert torch.equal(values.get(), a.max(dim=1).values) and torch.equal(idx.get(), a.max(dim=1).indices)
+    nz = (pa > 0).nonzero()  # data-dependent shape: the worker's answer
+    assert nz.shape == (a > 0).nonzero().shape
+    c = torch.zeros(2).send(bob)
+    same = c.add_(1)  # in place: the same pointer comes back
+    assert same is c and torch.equal(c.get(), torch.ones(2))
+    with pytest.raises(SyftError, match="never leave"):
+        pa.sum().item()
+
+
+def test_remote_error_names_type_and_message(remote):
+    bob, _ = remote
+    p, q = torch.ones(2, 3).send(bob), torch.ones(5, 5).send(bob)
+    with pytest.raises(RemoteError) as info:
+        p @ q
+    e = info.value
+    assert e.worker_id == "bob" and e.remote_type == "RuntimeError"
+    assert "shapes cannot be multiplied" in e.remote_message
+    assert "Traceback" not in str(e) and ".py" not in str(e)
+
+
+def test_move_between_two_remote_workers(remote):
+    bob, alice = remote
+    settle(bob, alice)
+    nb, na = len(bob.objects), len(alice.objects)
+    p = torch.arange(5.0).send(bob)
+    q = p.move(alice)
+    assert q.location is alice
+    assert len(bob.objects) == nb and len(alice.objects) == na + 1
+    with pytest.raises(ObjectNotFoundError):
+        p.get()
+    assert torch.equal(q.get(), torch.arange(5.0))
+
+
+def test_move_between_virtual_and_remote(remote):
+    bob, _ = remote
+    carol = sy.VirtualWorker("carol")
+    try:
+        p = torch.arange(4.0).send(carol)
+        q = p.move(bob)
+        assert q.location is bob and len(carol.objects) == 0
+        r = q.move(carol)
+        assert r.location is carol and torch.equal(r.get(), torch.arange(4.0))
+    finally:
+        carol.close()
+
+
+def test_pointer_to_pointer_is_refused_clearly_for_remote_workers(remote):
+    bob, alice = remote
+    p = torch.ones(2).send(alice)
+    with pytest.raises(SyftError, match="pointers to pointers"):
+        bob.send(p)
+    # a virtual worker may hold a pointer to a remote object (the reference is counted there)
+    carol = sy.VirtualWorker("carol")
+    try:
+        pp = carol.send(p)
+        del p
+        settle(alice)
+        inner = pp.get()  # the pointer carol held, to alice's object
+        assert torch.equal(inner.get(), torch.ones(2))
+    finally:
+        carol.close()
+
+
+def test_logging_chain_travels_and_logs_remotely(remote):
+    bob, _ = remote
+    lt = sy.LoggingTensor(torch.tensor([1.0, 2.0]))
+    lt2 = lt + 1
+    p = lt2.send(bob)
+    r = p * 3
+    nodes = sy.chain(r).nodes
+    assert [n["kind"] for n in nodes] == ["pointer", "logging", "tensor"]
+    assert nodes[2]["preview"] is None  # values stay on the worker
+    back = r.get()
+    assert isinstance(back, sy.LoggingTensor)
+    assert back.log.ops() == ["aten.add.Tensor", "aten.mul.Tensor"]
+    assert torch.equal(back.child, torch.tensor([6.0, 9.0]))
+
+
+def test_tags_and_search(remote):
+    bob, _ = remote
+    x = torch.tensor([1.0, 2.0]).tag("#net-data", "#net-x").describe("some network data")
+    p = x.send(bob)
+    found = bob.search("#net-data")
+    assert len(found) == 1 and found[0].id_at_location == p.id_at_location and not found[0].owning
+    assert found[0].shape == (2,) and found[0].dtype == torch.float32
+    assert bob.search("#net-data", "#net-x")[0].id_at_location == p.id_at_location
+    assert bob.search("network data")[0].id_at_location == p.id_at_location
+    assert bob.search("#net-nothing") == []
+    del found
+    settle(bob)
+    assert torch.equal(p.get(), x)  # dropping search results deleted nothing
+    assert bob.search("#net-data") == []
+
+
+def test_garbage_collection(remote):
+    bob, _ = remote
+    settle(bob)
+    before = len(bob.objects)
+    p = torch.ones(3).send(bob)
+    for _ in range(50):
+        p = p + 1  # every intermediate pointer is dropped
+    assert len(bob.objects) <= before + 3
+    settle(bob)
+    assert len(bob.objects) == before + 1
+    assert torch.equal(p.get(), torch.full((3,), 51.0))
+    q = torch.ones(2).send(bob)
+    q2 = copy.deepcopy(q)  # a copy is a new remote object
+    del q, q2
+    settle(bob)
+    assert len(bob.objects) == before
+
+
+def test_release_queued_inside_another_request_is_not_reentrant(remote):
+    bob, _ = remote
+    settle(bob)
+    before = len(bob.objects)
+    victims = [torch.ones(1).send(bob) for _ in range(5)]
+    ids = [v.id_at_location for v in victims]
+    real_send = bob._ws.send
+
+    def send_and_collect(frame):  # a GC pass in the middle of a request
+        victims.clear()
+        gc.collect()
+        return real_send(frame)
+
+    bob._ws.send = send_and_collect
+    try:
+        bob.ping()
+    finally:
+        bob._ws.send = real_send
+    assert set(ids) <= set(bob._releases)
+    bob.flush()
+    assert len(bob.objects) == before
+
+
+def test_world_shows_remote_workers_and_state(remote):
+    bob, alice = remote
+    p = torch.ones(2).send(bob)
+    w = sy.world()
+    lanes = {lane["id"]: lane for lane in w["workers"]}
+    assert lanes["bob"]["kind"] == "websocket" and lanes["bob"]["state"] == "connected"
+    assert any(o["id"] == p.id_at_location for o in lanes["bob"]["objects"])
+    assert "bob (websocket) [connected]" in repr(w)
+
+
+def test_autograd_through_remote_pointers(remote):
+    bob, _ = remote
+    torch.manual_seed(1)
+    x, w = torch.randn(5, 3), torch.randn(3, 2, requires_grad=True)
+    loss = (x @ w).relu().pow(2).mean()
+    loss.backward()
+    px = x.send(bob)
+    pw = bob.send(w.detach(), requires_grad=True)
+    ploss = (px @ pw).relu().pow(2).mean()
+    ploss.backward()
+    assert torch.allclose(ploss.get(), loss.detach())
+    assert torch.allclose(pw.grad.get(), w.grad, atol=1e-6)
+
+
+def _data(seed, n=32):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    y = (x.sum(dim=1) > 0).long()
+    return x, y
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def _train(model, batches, rounds=3, steps=4):
+    """Federated averaging: each round trains a copy on each owner's batch, then averages."""
+    for _ in range(rounds):
+        states = []
+        for where, (x, y) in batches:
+            m = copy.deepcopy(model)
+            if where is not None:
+                m.send(where)
+            opt = torch.optim.SGD(m.parameters(), lr=0.1)
+            for _ in range(steps):
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(m(x), y)
+                loss.backward()
+                opt.step()
+            if where is not None:
+                m.get()
+            states.append(m.state_dict())
+        avg = {k: sum(s[k] for s in states) / len(states) for k in states[0]}
+        model.load_state_dict(avg)
+    return model
+
+
+def test_federated_learning_with_two_workers_equals_local(remote):
+    bob, alice = remote
+    (xb, yb), (xa, ya) = _data(1), _data(2)
+    local = _train(_model(), [(None, (xb, yb)), (None, (xa, ya))])
+    settle(bob, alice)
+    nb, na = len(bob.objects), len(alice.objects)
+    fed = _train(_model(), [(bob, (xb.send(bob), yb.send(bob))), (alice, (xa.send(alice), ya.send(alice)))])
+    for (k, a), (_, b) in zip(local.state_dict().items(), fed.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-5), k
+    settle(bob, alice)
+    assert len(bob.objects) == nb and len(alice.objects) == na  # nothing leaked
+
+
+def test_large_tensor_streams(remote):
+    bob, alice = remote
+    t = torch.randn(5 * 2**20)  # 20 MiB: 5 chunks each way
+    p = t.send(bob)
+    q = p.move(alice)
+    assert torch.equal(q.get(), t)
+
+
+def test_worker_id_must_match(worker_procs, token):
+    from syft_lab.workers.websocket import WebSocketWorker
+
+    with pytest.raises(SyftError, match="not 'carol'"):
+        WebSocketWorker(worker_procs["bob"].url, id="carol", token=token)
+    w = WebSocketWorker(worker_procs["bob"].url, token=token)  # the id comes from the worker
+    assert w.id == "bob"
+    w.close()
+    assert w.state == "closed"
