@@ -4,28 +4,16 @@ from __future__ import annotations
 import torch
 
 from ..errors import SyftError
-from ..tensors.pointer import PointerTensor, RemoteRef, wrap_result
+from ..tensors.pointer import PointerTensor, RemoteHandle, RemoteRef, wrap_result
 
 
-class PlanPointer:
+class PlanPointer(RemoteHandle):
     kind = "plan_pointer"
 
     def __init__(self, location, obj_id: int, meta: dict, owning: bool = True, plan=None):
         self._ref = RemoteRef(location, obj_id, owning, target_kind="plan")
         self.meta = meta
         self.plan = plan  # the local Plan it was sent from, if any
-
-    @property
-    def location(self):
-        return self._ref.location
-
-    @property
-    def id_at_location(self) -> int:
-        return self._ref.id
-
-    @property
-    def id(self) -> int:
-        return self._ref.pointer_id
 
     @property
     def name(self) -> str:
@@ -43,10 +31,7 @@ class PlanPointer:
         return None
 
     def __call__(self, *args):
-        if self._ref.released:
-            from ..errors import ObjectNotFoundError
-
-            raise ObjectNotFoundError(self.location.id, self.id_at_location)
+        self._check_alive()
         loc = self.location
         refs = []
         for a in args:
@@ -70,6 +55,7 @@ class PlanPointer:
         """Fetch the plan back (it leaves the worker)."""
         from .plan import Plan
 
+        self._check_alive()
         stored = self.location._fetch(self._ref.id)
         self._ref.released = True
         p = Plan(graph=stored.graph)
@@ -81,14 +67,7 @@ class PlanPointer:
         node = {"kind": "pointer", "type": "PlanPointer", "id": ref.pointer_id, "owner": owner,
                 "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
                 "state": "gone" if ref.released else "ok", "name": self.name}
-        rest = []
-        if not ref.released:
-            try:
-                rest = ref.location.describe(ref.id)
-            except Exception as e:
-                rest = [{"kind": "unreachable", "type": type(e).__name__, "id": ref.id,
-                         "owner": ref.location.id, "error": str(e)}]
-        return [node] + rest
+        return [node] + self._remote_nodes()
 
     def __repr__(self):
         from ..ids import short

@@ -73,26 +73,14 @@ def _mixed_error(a_loc: str, b_loc: str) -> SyftError:
         f"(.send(worker), .move(worker) or .get())")
 
 
-class PointerTensor(ChainLayer):
-    kind = "pointer"
+class RemoteHandle:
+    """What every pointer (to a tensor or to a plan) says about the object it stands for."""
 
-    @staticmethod
-    def __new__(cls, location, id_at_location: int, shape, dtype, requires_grad: bool = False,
-                owning: bool = True):
-        r = _make_wrapper(cls, shape, dtype=dtype, device=_META, requires_grad=requires_grad)
-        ref = r._ref = RemoteRef(location, id_at_location, owning)
-        ref.shape, ref.dtype = r.shape, dtype
-        if events._subscribers:
-            events.emit("pointer_created", "me", r.id, location=location.id, id_at_location=id_at_location)
-        return r
+    _ref: RemoteRef
 
-    def __init__(self, *args, **kwargs):
-        pass
-
-    # --- where the data is ------------------------------------------------------------
     @property
     def location(self):
-        """The worker that holds the data."""
+        """The worker that holds the object."""
         return self._ref.location
 
     @property
@@ -120,6 +108,34 @@ class PointerTensor(ChainLayer):
             from ..errors import ObjectNotFoundError
 
             raise ObjectNotFoundError(self.location.id, self.id_at_location)
+
+    def _remote_nodes(self) -> list:
+        """The inspection nodes of the remote object, or one node saying why there are none."""
+        ref = self._ref
+        if ref.released:
+            return []
+        try:
+            return ref.location.describe(ref.id)
+        except Exception as e:  # a view must still render when the worker is gone
+            return [{"kind": "unreachable", "type": type(e).__name__, "id": ref.id,
+                     "owner": ref.location.id, "error": str(e)}]
+
+
+class PointerTensor(ChainLayer, RemoteHandle):
+    kind = "pointer"
+
+    @staticmethod
+    def __new__(cls, location, id_at_location: int, shape, dtype, requires_grad: bool = False,
+                owning: bool = True):
+        r = _make_wrapper(cls, shape, dtype=dtype, device=_META, requires_grad=requires_grad)
+        ref = r._ref = RemoteRef(location, id_at_location, owning)
+        ref.shape, ref.dtype = r.shape, dtype
+        if events._subscribers:
+            events.emit("pointer_created", "me", r.id, location=location.id, id_at_location=id_at_location)
+        return r
+
+    def __init__(self, *args, **kwargs):
+        pass
 
     # --- moving data ------------------------------------------------------------------
     def get(self):
@@ -241,14 +257,7 @@ class PointerTensor(ChainLayer):
                 "state": "gone" if ref.released else "ok"}
 
     def _chain_rest(self, owner: str, with_values: bool) -> list:
-        ref = self._ref
-        if ref.released:
-            return []
-        try:
-            return ref.location.describe(ref.id)
-        except Exception as e:  # a view must still render when the worker is gone
-            return [{"kind": "unreachable", "type": type(e).__name__, "id": ref.id,
-                     "owner": ref.location.id, "error": str(e)}]
+        return self._remote_nodes()
 
     # --- copies -----------------------------------------------------------------------
     def __deepcopy__(self, memo):
