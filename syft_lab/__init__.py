@@ -14,10 +14,32 @@ from .tensors import LoggingTensor
 from .tensors.pointer import PointerTensor
 from .workers import BaseWorker, LocalWorker, VirtualWorker
 from .workers.registry import all_workers, get_worker
+from .workers.websocket import WebSocketWorker
 
 local_worker = LocalWorker("me")
 
+
+def start_worker(worker_id: str, port: int = 0, host: str = "127.0.0.1"):
+    """Start a websocket worker process on this machine and connect to it (see workers/local_process.py)."""
+    from .workers.local_process import start_worker as start
+
+    return start(worker_id, port, host)
+
+
+def load_ipython_extension(ip):
+    """``%load_ext syft_lab``: the %syft magic (and sy.hook())."""
+    from .magics import load_ipython_extension as load
+
+    load(ip)
+
 __all__ = ["Plan", "PlanPointer", "batch", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
            "PointerTensor", "RemoteError", "SyftError", "VirtualWorker", "World",
-           "WorkerUnavailableError", "all_workers", "chain", "get_worker", "hook", "is_hooked",
+           "WebSocketWorker", "WorkerUnavailableError", "all_workers", "start_worker", "load_ipython_extension", "chain", "get_worker", "hook", "is_hooked",
            "local_worker", "unhook", "world"]
+
+# --- views (widget) ---
+# sy.show(obj), sy.inspect() and the rich display of syft objects in a kernel (syft_lab/widget).
+# Note: sy.inspect (the function) shadows the syft_lab.inspect subpackage as an attribute;
+# `from syft_lab.inspect.model import ...` keeps working.
+from .widget import inspect, show  # noqa: E402
+__all__ += ["inspect", "show"]
