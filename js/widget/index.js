@@ -1,1 +1,111 @@
-export default { render({ model, el }) { el.textContent = 'syft_lab'; return () => {}; } };
+// The anywidget entry: one module for the chain, world and plan views (model trait `view`).
+//
+// The kernel never draws: it syncs model dicts (traits `chains`, `world`, `workers`) and,
+// after the first render, sends the world's changes as small patches (patch.js). Buttons
+// send named action requests and show the reply in a status line.
+
+import css from "./style.css";
+import { createClient, statusLine } from "./actions.js";
+import { chainBlock, renderChains } from "./chain.js";
+import { h } from "./dom.js";
+import { applyWorldPatch } from "./patch.js";
+import { planNodeOf, renderPlan } from "./plan.js";
+import { createWorldView } from "./world.js";
+
+const STYLE_ID = "syft-lab-widget-style";
+
+/** Add the stylesheet once per document (the lab sidebar does the same with its own copy). */
+export function injectStyle(doc = document) {
+  if (doc.getElementById(STYLE_ID)) return;
+  const style = doc.createElement("style");
+  style.id = STYLE_ID;
+  style.textContent = css;
+  doc.head.append(style);
+}
+
+// Once per model: world patches update the front-end copy of `world` (not sent back to the
+// kernel: no save_changes), and every view of the model re-renders what changed.
+function initialize({ model }) {
+  const onMsg = (msg) => {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.type === "world_patch") {
+      const next = applyWorldPatch(model.get("world"), msg);
+      if (next) model.set("world", next);
+      else model.send({ type: "resync" });
+    } else if (msg.type === "world_reset" && msg.world) {
+      model.set("world", msg.world);
+    }
+  };
+  model.on("msg:custom", onMsg);
+  return () => model.off("msg:custom", onMsg);
+}
+
+function render({ model, el }) {
+  injectStyle();
+  const client = createClient({
+    send: (msg) => model.send(msg),
+    on: (fn) => model.on("msg:custom", fn),
+    off: (fn) => model.off("msg:custom", fn),
+  });
+  const status = statusLine();
+  const root = h("div", { class: "syft-root", "data-view": model.get("view") }, status.el);
+  el.append(root);
+
+  let layoutChanged = () => {};
+  const ctx = {
+    workers: () => model.get("workers") || [],
+    request: (action, target, extra) => client.request(action, target, extra),
+    async run(action, target, extra = {}) {
+      status.pending(`${action}…`);
+      const reply = await client.request(action, target, extra);
+      status.show(reply);
+      return reply;
+    },
+    layoutChanged: () => layoutChanged(),
+  };
+
+  const view = model.get("view");
+  const cleanups = [];
+  const on = (event, fn) => { model.on(event, fn); cleanups.push(() => model.off(event, fn)); };
+
+  if (view === "world") {
+    const wv = createWorldView(ctx);
+    layoutChanged = wv.layoutChanged;
+    root.append(wv.el);
+    const update = () => wv.update(model.get("world") || { workers: [] }, model.get("focus") || []);
+    update();
+    on("change:world", update);
+    on("change:focus", update);
+    cleanups.push(() => wv.destroy());
+  } else {
+    const body = h("div", { class: "syft-body" });
+    root.append(body);
+    const draw = () => {
+      const chains = model.get("chains") || [];
+      if (view === "plan") {
+        const plan = planNodeOf(chains.slice(0, 1));
+        const head = chains[0]?.nodes?.[0];
+        const parts = [];
+        if (head && head.kind === "pointer") parts.push(chainBlock({ ...chains[0], nodes: [head] }, ctx));
+        parts.push(renderPlan(plan, { idPrefix: `syft-plan-${client.viewId}` }));
+        parts.push(renderChains(chains.slice(1), ctx));
+        body.replaceChildren(...parts);
+      } else {
+        body.replaceChildren(renderChains(chains, ctx));
+      }
+    };
+    draw();
+    on("change:chains", draw);
+    on("change:workers", draw);
+  }
+
+  model.send({ type: "hello", view: client.viewId });
+  return () => {
+    for (const c of cleanups) c();
+    client.dispose();
+    try { model.send({ type: "bye", view: client.viewId }); } catch { /* the kernel may be gone */ }
+    root.remove();
+  };
+}
+
+export default { initialize, render };

@@ -1,0 +1,157 @@
+// Buttons and the request/reply client for the kernel's named actions (syft_lab/actions.py).
+//
+// A button never sends code: only an action name, the target's ids from the model, and
+// (for send and move) a worker id. The kernel checks everything and replies.
+
+import { h, isStored, shortId } from "./dom.js";
+
+const DOWN = new Set(["unreachable", "disconnected", "closed", "gone", "error", "stopped"]);
+let seq = 0;
+
+/** Request/reply over the widget's custom messages. `send(msg)` and `on(handler)` are injected. */
+export function createClient({ send, on, off, timeout = 15000 }) {
+  const viewId = "v" + Math.random().toString(36).slice(2, 10);
+  const pending = new Map();
+  const onMsg = (msg) => {
+    if (!msg || msg.type !== "reply" || !pending.has(msg.req)) return;
+    const p = pending.get(msg.req);
+    pending.delete(msg.req);
+    clearTimeout(p.timer);
+    p.resolve(msg);
+  };
+  on(onMsg);
+  return {
+    viewId,
+    request(action, target, extra = {}) {
+      const req = `${viewId}-${++seq}`;
+      const msg = { type: "action", req, action, target: { worker: target.worker, id: target.id } };
+      if (extra.worker !== undefined) msg.worker = extra.worker;
+      if (extra.name !== undefined && extra.name !== "") msg.name = extra.name;
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          pending.delete(req);
+          resolve({ ok: false, req, error: "no answer from the kernel (is it busy, or stopped?)" });
+        }, timeout);
+        pending.set(req, { resolve, timer });
+        send(msg);
+      });
+    },
+    dispose() {
+      off(onMsg);
+      for (const p of pending.values()) clearTimeout(p.timer);
+      pending.clear();
+    },
+  };
+}
+
+/** The actions a view offers on an object: [{action, label, menu}] (menu: pick a worker). */
+export function actionsFor(worker, entry) {
+  if (!entry || entry.state === "gone") return [];
+  if (!isStored(worker, entry)) {
+    if (entry.kind === "pointer") {
+      return entry.type === "PlanPointer"
+        ? [{ action: "get", label: "Get" }]
+        : [{ action: "get", label: "Get" }, { action: "move", label: "Move to…", menu: true }];
+    }
+    if (["tensor", "logging", "layer"].includes(entry.kind)) {
+      return [{ action: "send", label: "Send to…", menu: true }];
+    }
+    return [];
+  }
+  if (entry.kind === "plan") return [{ action: "get", label: "Get" }];
+  return [{ action: "get", label: "Get" }, { action: "move", label: "Move to…", menu: true }];
+}
+
+/** The workers an object can be sent or moved to. */
+export function destinations(action, worker, entry, workers) {
+  const here = isStored(worker, entry) ? worker : entry.kind === "pointer" ? entry.location : "me";
+  return (workers || [])
+    .filter((w) => w.id !== "me" && w.id !== here && !DOWN.has(w.state))
+    .map((w) => w.id);
+}
+
+/**
+ * The buttons for one object. ctx: {workers(): [{id, kind, state}], run(action, target, extra)}.
+ * Keyboard: every control is a <button>; a menu opens below with its first worker focused,
+ * arrows move, Escape closes and gives focus back.
+ */
+export function actionBar(worker, entry, ctx, label = "") {
+  const acts = actionsFor(worker, entry);
+  if (!acts.length) return null;
+  const target = { worker, id: entry.id };
+  const bar = h("span", { class: "syft-actions" });
+  for (const a of acts) {
+    const what = `${a.action} ${label || `${entry.type || entry.kind} ${shortId(entry.id)}`}`;
+    if (!a.menu) {
+      bar.append(
+        h("button", {
+          class: "syft-btn", type: "button", "data-action": a.action, "aria-label": what,
+          onclick: (ev) => { ev.stopPropagation(); ctx.run(a.action, target, {}); },
+        }, a.label),
+      );
+      continue;
+    }
+    const btn = h("button", {
+      class: "syft-btn", type: "button", "data-action": a.action, "aria-haspopup": "menu",
+      "aria-expanded": "false", "aria-label": what,
+    }, a.label);
+    btn.addEventListener("click", (ev) => {
+      ev.stopPropagation();
+      toggleMenu(bar, btn, a.action, target, ctx, worker, entry);
+    });
+    bar.append(btn);
+  }
+  return bar;
+}
+
+function toggleMenu(bar, btn, action, target, ctx, worker, entry) {
+  const open = bar.querySelector(".syft-menu");
+  if (open) {
+    const same = open.dataset.action === action;
+    closeMenu(bar);
+    if (same) return;
+  }
+  const dests = destinations(action, worker, entry, ctx.workers());
+  const items = dests.map((id) =>
+    h("button", {
+      class: "syft-btn syft-menu-item", type: "button", role: "menuitem", "data-worker": id,
+      onclick: (ev) => { ev.stopPropagation(); closeMenu(bar); ctx.run(action, target, { worker: id }); },
+    }, id),
+  );
+  const menu = h("span", { class: "syft-menu", role: "menu", "data-action": action, tabindex: "-1",
+    "aria-label": `${action} to which worker` },
+  items.length ? items : h("span", { class: "syft-muted" }, "no other worker"));
+  menu.addEventListener("keydown", (ev) => {
+    const i = items.indexOf(document.activeElement);
+    if (ev.key === "Escape") { ev.preventDefault(); closeMenu(bar); btn.focus(); }
+    else if (ev.key === "ArrowDown" || ev.key === "ArrowRight") { ev.preventDefault(); items[(i + 1) % items.length]?.focus(); }
+    else if (ev.key === "ArrowUp" || ev.key === "ArrowLeft") { ev.preventDefault(); items[(i - 1 + items.length) % items.length]?.focus(); }
+  });
+  btn.setAttribute("aria-expanded", "true");
+  bar.append(menu);
+  (items[0] || menu).focus();
+  ctx.layoutChanged?.();
+}
+
+function closeMenu(bar) {
+  bar.querySelector(".syft-menu")?.remove();
+  for (const b of bar.querySelectorAll("[aria-expanded=true]")) b.setAttribute("aria-expanded", "false");
+}
+
+/** A status line showing the last action: "x_ptr = x.send(bob)" or the error. */
+export function statusLine() {
+  const el = h("div", { class: "syft-status", role: "status", "aria-live": "polite" });
+  return {
+    el,
+    pending(text) { el.className = "syft-status syft-pending"; el.textContent = text; },
+    show(reply) {
+      if (reply.ok) {
+        el.className = "syft-status syft-ok";
+        el.textContent = reply.code ? reply.code : `${reply.action}: done`;
+      } else {
+        el.className = "syft-status syft-error";
+        el.textContent = `Error: ${reply.error}`;
+      }
+    },
+  };
+}

@@ -1,0 +1,151 @@
+// The chain view: one box per layer, head first, down to the data. The part of a chain that
+// lives on another worker is drawn inside that worker's colour.
+
+import { actionBar } from "./actions.js";
+import { fmtNumber, h, shapeText, shortId, workerStyle } from "./dom.js";
+
+/** Split a chain's nodes into runs by owner: [{owner, nodes:[{node, index}]}]. */
+export function ownerRuns(nodes) {
+  const runs = [];
+  nodes.forEach((node, index) => {
+    const owner = node.owner ?? "me";
+    const last = runs[runs.length - 1];
+    if (last && last.owner === owner) last.nodes.push({ node, index });
+    else runs.push({ owner, nodes: [{ node, index }] });
+  });
+  return runs;
+}
+
+function idChip(id) {
+  return h("span", { class: "syft-id", title: `id ${id}` }, shortId(id));
+}
+
+function kindBadge(kind) {
+  return h("span", { class: `syft-kind syft-kind-${kind}` }, kind);
+}
+
+/** The summary line of a node: dtype[shape], grad info. */
+function metaLine(node) {
+  const parts = [];
+  const shape = shapeText(node);
+  if (shape) parts.push(h("span", { class: "syft-shape" }, shape));
+  if (node.grad_fn) parts.push(h("span", { class: "syft-grad" }, `grad_fn=${node.grad_fn}`));
+  else if (node.requires_grad) parts.push(h("span", { class: "syft-grad" }, "requires_grad"));
+  if (node.kind !== "pointer" && node.owner) parts.push(h("span", { class: "syft-owner" }, `on ${node.owner}`));
+  return parts.length ? h("div", { class: "syft-meta" }, parts) : null;
+}
+
+function tagsLine(node) {
+  const tags = (node.tags || []).map((t) => h("span", { class: "syft-tag" }, t));
+  const desc = node.description ? h("span", { class: "syft-desc" }, node.description) : null;
+  return tags.length || desc ? h("div", { class: "syft-tags" }, tags, desc) : null;
+}
+
+function previewBlock(node) {
+  const p = node.preview;
+  if (p === null || p === undefined) {
+    return h("div", { class: "syft-novalues" }, `values stay on ${node.owner}`);
+  }
+  const stats = ["min", "max", "mean"].filter((k) => p[k] !== undefined)
+    .map((k) => `${k} ${fmtNumber(p[k])}`).join(" · ");
+  return h("div", { class: "syft-preview" },
+    h("pre", { class: "syft-values" }, p.text ?? (p.values || []).map(fmtNumber).join(", ")),
+    h("div", { class: "syft-stats" }, `${p.numel} value${p.numel === 1 ? "" : "s"}`, stats ? ` · ${stats}` : ""));
+}
+
+function logBlock(node, ctx) {
+  const n = node.log_length ?? 0;
+  const list = h("ol", { class: "syft-log", hidden: true });
+  const fill = (ops, total, start) => {
+    list.replaceChildren(...ops.map((op, i) =>
+      h("li", { value: start + i + 1 }, typeof op === "string" ? op : opText(op))));
+    if (!ops.length) list.append(h("li", { class: "syft-empty" }, "no ops yet"));
+    if (total > ops.length) list.prepend(h("li", { class: "syft-more", value: 0 }, `… ${total - ops.length} earlier`));
+  };
+  const btn = h("button", {
+    class: "syft-btn syft-log-toggle", type: "button", "aria-expanded": "false",
+    "aria-label": `op log of LoggingTensor ${shortId(node.id)}`,
+  }, `log: ${n} op${n === 1 ? "" : "s"}`);
+  btn.addEventListener("click", async () => {
+    const open = list.hidden;
+    list.hidden = !open;
+    btn.setAttribute("aria-expanded", String(open));
+    if (!open) return;
+    const tail = node.log_tail || [];
+    fill(tail, n, n - tail.length);
+    if (ctx && ctx.request && n > tail.length) {
+      const reply = await ctx.request("oplog", { worker: node.owner ?? "me", id: node.id });
+      if (reply.ok) fill(reply.log, reply.total, reply.total - reply.log.length);
+    }
+    ctx?.layoutChanged?.();
+  });
+  return h("div", { class: "syft-logbox" }, btn, list);
+}
+
+function opText(r) {
+  const ins = (r.inputs || []).map((i) => `${i.dtype}[${i.shape.join(", ")}]`).join(", ");
+  return `${r.op}(${ins})`;
+}
+
+/** One box of the chain view. `actions` (element or null) goes in its header. */
+export function nodeBox(node, ctx, actions = null) {
+  const kind = node.kind ?? "layer";
+  const head = h("div", { class: "syft-box-head" },
+    kindBadge(kind), h("span", { class: "syft-type" }, node.type ?? kind),
+    node.id !== undefined ? idChip(node.id) : null, actions);
+  const body = [metaLine(node)];
+  if (kind === "pointer") {
+    body.push(h("div", { class: "syft-where", style: workerStyle(node.location) },
+      "→ ", h("span", { class: "syft-worker-chip" }, node.location),
+      h("span", { class: "syft-id", title: `id ${node.id_at_location} on ${node.location}` }, `:${shortId(node.id_at_location)}`),
+      node.state && node.state !== "ok" ? h("span", { class: "syft-state-bad" }, node.state) : null,
+      node.owning === false ? h("span", { class: "syft-muted" }, " (not owning)") : null));
+  } else if (kind === "logging") {
+    body.push(logBlock(node, ctx));
+  } else if (kind === "tensor") {
+    body.push(previewBlock(node));
+  } else if (kind === "plan") {
+    body.push(h("div", { class: "syft-meta" }, `plan ${node.name ?? ""}: ${node.n_nodes ?? 0} op(s)`,
+      node.sent_to?.length ? ` · sent to ${node.sent_to.join(", ")}` : ""));
+  } else if (kind === "unreachable") {
+    body.push(h("div", { class: "syft-error-text" }, node.error ?? "unreachable"));
+  }
+  body.push(tagsLine(node));
+  return h("div", {
+    class: `syft-box syft-box-${kind}`, "data-kind": kind, "data-id": String(node.id ?? ""),
+    "data-owner": node.owner ?? "me", style: workerStyle(node.owner ?? "me"),
+  }, head, body);
+}
+
+/** One chain: title (names or the code that made it), boxes, remote parts in their colour. */
+export function chainBlock(chain, ctx, { buttons = true } = {}) {
+  const nodes = chain.nodes || [];
+  const names = chain.names || [];
+  const title = chain.code
+    ? h("code", { class: "syft-code" }, chain.code)
+    : names.length ? h("span", { class: "syft-names" }, names.join(" = ")) : null;
+  const block = h("div", { class: "syft-chain-block", "data-names": names.join(",") });
+  if (title) block.append(h("div", { class: "syft-chain-title" }, title));
+  const runs = ownerRuns(nodes);
+  const home = runs[0]?.owner ?? "me";
+  runs.forEach((run, r) => {
+    const boxes = [];
+    run.nodes.forEach(({ node, index }, k) => {
+      if (k > 0 || r > 0) boxes.push(h("div", { class: "syft-link", "aria-hidden": "true" }, "↓"));
+      const withButtons = buttons && index === 0 && node.owner === "me";
+      const label = names[0] || `${node.type ?? node.kind} ${shortId(node.id)}`;
+      boxes.push(nodeBox(node, ctx, withButtons ? actionBar("me", node, ctx, label) : null));
+    });
+    if (run.owner === home && r === 0) block.append(...boxes);
+    else {
+      block.append(h("div", { class: "syft-remote", "data-worker": run.owner, style: workerStyle(run.owner) },
+        h("div", { class: "syft-remote-label" }, `on ${run.owner}`), boxes));
+    }
+  });
+  return block;
+}
+
+/** The whole chain view for a list of chains (the object first, then action results). */
+export function renderChains(chains, ctx) {
+  return h("div", { class: "syft-chains" }, (chains || []).map((c) => chainBlock(c, ctx)));
+}

@@ -1,0 +1,96 @@
+// Shared rendering helpers: tiny DOM builders and the formatting of model fields.
+// No anywidget here: the JupyterLab sidebar reuses these with its own data source.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/** Create an element: h("div", {class: "x", title: "y", onclick: fn}, child, "text", [more]). */
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  setAttrs(el, attrs);
+  append(el, children);
+  return el;
+}
+
+/** Create an SVG element. */
+export function s(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  setAttrs(el, attrs);
+  append(el, children);
+  return el;
+}
+
+function setAttrs(el, attrs) {
+  if (!attrs) return;
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+    else if (k === "style" && typeof v === "object") {
+      for (const [p, val] of Object.entries(v)) el.style.setProperty(p, String(val));
+    } else if (k === "dataset") {
+      for (const [p, val] of Object.entries(v)) el.dataset[p] = String(val);
+    } else el.setAttribute(k, v === true ? "" : String(v));
+  }
+}
+
+function append(el, children) {
+  for (const c of children) {
+    if (c === undefined || c === null || c === false) continue;
+    if (Array.isArray(c)) append(el, c);
+    else el.append(typeof c === "object" ? c : String(c));
+  }
+}
+
+/** The short form of an id the views print (last 6 hex digits, as syft_lab.ids.short). */
+export function shortId(id) {
+  if (typeof id !== "number" || !Number.isFinite(id)) return String(id ?? "");
+  return id.toString(16).slice(-6);
+}
+
+/** "float32[2, 3]" from a node or object entry. */
+export function shapeText(o) {
+  if (!o || (o.shape === undefined && o.dtype === undefined)) return "";
+  if (o.shape === null || o.shape === undefined) return o.dtype ?? "";
+  return `${o.dtype ?? "?"}[${o.shape.join(", ")}]`;
+}
+
+// Hues for worker colours; syft_lab/widget/svg.py has the same list and hash.
+export const PALETTE = [330, 95, 30, 280, 205, 180, 0, 150];
+
+/** The hue of a worker's colour, or null for "me" (neutral). FNV-1a over the id. */
+export function workerHue(id) {
+  if (id === "me") return null;
+  let hash = 2166136261;
+  for (const ch of String(id)) {
+    hash ^= ch.codePointAt(0);
+    hash = Math.imul(hash, 16777619) >>> 0;
+  }
+  return PALETTE[hash % PALETTE.length];
+}
+
+/** CSS custom properties that colour an element as a worker's (see style.css). */
+export function workerStyle(id) {
+  const hue = workerHue(id);
+  return hue === null ? { "--syft-hue": "0", "--syft-sat": "0%" } : { "--syft-hue": String(hue), "--syft-sat": "65%" };
+}
+
+/** A key for an object in the world: "bob:123". */
+export const objKey = (worker, id) => `${worker}:${id}`;
+
+/** Whether a world entry is an object stored in a worker's store (vs a local tensor/pointer). */
+export function isStored(worker, entry) {
+  return worker !== "me" || (entry && entry.refcount !== undefined);
+}
+
+/** A compact number for previews (4 significant digits). */
+export function fmtNumber(x) {
+  if (typeof x !== "number") return String(x);
+  if (Number.isInteger(x)) return String(x);
+  const a = Math.abs(x);
+  return a !== 0 && (a < 1e-3 || a >= 1e5) ? x.toExponential(3) : String(Number(x.toPrecision(4)));
+}
+
+/** Remove all children. */
+export function clear(el) {
+  while (el.firstChild) el.removeChild(el.firstChild);
+  return el;
+}

@@ -1,0 +1,437 @@
+"""Named actions that the views ask the kernel to run: send, get, move (and oplog, a read).
+
+A view names an action and gives ids taken from the model it was shown. Every field of the
+request, every id, worker and variable name is checked against that model and against the
+runtime *before* anything changes; nothing from the browser is ever evaluated. A refused or
+failed action returns an error reply and leaves the runtime and the namespace as they were.
+
+    reply = perform(request, known=index.lookup, namespace=get_ipython().user_ns)
+
+A request (a JSON object from the browser)::
+
+    {"type": "action", "req": 7, "action": "send",
+     "target": {"worker": "me", "id": 123456789}, "worker": "bob", "name": "x_ptr"}
+
+``target`` names an object of the model: ``worker`` is the lane it is in ("me" for this
+process), ``id`` its id there. ``worker`` is the destination of send and move; ``name``, when
+given, is the notebook variable the result is bound to (default: ``x_ptr`` for ``x`` on send,
+``x`` for ``x_ptr`` on get, the pointer's own name on move).
+"""
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Callable, Iterable
+
+import torch
+
+from .errors import SyftError
+
+ACTIONS = ("send", "get", "move", "oplog")
+MUTATING = ("send", "get", "move")
+_MAX_ID = 2 ** 53
+_WORKER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+_REQ_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_KEYS = {"type", "req", "action", "target", "worker", "name"}
+_DOWN_STATES = {"unreachable", "disconnected", "closed", "gone", "error", "stopped"}
+OPLOG_LIMIT = 500  # the newest records an oplog reply carries
+
+Lookup = Callable[[str, int], "dict | None"]
+
+
+class ActionError(SyftError):
+    """A request the kernel refuses: malformed, unknown id or worker, or not possible now."""
+
+
+# --- parsing: the shape of the request, before anything is looked up ---------------------
+
+def _req_of(msg):
+    req = msg.get("req") if isinstance(msg, dict) else None
+    if isinstance(req, bool):
+        return None
+    if isinstance(req, int) and 0 <= req < _MAX_ID:
+        return req
+    if isinstance(req, str) and _REQ_RE.match(req):
+        return req
+    return None
+
+
+def _check_id(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < _MAX_ID:
+        raise ActionError(f"{what} must be a positive integer id below 2**53, got {value!r:.40}")
+    return value
+
+
+def _check_worker(value, what: str) -> str:
+    if not isinstance(value, str) or not _WORKER_RE.match(value):
+        raise ActionError(f"{what} must be a worker id such as 'bob', got {value!r:.40}")
+    return value
+
+
+def check_name(name) -> str:
+    """A variable name the kernel may bind: an identifier, no keyword, no leading underscore."""
+    if (not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name)
+            or name.startswith("_") or len(name) > 64 or not name.isascii()):
+        raise ActionError(f"{name!r:.40} is not a name an action can bind: use a Python identifier "
+                          f"without a leading underscore, such as x_ptr")
+    return name
+
+
+def parse(msg) -> dict:
+    """The validated request: {action, req, worker, id, dest, name}. Raises ActionError."""
+    if not isinstance(msg, dict):
+        raise ActionError(f"an action request is a JSON object, got {type(msg).__name__}")
+    extra = set(msg) - _KEYS
+    if extra:
+        raise ActionError(f"unknown field(s) in action request: {', '.join(sorted(map(str, extra)))[:80]}")
+    if msg.get("type", "action") != "action":
+        raise ActionError(f"not an action request (type {msg.get('type')!r:.40})")
+    if "req" in msg and _req_of(msg) is None:
+        raise ActionError(f"req must be a short string or a non-negative integer, got {msg['req']!r:.40}")
+    action = msg.get("action")
+    if action not in ACTIONS:
+        raise ActionError(f"unknown action {action!r:.40} (known: {', '.join(ACTIONS)})")
+    target = msg.get("target")
+    if not isinstance(target, dict) or set(target) != {"worker", "id"}:
+        raise ActionError("target must be an object with exactly the fields worker and id")
+    out = {"action": action, "req": _req_of(msg),
+           "worker": _check_worker(target["worker"], "target.worker"),
+           "id": _check_id(target["id"], "target.id"), "dest": None, "name": None}
+    dest = msg.get("worker")
+    if action in ("send", "move"):
+        out["dest"] = _check_worker(dest, f"the destination of {action}")
+    elif dest is not None:
+        raise ActionError(f"{action} takes no destination worker")
+    name = msg.get("name")
+    if name is not None:
+        if action == "oplog":
+            raise ActionError("oplog binds no name")
+        out["name"] = check_name(name)
+    return out
+
+
+# --- finding the objects the model names --------------------------------------------------
+
+def object_key(obj):
+    """The id the inspection model gives ``obj`` (without assigning one to a plain tensor)."""
+    keys = object_keys(obj)
+    return keys[0] if keys else None
+
+
+def object_keys(obj) -> list:
+    """Every id a model may know ``obj`` by: a pointer's pointer id (world view) and its
+    layer id (chain view), a tensor's syft id, a plan's id. Assigns no id to a plain tensor."""
+    keys = []
+    ref = getattr(obj, "__dict__", {}).get("_ref") if isinstance(obj, torch.Tensor) else getattr(obj, "_ref", None)
+    if ref is not None and hasattr(ref, "pointer_id"):
+        keys.append(ref.pointer_id)
+    d = getattr(obj, "__dict__", None)
+    if isinstance(obj, torch.Tensor):
+        if d is not None and d.get("_syft_id") is not None:
+            keys.append(d["_syft_id"])
+    elif hasattr(obj, "_inspection_nodes"):
+        i = getattr(obj, "id", None)
+        if isinstance(i, int):
+            keys.append(i)
+    return keys
+
+
+def _candidates(namespace, held):
+    seen = set()
+    for value in list((namespace or {}).values()) + list(held or ()):
+        if id(value) not in seen:
+            seen.add(id(value))
+            yield value
+
+
+def find_local(obj_id: int, namespace, held=()):
+    """The local object (tensor, layer, pointer) whose model id is ``obj_id``, if any."""
+    for value in _candidates(namespace, held):
+        if isinstance(value, torch.Tensor) or hasattr(value, "_inspection_nodes"):
+            try:
+                if obj_id in object_keys(value):
+                    return value
+            except Exception:
+                continue
+    return None
+
+
+def names_of(obj, namespace) -> list[str]:
+    """The public notebook variables bound to exactly this object."""
+    return sorted(k for k, v in list((namespace or {}).items()) if v is obj and not k.startswith("_"))
+
+
+def _find_pointer_to(worker_id: str, obj_id: int, namespace, held=()):
+    """A live local pointer (to a tensor or a plan) to object ``obj_id`` on ``worker_id``."""
+    for value in _candidates(namespace, held):
+        ref = value.__dict__.get("_ref") if isinstance(value, torch.Tensor) else getattr(value, "_ref", None)
+        if ref is None or not hasattr(ref, "location") or not hasattr(value, "get"):
+            continue
+        if not ref.released and ref.location.id == worker_id and ref.id == obj_id:
+            return value
+    return None
+
+
+def _live_worker(worker_id: str, what: str):
+    from .workers.registry import all_workers
+
+    for w in all_workers():
+        if w.id == worker_id:
+            try:
+                state = w.state
+            except Exception as e:
+                raise ActionError(f"worker {worker_id!r} is unreachable: {e}") from None
+            if state in _DOWN_STATES:
+                raise ActionError(f"worker {worker_id!r} is {state}: {what} is not possible now")
+            return w
+    raise ActionError(f"no worker named {worker_id!r} (it was closed, or never existed)")
+
+
+def _still_stored(worker, obj_id: int) -> bool:
+    objects = getattr(worker, "objects", None)
+    if isinstance(objects, dict):
+        return obj_id in objects
+    try:
+        worker.describe(obj_id)
+        return True
+    except Exception:
+        return False
+
+
+def _worker_expr(worker, namespace) -> str:
+    for k, v in list((namespace or {}).items()):
+        if v is worker and not k.startswith("_"):
+            return k
+    return f"sy.get_worker({worker.id!r})"
+
+
+def _free_default(base: str, namespace) -> str:
+    """``base``, or base2, base3... when base is bound to something an action must not replace."""
+    name, n = base, 1
+    while name in namespace and not _replaceable(namespace[name]):
+        n += 1
+        name = f"{base}{n}"
+    return name
+
+
+def _replaceable(value) -> bool:
+    """Actions rebind names of tensors, pointers and plans only, never of workers, modules..."""
+    return isinstance(value, torch.Tensor) or hasattr(value, "_inspection_nodes")
+
+
+def _short(obj_id: int) -> str:
+    from .ids import short
+
+    return short(obj_id)
+
+
+class _Resolved:
+    """What an action works on: the object (or pointer to it) and how to name it."""
+
+    def __init__(self, obj, expr: str, names: list[str], stored_at=None):
+        self.obj = obj
+        self.expr = expr  # how the code line refers to it
+        self.names = names
+        self.stored_at = stored_at  # (worker, id) when the target is an object in a worker's store
+
+
+def _resolve(p: dict, entry: dict, namespace, held) -> _Resolved:
+    from .tensors.pointer import PointerTensor
+
+    worker_id, obj_id = p["worker"], p["id"]
+    stored = worker_id != "me" or "refcount" in entry
+    if not stored:
+        obj = find_local(obj_id, namespace, held)
+        if obj is None:
+            raise ActionError(f"object {_short(obj_id)} is no longer bound in the notebook "
+                              f"(it was deleted or rebound); run the cell again")
+        if isinstance(obj, PointerTensor) and obj._ref.released:
+            raise ActionError(f"pointer {_short(obj_id)} is stale: its object left "
+                              f"{obj.location.id!r} (fetched or moved)")
+        names = names_of(obj, namespace)
+        return _Resolved(obj, names[0] if names else f"<{type(obj).__name__} {_short(obj_id)}>", names)
+    # an object in a worker's store: act through a pointer to it
+    worker = _live_worker(worker_id, p["action"])
+    if not _still_stored(worker, obj_id):
+        raise ActionError(f"worker {worker_id!r} no longer holds object {_short(obj_id)} "
+                          f"(it was fetched, moved or deleted meanwhile)")
+    ptr = _find_pointer_to(worker_id, obj_id, namespace, held)
+    if ptr is not None:
+        names = names_of(ptr, namespace)
+        return _Resolved(ptr, names[0] if names else f"<pointer to {worker_id}:{_short(obj_id)}>", names,
+                         stored_at=(worker, obj_id))
+    meta = {k: entry[k] for k in ("kind", "shape", "dtype", "name") if k in entry}
+    if meta.get("kind") not in ("plan",) and ("shape" not in meta or "dtype" not in meta):
+        raise ActionError(f"object {_short(obj_id)} on {worker_id!r} has no shape or dtype in the model")
+    try:
+        ptr = worker._pointer_to(obj_id, meta, owning=False)
+    except Exception as e:
+        raise ActionError(f"cannot reach object {_short(obj_id)} on {worker_id!r}: {e}") from None
+    return _Resolved(ptr, f"<object {_short(obj_id)} on {worker_id}>", [], stored_at=(worker, obj_id))
+
+
+def _mark_left(worker, obj_id: int) -> None:
+    """Every pointer here to an object that left its worker is stale now (as .get() marks its own)."""
+    try:
+        from .tensors.pointer import _live_refs
+    except ImportError:
+        return
+    for ref in list(_live_refs):
+        if ref.location is worker and ref.id == obj_id and not ref.released:
+            ref.released = True
+
+
+def _default_name(action: str, res: _Resolved, p: dict, namespace) -> str:
+    if res.names:
+        base = res.names[0]
+    elif res.stored_at is not None:
+        base = f"obj_{_short(p['id'])}"
+    else:
+        base = f"t_{_short(p['id'])}"
+    if action == "send":
+        base = f"{base}_ptr"
+    elif action == "get":
+        base = base.removesuffix("_ptr") or base
+    return _free_default(base, namespace)
+
+
+def result_ref(obj) -> dict:
+    """Where the result of an action is, as model ids (for the view to highlight it)."""
+    from .tensors.pointer import PointerTensor
+
+    if isinstance(obj, PointerTensor):
+        ref = obj._ref
+        return {"worker": "me", "id": ref.pointer_id, "kind": "pointer",
+                "location": ref.location.id, "id_at_location": ref.id}
+    key = object_key(obj)
+    if key is None and isinstance(obj, torch.Tensor):
+        from .ids import tensor_id
+
+        key = tensor_id(obj)
+    from .tensors.base import ChainLayer
+
+    kind = obj.kind if isinstance(obj, ChainLayer) else "tensor" if isinstance(obj, torch.Tensor) \
+        else getattr(obj, "kind", type(obj).__name__.lower())
+    return {"worker": "me", "id": key, "kind": kind}
+
+
+# --- running ---------------------------------------------------------------------------------
+
+def perform(msg, *, known: Lookup, namespace: dict | None, held: Iterable = ()) -> dict:
+    """Validate and run one action request; always returns a reply dict (never raises)."""
+    req = _req_of(msg)
+    try:
+        p = parse(msg)
+        entry = known(p["worker"], p["id"])
+        if entry is None:
+            raise ActionError(f"unknown object {p['id']} on {p['worker']!r}: it is not in this view's "
+                              f"model (the view may be out of date)")
+        ns = namespace if namespace is not None else {}
+        reply = _run(p, entry, ns, list(held))
+        reply.update(ok=True, req=req, action=p["action"])
+        return reply
+    except ActionError as e:
+        return {"ok": False, "req": req, "error": str(e)}
+    except SyftError as e:  # the runtime refused (e.g. the worker went away during the call)
+        return {"ok": False, "req": req, "error": str(e)}
+    except Exception as e:  # an unexpected failure is still only an error reply
+        return {"ok": False, "req": req, "error": f"{type(e).__name__}: {e}"}
+
+
+def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
+    from .tensors.pointer import PointerTensor
+
+    action = p["action"]
+    kind = entry.get("kind")
+    if action == "oplog":
+        return _oplog(p, entry, ns, held)
+
+    if action == "send":
+        if p["worker"] != "me" or "refcount" in entry:
+            raise ActionError("send copies a local object to a worker; an object on a worker moves with "
+                              "'move' or comes back with 'get'")
+        if kind not in ("tensor", "logging", "pointer", "layer"):
+            raise ActionError(f"a {kind} cannot be sent from a view")
+        if p["dest"] == "me":
+            raise ActionError("send needs another worker than 'me'")
+        dest = _live_worker(p["dest"], "send")
+    elif action == "move":
+        if p["dest"] == "me":
+            raise ActionError("move sends an object between workers; use 'get' to bring it here")
+        dest = _live_worker(p["dest"], "move")
+    else:
+        dest = None
+    if action in ("get", "move") and p["worker"] == "me" and "refcount" not in entry and kind != "pointer":
+        raise ActionError(f"{action} works on a pointer or on an object on a worker, "
+                          f"not on a local {entry.get('type', kind)}")
+
+    # everything is checked before anything changes: the name too
+    res = _resolve(p, entry, ns, held)
+    name = p["name"]
+    if name is not None and name in ns and not _replaceable(ns[name]):
+        raise ActionError(f"{name!r} is bound to a {type(ns[name]).__name__}; choose another name")
+    if name is None:
+        name = _default_name(action, res, p, ns)
+    obj = res.obj
+
+    if action == "send":
+        if isinstance(obj, PointerTensor) and obj.location is dest:
+            raise ActionError(f"{res.expr} already points to {dest.id!r}")
+        result = dest.send(obj)
+        code = f"{name} = {res.expr}.send({_worker_expr(dest, ns)})"
+    elif action == "get":
+        if not hasattr(obj, "get"):
+            raise ActionError(f"a {type(obj).__name__} cannot be fetched")
+        where = (obj.location, obj.id_at_location) if hasattr(obj, "location") else None
+        result = obj.get()
+        if where is not None:
+            _mark_left(*where)
+        code = f"{name} = {res.expr}.get()"
+    else:  # move
+        if not isinstance(obj, PointerTensor):
+            raise ActionError(f"a {type(obj).__name__} cannot be moved from a view")
+        if obj.location is dest:
+            raise ActionError(f"the object is on {dest.id!r} already")
+        where = (obj.location, obj.id_at_location)
+        result = obj.move(dest)
+        _mark_left(*where)
+        code = f"{name} = {res.expr}.move({_worker_expr(dest, ns)})"
+    ns[name] = result
+    return {"name": name, "code": code, "result": result_ref(result)}
+
+
+def _oplog(p: dict, entry: dict, ns: dict, held: list) -> dict:
+    from .tensors.logging import LoggingTensor
+
+    if entry.get("kind") != "logging":
+        raise ActionError(f"oplog reads the op log of a LoggingTensor, not of a {entry.get('kind')}")
+    obj = None
+    if p["worker"] == "me" and "refcount" not in entry:
+        obj = find_local(p["id"], ns, held)
+        if obj is None:  # a layer inside a displayed chain: search the held chains
+            obj = _find_layer(p["id"], ns, held)
+    else:
+        worker = _live_worker(p["worker"], "oplog")
+        core = getattr(worker, "core", None)  # only in-process workers show their logs
+        if core is None:
+            raise ActionError(f"the op log of an object on {worker.id!r} stays there; "
+                              f"the view shows its last ops")
+        obj = core.objects.get(p["id"])
+    if not isinstance(obj, LoggingTensor):
+        raise ActionError(f"LoggingTensor {_short(p['id'])} is no longer here")
+    records = list(obj.log)
+    return {"total": len(records), "log": [r.to_dict() for r in records[-OPLOG_LIMIT:]]}
+
+
+def _find_layer(obj_id: int, ns, held):
+    from .tensors.base import ChainLayer
+
+    for value in _candidates(ns, held):
+        layer = value
+        depth = 0
+        while isinstance(layer, ChainLayer) and depth < 32:
+            if layer.__dict__.get("_syft_id") == obj_id:
+                return layer
+            layer = layer.__dict__.get("child")
+            depth += 1
+    return None

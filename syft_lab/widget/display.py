@@ -1,0 +1,133 @@
+"""Rich display of syft objects: ``sy.show(obj)``, ``sy.inspect()`` and the IPython hooks.
+
+In a Jupyter kernel, a LoggingTensor, a PointerTensor (any chain layer), a worker, a plan,
+a plan pointer and the value of ``sy.world()`` display as the widget when they end a cell,
+with ``text/plain`` from the inspection text renderer and a static ``text/html`` (SVG) for
+nbconvert and notebook viewers. Plain torch tensors keep torch's own display: the hooks are
+registered for syft types only.
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from . import live, svg
+from .widgets import ChainWidget, PlanWidget, SyftWidget, WorldWidget
+
+_world: dict = {"widget": None}
+_worker_widgets: "weakref.WeakValueDictionary[str, WorldWidget]" = weakref.WeakValueDictionary()
+
+
+def inspect(namespace: dict | None = None) -> WorldWidget:
+    """The live world view: every worker, its objects and the pointers between them.
+
+    One widget per kernel (displaying it twice shows two views of it); it updates after each
+    cell and on worker events, sending only what changed."""
+    w = _world["widget"]
+    if namespace is not None:
+        return WorldWidget(namespace=namespace)
+    if w is None or w.comm is None:
+        w = _world["widget"] = WorldWidget()
+    else:
+        w.refresh()
+    return w
+
+
+def _is_plan(obj) -> bool:
+    kind = getattr(obj, "kind", None)
+    return kind in ("plan", "plan_pointer") or type(obj).__name__ in ("Plan", "PlanPointer")
+
+
+def widget_for(obj) -> SyftWidget:
+    """The widget that shows ``obj``."""
+    from ..inspect.model import World
+    from ..workers.base import BaseWorker
+
+    if isinstance(obj, SyftWidget):
+        return obj
+    if isinstance(obj, World):
+        return inspect()
+    if isinstance(obj, BaseWorker):
+        w = _worker_widgets.get(obj.id)
+        if w is None or w.comm is None:
+            w = WorldWidget(focus=[obj.id])
+            _worker_widgets[obj.id] = w
+        else:
+            w.refresh()
+        return w
+    if _is_plan(obj):
+        return PlanWidget(obj)
+    if isinstance(obj, torch.Tensor) or hasattr(obj, "_inspection_nodes"):
+        return ChainWidget(obj)
+    raise TypeError(f"sy.show shows tensors, chains, pointers, workers, plans and sy.world(), "
+                    f"got {type(obj).__name__}")
+
+
+def mimebundle(obj) -> tuple[dict, dict]:
+    """The display data of a syft object: the widget, its text and its static picture."""
+    from ..inspect.model import World
+    from ..workers.base import BaseWorker
+
+    w = widget_for(obj)
+    data, meta = w._repr_mimebundle_()
+    if isinstance(obj, World):
+        from ..inspect.text import render_world
+
+        data["text/plain"] = render_world(obj)
+        data["text/html"] = svg.world_svg(obj)
+    elif isinstance(obj, BaseWorker):
+        data["text/plain"] = repr(obj) + ("\n" + w.text() if w.text() else "")
+    elif not isinstance(obj, SyftWidget):
+        try:
+            data["text/plain"] = repr(obj)
+        except Exception:
+            pass
+    return data, meta
+
+
+def show(obj) -> None:
+    """Display ``obj`` as a widget (its chain, its plan graph, or the world for a worker)."""
+    from IPython.display import display
+
+    data, meta = mimebundle(obj)
+    display(data, metadata=meta, raw=True)
+
+
+def _formatter(obj):
+    return mimebundle(obj)
+
+
+def install_display_hooks(ip=None) -> bool:
+    """Register the rich display of syft types with IPython (only in a kernel). Idempotent."""
+    if ip is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        ip = get_ipython()
+    if ip is None or getattr(ip, "kernel", None) is None:
+        return False  # a terminal or a plain script: text reprs only
+    from ..inspect.model import World
+    from ..tensors.base import ChainLayer
+    from ..workers.base import BaseWorker
+
+    f = ip.display_formatter.mimebundle_formatter
+    for cls in (ChainLayer, BaseWorker, World):
+        f.for_type(cls, _formatter)
+    # Plans are registered by name: their module may be imported later (or not at all).
+    for module, name in (("syft_lab.plans.plan", "Plan"), ("syft_lab.plans.pointer", "PlanPointer")):
+        f.for_type_by_name(module, name, _formatter)
+    live.install(ip)
+    return True
+
+
+def register_display(cls) -> None:
+    """For other syft types: display instances of ``cls`` as a widget (in a kernel)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None and getattr(ip, "kernel", None) is not None:
+        ip.display_formatter.mimebundle_formatter.for_type(cls, _formatter)

@@ -1,0 +1,217 @@
+"""Static SVG renderings of the inspection model: the text/html fallback for places where
+widgets cannot run (nbconvert, notebook viewers, a notebook opened without a kernel).
+
+They draw the same dicts as the widget, in a simpler layout, with colours that read on light
+and dark pages (text in currentColor, translucent fills).
+"""
+from __future__ import annotations
+
+from html import escape
+
+from ..ids import short
+
+PALETTE = (330, 95, 30, 280, 205, 180, 0, 150)  # hues; js/widget/dom.js has the same list
+FONT = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px"
+MAX_ROWS = 40  # per lane in the static world picture
+
+
+def worker_hue(worker_id: str) -> int | None:
+    """The hue of a worker's colour; None for "me" (drawn in neutral grey). Same hash as the JS."""
+    if worker_id == "me":
+        return None
+    h = 2166136261
+    for ch in worker_id:
+        h ^= ord(ch)
+        h = (h * 16777619) & 0xFFFFFFFF
+    return PALETTE[h % len(PALETTE)]
+
+
+def _colour(worker_id: str) -> str:
+    hue = worker_hue(worker_id)
+    return "hsl(0,0%,55%)" if hue is None else f"hsl({hue},65%,50%)"
+
+
+def _t(x, y, text, extra="") -> str:
+    return f'<text x="{x}" y="{y}" fill="currentColor"{extra}>{escape(str(text))}</text>'
+
+
+def _svg(width, height, body, label) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="syft-lab-static" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
+            f'style="{FONT};max-width:100%">{"".join(body)}</svg>')
+
+
+def shape_text(node: dict) -> str:
+    if "dtype" not in node and "shape" not in node:
+        return ""
+    shape = node.get("shape")
+    return f"{node.get('dtype', '?')}[{', '.join(map(str, shape))}]" if shape is not None else str(node.get("dtype", ""))
+
+
+def node_lines(node: dict) -> list[str]:
+    """The text lines of one chain box."""
+    kind = node.get("kind")
+    head = f"{node.get('type', kind)}  {short(node['id']) if isinstance(node.get('id'), int) else ''}".rstrip()
+    lines = [head]
+    meta = " ".join(x for x in (shape_text(node), f"on {node.get('owner')}" if node.get("owner") else "") if x)
+    if meta:
+        lines.append(meta)
+    if kind == "pointer":
+        state = "" if node.get("state", "ok") == "ok" else f" ({node['state']})"
+        lines.append(f"-> {node.get('location')}:{short(node['id_at_location'])}{state}")
+    elif kind == "logging":
+        tail = node.get("log_tail") or []
+        lines.append(f"log: {node.get('log_length', 0)} op(s)" + (f", last {tail[-1]}" if tail else ""))
+    elif kind == "tensor":
+        p = node.get("preview")
+        if p is None:
+            lines.append(f"values stay on {node.get('owner')}")
+        else:
+            text = p.get("text", "").splitlines()
+            lines.extend(text[:4] + (["..."] if len(text) > 4 else []))
+    elif kind == "plan":
+        lines.append(f"plan {node.get('name', '')}: {node.get('n_nodes', 0)} op(s)"
+                     + (f", sent to {', '.join(node['sent_to'])}" if node.get("sent_to") else ""))
+    elif kind == "unreachable":
+        lines.append(str(node.get("error", ""))[:80])
+    if node.get("tags"):
+        lines.append(" ".join(node["tags"]))
+    return [line[:90] for line in lines]
+
+
+def chain_svg(nodes: list[dict], title: str | None = None) -> str:
+    body, y, width = [], 4, 460
+    if title:
+        body.append(_t(6, 14, title, ' font-weight="bold"'))
+        y = 22
+    local_owner = nodes[0].get("owner", "me") if nodes else "me"
+    for i, node in enumerate(nodes):
+        lines = node_lines(node)
+        h = 8 + 14 * len(lines)
+        owner = node.get("owner", local_owner)
+        col = _colour(owner)
+        remote = owner != local_owner
+        x = 18 if remote else 4
+        w = width - x - 4
+        body.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="4" fill="{col}" fill-opacity="0.12" '
+                    f'stroke="{col}" stroke-width="{1.5 if remote else 1}"/>')
+        for k, line in enumerate(lines):
+            body.append(_t(x + 8, y + 16 + 14 * k, line, ' font-weight="bold"' if k == 0 else ""))
+        y += h
+        if i < len(nodes) - 1:
+            body.append(f'<path d="M {width // 2} {y + 1} v 10" stroke="currentColor" stroke-opacity="0.5"/>')
+            if nodes[i + 1].get("owner", local_owner) != owner:
+                body.append(_t(width // 2 + 8, y + 10, f"on {nodes[i + 1].get('owner')}",
+                               f' fill-opacity="0.7" style="fill:{_colour(nodes[i + 1].get("owner", ""))}"'))
+            y += 12
+    return _svg(width, y + 4, body, title or "chain")
+
+
+def world_svg(world: dict, focus: list[str] | None = None) -> str:
+    lanes = [w for w in world.get("workers", []) if not focus or w["id"] in focus]
+    lane_w, row_h, top = 250, 18, 34
+    pos = {}
+    body = []
+    max_rows = 0
+    for li, lane in enumerate(lanes):
+        x = 4 + li * (lane_w + 10)
+        col = _colour(lane["id"])
+        objs = lane.get("objects", [])
+        shown = objs[:MAX_ROWS]
+        rows = len(shown) + (1 if len(objs) > len(shown) else 0)
+        max_rows = max(max_rows, rows)
+        height = top + rows * row_h + 8
+        body.append(f'<rect x="{x}" y="2" width="{lane_w}" height="{height}" rx="5" fill="{col}" '
+                    f'fill-opacity="0.08" stroke="{col}"/>')
+        state = lane.get("state", "")
+        body.append(_t(x + 8, 18, f"{lane['id']} ({lane.get('kind', '')}{', ' + state if state else ''})",
+                       ' font-weight="bold"'))
+        body.append(_t(x + 8, 30, f"{len(objs)} object(s)", ' fill-opacity="0.7"'))
+        for r, o in enumerate(shown):
+            y = top + r * row_h + 12
+            pos[(lane["id"], o["id"])] = (x, y - 4)
+            names = f" = {', '.join(o['names'])}" if o.get("names") else ""
+            where = f" -> {o['location']}" if o.get("kind") == "pointer" else ""
+            text = f"{short(o['id'])} {o.get('type', '')} {shape_text(o)}{where}{names}"
+            body.append(_t(x + 8, y, text[:40]))
+        if len(objs) > len(shown):
+            body.append(_t(x + 8, top + len(shown) * row_h + 12, f"... {len(objs) - len(shown)} more",
+                           ' fill-opacity="0.7"'))
+    for lane in lanes:
+        for o in lane.get("objects", [])[:MAX_ROWS]:
+            if o.get("kind") != "pointer":
+                continue
+            a = pos.get((lane["id"], o["id"]))
+            b = pos.get((o.get("location"), o.get("id_at_location")))
+            if a is None or b is None:
+                continue
+            x1 = a[0] + lane_w - 6 if b[0] > a[0] else a[0] + 4
+            x2 = b[0] + 4 if b[0] > a[0] else b[0] + lane_w - 6
+            col = _colour(o.get("location", ""))
+            body.append(f'<path d="M {x1} {a[1]} C {(x1 + x2) / 2} {a[1]}, {(x1 + x2) / 2} {b[1]}, {x2} {b[1]}" '
+                        f'fill="none" stroke="{col}" stroke-width="1.2" marker-end="url(#syft-arrow)"/>')
+    defs = ('<defs><marker id="syft-arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
+            'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="currentColor" fill-opacity="0.6"/></marker></defs>')
+    width = max(1, len(lanes)) * (lane_w + 10)
+    return _svg(width, top + max_rows * row_h + 14, [defs] + body, "world: workers and their objects")
+
+
+def plan_layers(graph: dict) -> dict[str, int]:
+    """A longest-path layering of a plan graph (the static picture's simple layout)."""
+    ids = [n["id"] for n in graph.get("nodes", [])]
+    preds: dict[str, list[str]] = {i: [] for i in ids}
+    for e in graph.get("edges", []):
+        if e.get("to") in preds and e.get("from") in preds:
+            preds[e["to"]].append(e["from"])
+    succs: dict[str, list[str]] = {i: [] for i in ids}
+    indeg = {i: len(preds[i]) for i in ids}
+    for i in ids:
+        for p in preds[i]:
+            succs[p].append(i)
+    layer = {i: 0 for i in ids}
+    ready = [i for i in ids if indeg[i] == 0]
+    while ready:  # Kahn's order; nodes on a cycle (a plan has none) stay in layer 0
+        i = ready.pop()
+        for s in succs[i]:
+            layer[s] = max(layer[s], layer[i] + 1)
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    return layer
+
+
+def plan_svg(node: dict) -> str:
+    graph = node.get("graph") or {"nodes": [], "edges": []}
+    layer = plan_layers(graph)
+    by_layer: dict[int, list[dict]] = {}
+    for n in graph.get("nodes", []):
+        by_layer.setdefault(layer.get(n["id"], 0), []).append(n)
+    bw, bh, gx, gy = 150, 36, 16, 34
+    pos = {}
+    cols = max((len(v) for v in by_layer.values()), default=1)
+    for d, ns in sorted(by_layer.items()):
+        for k, n in enumerate(ns):
+            pos[n["id"]] = (8 + k * (bw + gx), 30 + d * (bh + gy))
+    body = [_t(8, 16, f"Plan {node.get('name', '')}  {len(graph.get('nodes', []))} node(s)"
+               + (f"  sent to {', '.join(node['sent_to'])}" if node.get("sent_to") else ""), ' font-weight="bold"')]
+    for e in graph.get("edges", []):
+        a, b = pos.get(e.get("from")), pos.get(e.get("to"))
+        if a and b:
+            body.append(f'<line x1="{a[0] + bw / 2}" y1="{a[1] + bh}" x2="{b[0] + bw / 2}" y2="{b[1]}" '
+                        f'stroke="currentColor" stroke-opacity="0.5"/>')
+            if e.get("shape") is not None:
+                body.append(_t((a[0] + b[0]) / 2 + bw / 2 + 4, (a[1] + bh + b[1]) / 2 + 4,
+                               f"[{', '.join(map(str, e['shape']))}]", ' fill-opacity="0.7"'))
+    role_hue = {"input": 140, "output": 210, "state": 30, "constant": 280}
+    for n in graph.get("nodes", []):
+        x, y = pos[n["id"]]
+        hue = role_hue.get(n.get("role"))
+        col = f"hsl({hue},60%,50%)" if hue is not None else "hsl(0,0%,55%)"
+        dash = ' stroke-dasharray="4 2"' if n.get("role") == "state" else ""
+        body.append(f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="{col}" fill-opacity="0.12" '
+                    f'stroke="{col}"{dash}/>')
+        label = n.get("label") or n.get("op") or n["id"]
+        body.append(_t(x + 6, y + 15, str(label)[:22], ' font-weight="bold"'))
+        body.append(_t(x + 6, y + 29, f"{n.get('role', '')} {shape_text(n)}"[:24], ' fill-opacity="0.7"'))
+    height = 30 + (max(layer.values(), default=0) + 1) * (bh + gy)
+    return _svg(max(300, 16 + cols * (bw + gx)), height, body, f"plan {node.get('name', '')}")

@@ -1,0 +1,350 @@
+"""The anywidget widgets: chain, world and plan views of the inspection model.
+
+The kernel side never draws: each widget holds model dicts in synced traitlets, and
+js/widget/ (bundled into static/widget.js) renders them. Buttons in the views send action
+requests (syft_lab.actions) and get a reply; the views change because the model does.
+
+Messages from the browser (all JSON objects with a ``type``):
+    {"type": "hello", "view": "v1"}   a view was rendered     -> the widget refreshes
+    {"type": "bye", "view": "v1"}     a view was removed
+    {"type": "resync"}                the view lost track     -> the whole world is resent
+    {"type": "action", ...}           see syft_lab.actions    -> {"type": "reply", ...}
+Messages to the browser: {"type": "reply", ...}, {"type": "world_patch", ...} (diff.py),
+{"type": "world_reset", "world": {...}}.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import anywidget
+import traitlets
+
+from .. import actions
+from ..inspect.model import chain_nodes, world_dict
+from . import diff, live, svg
+
+log = logging.getLogger("syft_lab.widget")
+
+STATIC = Path(__file__).resolve().parent / "static" / "widget.js"
+_MISSING_ESM = """
+export default { render({ el }) {
+  el.textContent = "syft_lab: the widget bundle is not built (run ./scripts/setup or npm run build).";
+} };
+"""
+_VIEW_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+MAX_RESULTS = 4  # results of actions a chain view keeps showing under its object
+
+
+def notebook_namespace() -> dict | None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    ip = get_ipython()
+    return ip.user_ns if ip is not None else None
+
+
+def worker_headers() -> list[dict]:
+    """Every known worker: id, kind and connection state (for the Send to / Move to menus)."""
+    from ..workers.registry import all_workers
+
+    out = []
+    for w in all_workers():
+        try:
+            state = w.state
+        except Exception:
+            state = "unreachable"
+        out.append({"id": w.id, "kind": w.kind, "state": state})
+    return out
+
+
+def _set_silently(widget, name: str, value) -> None:
+    """Update a synced trait on the Python side only (its changes went out as patches); a view
+    that asks for the state later (a page reload) still gets the current value."""
+    widget._trait_values[name] = value
+
+
+class SyftWidget(anywidget.AnyWidget):
+    _esm = STATIC if STATIC.is_file() else _MISSING_ESM
+
+    view = traitlets.Unicode("chain").tag(sync=True)
+    workers = traitlets.List().tag(sync=True)
+
+    def __init__(self, *, namespace: dict | None = None, **kwargs):
+        self._namespace = namespace
+        self._views: set[str] = set()
+        self._seen = False
+        self._cells_unseen = 0
+        super().__init__(**kwargs)
+        self.on_msg(self._on_front_msg)
+        live.register(self)
+
+    # --- where names live -----------------------------------------------------------------
+    @property
+    def namespace(self) -> dict:
+        if self._namespace is not None:
+            return self._namespace
+        ns = notebook_namespace()
+        return ns if ns is not None else {}
+
+    # --- liveness -------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        """Refreshed by cell runs and events: shown in a view, or displayed and not yet seen."""
+        return self.comm is not None and (bool(self._views) or (not self._seen and self._cells_unseen < 3))
+
+    def close(self):
+        live.unregister(self)
+        super().close()
+
+    # --- messages from the browser ---------------------------------------------------------
+    def _on_front_msg(self, _widget, content, buffers):
+        try:
+            self.handle_message(content)
+        except Exception as e:  # a bad message never breaks the kernel
+            log.exception("syft_lab widget message failed")
+            self.send({"type": "reply", "ok": False, "req": actions._req_of(content),
+                       "error": f"{type(e).__name__}: {e}"})
+
+    def handle_message(self, content) -> dict | None:
+        """Handle one message from a view; returns the reply sent, if any."""
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "action":
+            reply = self.run_action(content)
+        elif kind == "hello" and isinstance(content.get("view"), str) and _VIEW_RE.match(content["view"]):
+            self._views.add(content["view"])
+            self._seen = True
+            self.refresh()
+            return None
+        elif kind == "bye" and isinstance(content.get("view"), str):
+            self._views.discard(content["view"])
+            return None
+        elif kind == "resync":
+            self.resync()
+            return None
+        else:
+            reply = {"ok": False, "req": actions._req_of(content),
+                     "error": "malformed message: expected a JSON object with type action, hello, bye or resync"}
+        reply = {"type": "reply", **reply}
+        self.send(reply)
+        return reply
+
+    def run_action(self, request) -> dict:
+        reply = actions.perform(request, known=self.lookup, namespace=self.namespace, held=self.held())
+        if reply.get("ok") and reply.get("action") in actions.MUTATING:
+            self.after_action(reply)
+            live.refresh_all()  # every view changes at once, not at the next cell
+        return reply
+
+    # --- what subclasses provide ----------------------------------------------------------
+    def lookup(self, worker: str, obj_id: int) -> dict | None:
+        """The model entry (node or world object) that a view may name, or None."""
+        return None
+
+    def held(self) -> list:
+        """Objects this widget shows that may not be bound in the notebook."""
+        return []
+
+    def after_action(self, reply: dict) -> None:
+        pass
+
+    def refresh(self) -> None:
+        self._set_if_changed("workers", worker_headers())
+
+    def resync(self) -> None:
+        self.refresh()
+
+    def _set_if_changed(self, name, value):
+        if getattr(self, name) != value:
+            setattr(self, name, value)
+
+    # --- text and static fallbacks ------------------------------------------------------------
+    def text(self) -> str:
+        return object.__repr__(self)
+
+    def html(self) -> str:
+        return ""
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, meta = bundle
+        data = dict(data)
+        data["text/plain"] = self.text()
+        html = self.html()
+        if html:
+            data["text/html"] = html
+        return data, meta
+
+
+class ChainWidget(SyftWidget):
+    """The chain of one object (head first, down to the data), and the results of its buttons.
+
+    ``chains`` is a list of {"names", "nodes", "code"?}: the object's chain first, then one per
+    action result (``x_ptr`` after Send), newest last. The widget keeps a reference to the
+    objects it shows (as IPython's Out cache does for any displayed value)."""
+
+    chains = traitlets.List().tag(sync=True)
+
+    def __init__(self, obj, *, namespace: dict | None = None, **kwargs):
+        self._objects = [obj]
+        self._codes = [None]
+        kwargs.setdefault("view", "chain")
+        super().__init__(namespace=namespace, **kwargs)
+        self.chains = self._compute()
+        self.workers = worker_headers()
+
+    @property
+    def subject(self):
+        return self._objects[0]
+
+    def _compute(self) -> list[dict]:
+        out = []
+        ns = self.namespace
+        for obj, code in zip(self._objects, self._codes):
+            try:
+                nodes = chain_nodes(obj)
+            except Exception as e:  # a view must render even if the runtime cannot describe it
+                nodes = [{"kind": "unreachable", "type": type(e).__name__, "id": 0, "owner": "me", "error": str(e)}]
+            entry = {"names": actions.names_of(obj, ns), "nodes": nodes}
+            if code:
+                entry["code"] = code
+            out.append(entry)
+        return out
+
+    def refresh(self) -> None:
+        super().refresh()
+        self._set_if_changed("chains", self._compute())
+
+    def held(self) -> list:
+        return list(self._objects)
+
+    def lookup(self, worker: str, obj_id: int) -> dict | None:
+        for chain in self.chains:
+            nodes = chain.get("nodes", [])
+            for i, node in enumerate(nodes):
+                if node.get("id") != obj_id or node.get("owner", "me") != worker:
+                    continue
+                # buttons act on a chain's head (and on the first node of its remote part);
+                # the op log of any LoggingTensor in the chain can be read
+                if i == 0 or nodes[i - 1].get("kind") == "pointer" or node.get("kind") == "logging":
+                    return node
+        return None
+
+    def after_action(self, reply: dict) -> None:
+        name = reply.get("name")
+        obj = self.namespace.get(name) if name else None
+        if obj is None:
+            return
+        self._objects.append(obj)
+        self._codes.append(reply.get("code"))
+        if len(self._objects) > 1 + MAX_RESULTS:  # the subject stays; the oldest result goes
+            del self._objects[1], self._codes[1]
+
+    def text(self) -> str:
+        from ..inspect.text import render_chain
+
+        return "\n".join(render_chain(c["nodes"]) for c in self.chains if c.get("nodes"))
+
+    def html(self) -> str:
+        parts = []
+        for c in self.chains:
+            title = " = ".join(c.get("names") or []) or None
+            parts.append(svg.chain_svg(c["nodes"], c.get("code") or title))
+        return "<div>" + "".join(parts) + "</div>"
+
+
+class PlanWidget(ChainWidget):
+    """A plan's op graph (laid out in the browser with dagre) and where the plan was sent."""
+
+    def __init__(self, obj, *, namespace: dict | None = None, **kwargs):
+        kwargs.setdefault("view", "plan")
+        super().__init__(obj, namespace=namespace, **kwargs)
+
+    def plan_node(self) -> dict | None:
+        for c in self.chains[:1]:
+            for n in c.get("nodes", []):
+                if n.get("kind") == "plan":
+                    return n
+        return None
+
+    def html(self) -> str:
+        node = self.plan_node()
+        return svg.plan_svg(node) if node is not None else super().html()
+
+
+class WorldWidget(SyftWidget):
+    """Every worker, its objects, the local pointers and the arrows between them, kept live.
+
+    The first render carries the whole world; after that only per-object patches cross the
+    comm (diff.py), after each cell and after worker events."""
+
+    world = traitlets.Dict().tag(sync=True)
+    focus = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+    def __init__(self, *, namespace: dict | None = None, focus=(), **kwargs):
+        kwargs.setdefault("view", "world")
+        super().__init__(namespace=namespace, focus=list(focus), **kwargs)
+        self._rev = 0
+        self.world = self._snapshot()
+        self.workers = worker_headers()
+        self.patches_sent = 0
+        self.bytes_sent = 0
+        live.watch_events()
+
+    def _snapshot(self) -> dict:
+        w = world_dict(self.namespace)
+        w["rev"] = self._rev
+        return w
+
+    def refresh(self) -> None:
+        super().refresh()
+        new = world_dict(self.namespace)
+        new["rev"] = self._rev
+        patch = diff.diff(self.world, new)
+        if patch is None:
+            return
+        base = self._rev
+        self._rev += 1
+        new["rev"] = self._rev
+        patch.update(base=base, rev=self._rev)
+        _set_silently(self, "world", new)
+        self._push(patch)
+
+    def resync(self) -> None:
+        super().refresh()
+        self._rev += 1
+        w = self._snapshot()
+        _set_silently(self, "world", w)
+        self._push({"type": "world_reset", "world": w})
+
+    def _push(self, msg: dict) -> None:
+        import json
+
+        self.patches_sent += 1
+        self.bytes_sent += len(json.dumps(msg, separators=(",", ":")))
+        self.send(msg)
+
+    def lookup(self, worker: str, obj_id: int) -> dict | None:
+        for lane in self.world.get("workers", []):
+            if lane["id"] == worker and (not self.focus or worker in self.focus or worker == "me"):
+                for o in lane.get("objects", []):
+                    if o.get("id") == obj_id:
+                        return o
+        return None
+
+    def text(self) -> str:
+        from ..inspect.text import render_world
+
+        return render_world(self._focused())
+
+    def _focused(self) -> dict:
+        if not self.focus:
+            return self.world
+        return {**self.world, "workers": [w for w in self.world.get("workers", []) if w["id"] in self.focus]}
+
+    def html(self) -> str:
+        return svg.world_svg(self.world, self.focus or None)

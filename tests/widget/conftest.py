@@ -1,0 +1,41 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from syft_lab.widget import live
+
+FIXTURES = Path(__file__).resolve().parents[1] / "js" / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def close_widgets():
+    """Each test's widgets are closed at its end, so no test refreshes another's."""
+    before = set(map(id, live.widgets()))
+    yield
+    for w in live.widgets():
+        if id(w) not in before:
+            w.close()
+
+
+@pytest.fixture
+def plan_node():
+    return json.loads((FIXTURES / "plan_node.json").read_text())
+
+
+class Sent(list):
+    """Captures what a widget sends to the browser."""
+
+    def of(self, type_):
+        return [m for m in self if m.get("type") == type_]
+
+
+@pytest.fixture
+def capture():
+    """capture(widget) -> the list of messages the widget sends from then on."""
+    def start(widget) -> Sent:
+        sent = Sent()
+        widget.send = lambda msg, buffers=None: sent.append(msg)
+        return sent
+
+    return start

@@ -1,0 +1,316 @@
+"""Widget state: the model JSON in the traits, live updates as patches, messages, displays."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import syft_lab as sy
+from syft_lab import events
+from syft_lab.inspect.model import world_dict
+from syft_lab.widget import ChainWidget, PlanWidget, WorldWidget, diff, live, mimebundle, svg
+from syft_lab.widget.widgets import STATIC
+
+ROOT = Path(__file__).resolve().parents[2]
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def test_the_bundle_is_built_and_small():
+    assert STATIC.is_file(), "run npm run build (scripts/setup does)"
+    assert STATIC.stat().st_size <= 150 * 1024
+    assert ChainWidget._esm is not None and "export" in str(ChainWidget._esm)
+
+
+def test_chain_widget_state_of_a_logging_tensor():
+    lx = sy.LoggingTensor(torch.tensor([1., -2., 3.])) * 2
+    c = ChainWidget(lx, namespace={"lx": lx})
+    assert c.view == "chain"
+    assert c.chains == [{"names": ["lx"], "nodes": sy.chain(lx).nodes}]
+    assert [n["kind"] for n in c.chains[0]["nodes"]] == ["logging", "tensor"]
+    assert json.loads(json.dumps(c.get_state()["chains"])) == c.chains
+    assert {"id": "me", "kind": "local", "state": "in-process"} in c.workers
+
+
+def test_chain_widget_follows_its_pointer(bob):
+    p = torch.ones(2).send(bob)
+    ns = {"p": p}
+    c = ChainWidget(p, namespace=ns)
+    assert [n["owner"] for n in c.chains[0]["nodes"]] == ["me", "bob"]
+    p.get()
+    c.refresh()
+    assert c.chains[0]["nodes"][0]["state"] == "gone" and len(c.chains[0]["nodes"]) == 1
+    ns["q"] = ns.pop("p")
+    c.refresh()
+    assert c.chains[0]["names"] == ["q"]
+
+
+def test_world_widget_first_render_then_only_per_object_patches(bob, alice, capture):
+    ns = {f"t{i}": torch.ones(3).send(bob if i % 2 else alice) for i in range(50)}
+    w = WorldWidget(namespace=ns)
+    sent = capture(w)
+    assert w.world["rev"] == 0 and {lane["id"] for lane in w.world["workers"]} >= {"me", "bob", "alice"}
+    ns["new"] = torch.zeros(2).send(bob)
+    w.refresh()
+    (patch,) = sent.of("world_patch")
+    assert patch["base"] == 0 and patch["rev"] == 1 and w.world["rev"] == 1
+    assert len(patch["ops"]) == 2  # the new pointer in me's lane and the new tensor on bob
+    assert len(json.dumps(patch)) < 2048
+    expected = world_dict(ns)
+    expected["rev"] = 1
+    assert w.world == expected
+    w.refresh()  # nothing changed: nothing is sent
+    assert len(sent.of("world_patch")) == 1
+    # the state a new view (a page reload) asks for is the current world, never sent whole
+    assert w.get_state()["world"] == w.world
+
+
+def test_names_follow_the_namespace_after_a_cell(bob, capture):
+    x = torch.ones(2)
+    ns = {"x": x}
+    w = WorldWidget(namespace=ns)
+    sent = capture(w)
+    ns["y"] = ns.pop("x")
+    live._post_run_cell()
+    (patch,) = sent.of("world_patch")
+    assert patch["ops"][0][0] == "put" and patch["ops"][0][3]["names"] == ["y"]
+
+
+def test_events_mark_the_world_dirty_and_flush_later(bob, capture):
+    ns = {}
+    w = WorldWidget(namespace=ns)
+    w._views.add("v1")
+    w._seen = True
+    sent = capture(w)
+    live._state["in_cell"] = True
+    try:
+        live._state["last_flush"] = 0.0
+        ns["p"] = torch.ones(1).send(bob)  # in-process work mid-cell: a throttled flush
+        assert sent.of("world_patch")
+        n = len(sent)
+        ns["q"] = torch.ones(1).send(bob)  # within FLUSH_INTERVAL: no flush yet
+        assert len(sent) == n and live._state["dirty"]
+    finally:
+        live._state["in_cell"] = False
+    live._post_run_cell()
+    assert len(sent) == n + 1 and not live._state["dirty"]
+    assert any(o.get("names") == ["q"] for o in w.world["workers"][0]["objects"])
+
+
+def test_dormant_widgets_are_not_refreshed(bob, capture):
+    w = WorldWidget(namespace={})
+    sent = capture(w)
+    w.handle_message({"type": "hello", "view": "v1"})
+    w.handle_message({"type": "bye", "view": "v1"})
+    assert not w.active
+    torch.ones(1).send(bob)
+    live._post_run_cell()
+    assert not sent.of("world_patch")
+    w.handle_message({"type": "hello", "view": "v2"})  # shown again: catches up at once
+    assert w.active
+
+
+def test_resync_sends_the_whole_world_once(bob, capture):
+    w = WorldWidget(namespace={})
+    sent = capture(w)
+    w.handle_message({"type": "resync"})
+    (reset,) = sent.of("world_reset")
+    assert reset["world"] == w.world and reset["world"]["rev"] == 1
+
+
+def test_focus_on_one_worker(bob, alice):
+    torch.ones(1).send(bob)
+    w = sy.widget.widget_for(bob)
+    assert isinstance(w, WorldWidget) and w.focus == ["bob"]
+    assert "bob (virtual)" in w.text() and "alice" not in w.text()
+
+
+def test_plan_widget_from_a_plan_node(plan_node):
+    class FakePlan:  # the shape of the lead's Plan: its chain is one "plan" node
+        kind = "plan"
+        id = plan_node["id"]
+
+        def _inspection_nodes(self, owner, with_values):
+            return [dict(plan_node, owner=owner)]
+
+    p = FakePlan()
+    w = sy.widget.widget_for(p)
+    assert isinstance(w, PlanWidget) and w.view == "plan"
+    assert w.plan_node()["graph"] == plan_node["graph"]
+    html = w.html()
+    assert html.startswith("<svg") and "mlp" in html and "[4, 2]" in html and "sent to bob, alice" in html
+
+
+def test_real_plan_displays_as_plan_view(bob):
+    Plan = pytest.importorskip("syft_lab.plans").Plan
+
+    @sy.plan
+    def f(x):
+        return (x * 2).relu() + 1
+
+    f(torch.ones(3))
+    w = sy.widget.widget_for(f)
+    assert isinstance(w, PlanWidget) and isinstance(f, Plan)
+    node = w.plan_node()
+    roles = {n["role"] for n in node["graph"]["nodes"]}
+    assert {"input", "op", "output"} <= roles
+    ptr = f.send(bob)
+    w2 = sy.widget.widget_for(ptr)
+    assert isinstance(w2, PlanWidget) and w2.plan_node() is not None
+    assert w.chains[0]["nodes"][0]["sent_to"] == [] or True
+    w.refresh()
+    assert w.plan_node()["sent_to"] == ["bob"]
+
+
+def test_mimebundles_have_widget_text_and_static_svg(bob):
+    lx = sy.LoggingTensor(torch.ones(2))
+    data, _ = mimebundle(lx)
+    assert WIDGET_MIME in data and data["text/plain"] == repr(lx)
+    assert data["text/html"].startswith("<div><svg") and "LoggingTensor" in data["text/html"]
+    p = torch.ones(2).send(bob)
+    data, _ = mimebundle(p)
+    assert data["text/plain"] == repr(p) and "on bob" in data["text/html"]
+    wv = sy.world({"p": p})
+    data, _ = mimebundle(wv)
+    assert data["text/plain"] == repr(wv) and "bob (virtual" in data["text/html"]
+    data, _ = mimebundle(bob)
+    assert data["text/plain"].startswith("<VirtualWorker 'bob'")
+    with pytest.raises(TypeError):
+        mimebundle(42)
+
+
+def test_display_hooks_in_a_kernel_shell(bob):
+    """In a kernel, syft objects display as the widget; plain tensors keep torch's display."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from syft_lab.widget import install_display_hooks
+
+    ip = InteractiveShell.instance()
+    had_kernel = hasattr(ip, "kernel")
+    ip.kernel = object()
+    f = ip.display_formatter.mimebundle_formatter
+    saved = dict(f.type_printers), dict(f.deferred_printers)
+    try:
+        assert install_display_hooks(ip)
+        lx = sy.LoggingTensor(torch.ones(2))
+        data, _ = ip.display_formatter.format(lx)
+        assert WIDGET_MIME in data and data["text/plain"] == repr(lx)
+        data, _ = ip.display_formatter.format(torch.ones(2))
+        assert WIDGET_MIME not in data and data["text/plain"] == repr(torch.ones(2))
+        for obj in (torch.ones(1).send(bob), bob, sy.world({})):
+            assert WIDGET_MIME in ip.display_formatter.format(obj)[0]
+    finally:
+        f.type_printers.clear()
+        f.type_printers.update(saved[0])
+        f.deferred_printers.clear()
+        f.deferred_printers.update(saved[1])
+        live.uninstall()
+        if not had_kernel:
+            del ip.kernel
+        InteractiveShell.clear_instance()
+
+
+def test_no_hooks_outside_a_kernel():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from syft_lab.widget import install_display_hooks
+
+    ip = InteractiveShell.instance()
+    try:
+        assert not install_display_hooks(ip)
+    finally:
+        InteractiveShell.clear_instance()
+
+
+# --- world patches: Python's diff, applied by Python and by the browser's patch.js -----------
+
+def _worlds():
+    entry = st.builds(lambda i, tags, names: {"id": i, "kind": "tensor", "type": "Tensor", "shape": [2],
+                                              "dtype": "float32", "tags": tags, "names": names},
+                      st.integers(1, 30), st.lists(st.sampled_from(["#a", "#b"]), max_size=2, unique=True),
+                      st.lists(st.sampled_from(["x", "y"]), max_size=1))
+
+    def lane(wid, objs):
+        seen, out = set(), []
+        for o in objs:
+            if o["id"] not in seen:
+                seen.add(o["id"])
+                out.append(o)
+        return {"id": wid, "kind": "virtual", "state": "in-process", "objects": out}
+
+    lanes = st.lists(st.tuples(st.sampled_from(["me", "bob", "alice", "carol"]), st.lists(entry, max_size=8)),
+                     max_size=4).map(lambda ls: [lane(w, o) for w, o in {w: o for w, o in ls}.items()])
+    return lanes.map(lambda ls: {"schema": "syft_lab.world", "version": 1, "workers": ls})
+
+
+@settings(max_examples=200, deadline=None)
+@given(_worlds(), _worlds())
+def test_diff_then_apply_gives_the_new_world(a, b):
+    patch = diff.diff(a, b)
+    if patch is None:
+        assert a == b
+    else:
+        assert diff.apply(a, patch) == b
+
+
+def test_patch_js_applies_python_patches_identically(tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is needed for the widget (scripts/setup installs it with npm)")
+    import random
+
+    rng = random.Random(1)
+    cases = []
+    for _ in range(60):
+        ws = [_random_world(rng) for _ in range(2)]
+        ws[0]["rev"] = 0
+        patch = diff.diff(ws[0], ws[1]) or {"type": "world_patch", "ops": []}
+        patch.update(base=0, rev=1)
+        expected = diff.apply(ws[0], patch)
+        cases.append({"world": ws[0], "patch": patch, "expected": expected})
+    f = tmp_path / "cases.json"
+    f.write_text(json.dumps(cases))
+    script = ("import {applyWorldPatch} from './js/widget/patch.js'; import {readFileSync} from 'node:fs';"
+              "import {isDeepStrictEqual} from 'node:util';"
+              "const cases = JSON.parse(readFileSync(process.argv[1]));"
+              "const bad = cases.filter(c => !isDeepStrictEqual(applyWorldPatch(c.world, c.patch), c.expected));"
+              "console.log(JSON.stringify({n: cases.length, bad: bad.length}));")
+    out = subprocess.run([node, "--input-type=module", "-e", script, str(f)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"n": 60, "bad": 0}
+
+
+def _random_world(rng):
+    lanes = []
+    for wid in rng.sample(["me", "bob", "alice", "carol"], rng.randint(1, 4)):
+        ids = rng.sample(range(1, 40), rng.randint(0, 10))
+        lanes.append({"id": wid, "kind": "virtual", "state": rng.choice(["in-process", "connected"]),
+                      "objects": [{"id": i, "kind": "tensor", "type": "Tensor", "shape": [rng.randint(1, 3)],
+                                   "dtype": "float32", "tags": [], "names": []} for i in ids]})
+    return {"schema": "syft_lab.world", "version": 1, "workers": lanes}
+
+
+def test_static_svgs_render_every_kind(plan_node):
+    nodes = [{"kind": "unreachable", "type": "WorkerUnavailableError", "id": 5, "owner": "carol", "error": "gone"}]
+    assert "gone" in svg.chain_svg(nodes)
+    layers = svg.plan_layers(plan_node["graph"])
+    assert layers["in3"] == 0 and layers["v0"] == 1 and layers["out0"] == 6
+    big = {"workers": [{"id": "bob", "kind": "virtual", "objects": [
+        {"id": i, "kind": "tensor", "type": "Tensor", "shape": [1], "dtype": "float32"} for i in range(1, 100)]}]}
+    assert "... 59 more" in svg.world_svg(big)
+    assert svg.worker_hue("bob") == 205 and svg.worker_hue("me") is None
+
+
+def test_js_unit_tests_pass():
+    """The JS layer (layout, patches, rendering helpers) runs under node's own test runner."""
+    node = shutil.which("node")
+    assert node, "node is needed (scripts/setup)"
+    if not (ROOT / "node_modules" / "linkedom").is_dir():
+        pytest.fail("npm install has not run (scripts/setup runs it)")
+    out = subprocess.run([node, "--test", "tests/js/"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "# fail 0" in out.stdout
