@@ -45,6 +45,12 @@ WS_MAX_SIZE = MAX_HEADER_SIZE + CHUNK_SIZE + 4096
 
 _PREFIX = struct.Struct(">2sBBII")
 _U64 = struct.Struct(">Q")
+_NEWOBJ = struct.Struct(">QBB")  # id, dtype code, ndim; then ndim x u64 sizes
+
+# dtype codes of the compact new-object ext: fixed for version 1 (append only)
+WIRE_DTYPE_CODES = ("float64", "float32", "float16", "bfloat16", "complex64", "complex128",
+                    "int64", "int32", "int16", "int8", "uint8", "bool")
+_DTYPE_CODE = {DTYPES[n]: i for i, n in enumerate(WIRE_DTYPE_CODES) if n in DTYPES}
 
 # ext type codes
 EXT_REF, EXT_TENSOR, EXT_TUPLE, EXT_DTYPE, EXT_DEVICE, EXT_ENUM, EXT_COMPLEX = 1, 2, 3, 4, 5, 6, 7
@@ -91,6 +97,10 @@ def _byte_view(t: torch.Tensor) -> memoryview:
     return memoryview((ctypes.c_char * n).from_address(t.data_ptr())).cast("B")
 
 
+def _ext(code: int, data: bytes) -> msgpack.ExtType:
+    return tuple.__new__(msgpack.ExtType, (code, data))  # skips ExtType's checks: both are ours
+
+
 class _Encoder:
     __slots__ = ("buffers", "keep", "detach")
 
@@ -103,11 +113,8 @@ class _Encoder:
         return msgpack.packb(obj, default=self.default, use_bin_type=True, strict_types=True)
 
     def default(self, obj):
-        from ..tensors.logging import LoggingTensor
-        from ..tensors.pointer import PointerTensor
-
         if isinstance(obj, Ref):
-            return msgpack.ExtType(EXT_REF, _U64.pack(obj.id))
+            return _ext(EXT_REF, _U64.pack(obj.id))
         tp = type(obj)
         if tp is torch.Tensor or tp is torch.nn.Parameter:
             return msgpack.ExtType(EXT_TENSOR, self.pack(self._tensor(obj)))
@@ -128,13 +135,19 @@ class _Encoder:
         if tp is complex:
             return msgpack.ExtType(EXT_COMPLEX, struct.pack(">dd", obj.real, obj.imag))
         if tp is NewObject:
-            return msgpack.ExtType(EXT_NEWOBJ, self.pack([obj.id, list(obj.shape), _dtype_to_name(obj.dtype)]))
+            code = _DTYPE_CODE.get(obj.dtype)
+            if code is None:
+                raise WireError(f"dtype {obj.dtype} cannot travel; supported: {', '.join(DTYPES)}")
+            shape = obj.shape
+            return _ext(EXT_NEWOBJ, _NEWOBJ.pack(obj.id, code, len(shape))
+                        + b"".join([_U64.pack(n) for n in shape]))
         if tp is SameAsArg:
             return msgpack.ExtType(EXT_SAMEARG, self.pack(obj.index))
         if tp is PointerSpec:
             return msgpack.ExtType(EXT_POINTER, self.pack(
                 [obj.worker_id, obj.address, obj.id_at_location, list(obj.shape), _dtype_to_name(obj.dtype),
                  sorted(obj.tags) if obj.tags else None, obj.description]))
+        PointerTensor, LoggingTensor = _layers()
         if isinstance(obj, PointerTensor):
             ref = obj._ref
             d = obj.__dict__
@@ -169,6 +182,19 @@ class _Encoder:
                 sorted(d["tags"]) if d.get("tags") else None, d.get("description")]
 
 
+_layer_classes: tuple = ()
+
+
+def _layers():
+    global _layer_classes
+    if not _layer_classes:
+        from ..tensors.logging import LoggingTensor
+        from ..tensors.pointer import PointerTensor
+
+        _layer_classes = (PointerTensor, LoggingTensor)
+    return _layer_classes
+
+
 def _dtype_to_name(dtype) -> str:
     try:
         return _DTYPE_NAMES[dtype]
@@ -192,13 +218,17 @@ def encode(header: dict, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     With ``detach``, tensors travel as not requiring grad (what a worker stores on send)."""
     enc = _Encoder(detach)
     try:
-        head = enc.pack(header)
+        head = msgpack.packb(header, default=enc.default, use_bin_type=True, strict_types=True)
     except WireError:
         raise
     except (TypeError, ValueError, OverflowError) as e:
         raise WireError(f"cannot encode message: {e}") from None
-    if len(head) > MAX_HEADER_SIZE:
-        raise WireError(f"message header of {len(head)} bytes exceeds the limit of {MAX_HEADER_SIZE}")
+    n = len(head)
+    if n > MAX_HEADER_SIZE or n > max_message_size:
+        raise WireError(f"message header of {n} bytes exceeds the limit of {MAX_HEADER_SIZE} "
+                        f"(maximum message size {max_message_size})")
+    if not enc.buffers:  # the common case: a command or a reply without tensors
+        return Encoded([_PREFIX.pack(MAGIC, WIRE_VERSION, 0, n, 0) + head], n, False, None)
     bufs = enc.buffers
     if len(bufs) > MAX_BUFFERS:
         raise WireError(f"a message carries at most {MAX_BUFFERS} tensors, got {len(bufs)}")
@@ -307,7 +337,9 @@ class _HeaderDecoder:
             if len(data) != 16:
                 raise WireError("a complex number is 16 bytes")
             return complex(*struct.unpack(">dd", data))
-        if code not in (EXT_TENSOR, EXT_TUPLE, EXT_NEWOBJ, EXT_SAMEARG, EXT_LOGGING, EXT_POINTER):
+        if code == EXT_NEWOBJ:
+            return _new_object(data)
+        if code not in (EXT_TENSOR, EXT_TUPLE, EXT_SAMEARG, EXT_LOGGING, EXT_POINTER):
             raise WireError(f"unknown ext type {code}")
         self.depth += 1
         if self.depth > MAX_NESTING:
@@ -326,10 +358,6 @@ class _HeaderDecoder:
             raise WireError(f"ext type {code} holds a list")
         if code == EXT_TENSOR:
             return self._tensor(v)
-        if code == EXT_NEWOBJ:
-            if len(v) != 3:
-                raise WireError("a new-object ext is [id, shape, dtype]")
-            return NewObject(_check_int(v[0], "an object id"), _check_shape(v[1]), _check_dtype(v[2]))
         if code == EXT_LOGGING:
             return self._logging(v)
         return self._pointer(v)
@@ -393,6 +421,21 @@ class _HeaderDecoder:
             _check_text(desc, "a description")
         return PointerSpec(_check_text(worker, "a worker id"), address, _check_int(obj_id, "an object id"),
                            _check_shape(shape), _check_dtype(dtype), _check_tags(tags), desc)
+
+
+def _new_object(data: bytes) -> NewObject:
+    if len(data) < _NEWOBJ.size:
+        raise WireError("a new-object ext is truncated")
+    obj_id, code, ndim = _NEWOBJ.unpack_from(data)
+    if len(data) != _NEWOBJ.size + 8 * ndim:
+        raise WireError("a new-object ext's length disagrees with its number of dimensions")
+    if code >= len(WIRE_DTYPE_CODES):
+        raise WireError(f"unknown dtype code {code}")
+    dtype = _check_dtype(WIRE_DTYPE_CODES[code])
+    shape = list(struct.unpack_from(f">{ndim}Q", data, _NEWOBJ.size)) if ndim else []
+    if ndim > MAX_DIMS or any(n > MAX_DIM_SIZE for n in shape):
+        raise WireError(f"a shape has at most {MAX_DIMS} sizes of at most {MAX_DIM_SIZE}")
+    return NewObject(obj_id, shape, dtype)
 
 
 class _LoggingOverPointer(PointerSpec):
@@ -484,6 +527,8 @@ class Decoder:
         header = _HeaderDecoder(slots).unpack(data[pos:pos + head_len])
         if type(header) is not dict:
             raise WireError("a message header is a map")
+        if not slots:
+            return header
         for i, s in enumerate(slots):
             if s.tensor is None:
                 raise WireError(f"buffer {i} is not claimed by any tensor")

@@ -29,6 +29,11 @@ from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE, Decoder, WireEr
 from . import registry
 from .base import BaseWorker
 
+try:
+    from websockets.exceptions import ConnectionClosed
+except ImportError:  # pragma: no cover - websockets is a dependency; imported lazily for a clear error
+    ConnectionClosed = OSError
+
 PROGRESS_THRESHOLD = 8 * 2**20  # show a progress bar for transfers above this many bytes
 
 CONNECTED, DISCONNECTED, CLOSED = "connected", "disconnected", "closed"
@@ -57,6 +62,7 @@ class WebSocketWorker(BaseWorker):
         self.progress = progress  # None: a bar for large transfers; False: never
         self.max_message_size = max_message_size
         self._ws = None
+        self._decoder = None
         self._state = DISCONNECTED
         self._lock = threading.Lock()
         self._owner = None  # the thread inside a request (re-entrance would corrupt the stream)
@@ -107,6 +113,7 @@ class WebSocketWorker(BaseWorker):
         except (OSError, TimeoutError, WebSocketException) as e:
             raise self._unavailable(f"{type(e).__name__}: {e}") from None
         self._ws = ws
+        self._decoder = Decoder(self.max_message_size)
         self._state = CONNECTED
         try:
             hello = self._exchange({"c": "hello"}, flush=False)
@@ -120,7 +127,9 @@ class WebSocketWorker(BaseWorker):
             self.restarted = True
             self._releases.clear()  # they name objects of the previous process
         self.instance = hello.get("instance")
-        self.max_message_size = min(self.max_message_size, hello.get("max_message_size") or self.max_message_size)
+        limit = hello.get("max_message_size")
+        if type(limit) is int and limit > 0:
+            self.max_message_size = min(self.max_message_size, limit)
         return hello
 
     def _drop(self) -> None:
@@ -165,51 +174,35 @@ class WebSocketWorker(BaseWorker):
                 self._owner = None
 
     def _exchange(self, header: dict, *, flush: bool = True, detach: bool = False, label=None):
-        from websockets.exceptions import ConnectionClosed
-
         self._rid += 1
         rid = header["r"] = self._rid
-        rel = []
+        rel = None
         if flush and self._releases:
+            rel = []
             while self._releases:
                 rel.append(self._releases.popleft())
             header["rel"] = rel
         encoded = encode(header, max_message_size=self.max_message_size, detach=detach)
         ws = self._ws
-        bar = None
         try:
-            if encoded.streamed and encoded.size > PROGRESS_THRESHOLD:
-                bar = self._bar(encoded.size, f"{label or 'send'} → {self.id}")
-            for frame in encoded.frames:
-                ws.send(frame)
-                if bar is not None:
-                    bar.update(len(frame))
-            if bar is not None:
-                bar.close()
-                bar = None
-            decoder = Decoder(self.max_message_size)
-            while True:
-                reply = decoder.feed(ws.recv(timeout=self.timeout))
-                if reply is not None:
-                    break
-                if bar is None and decoder.expected > PROGRESS_THRESHOLD:
-                    bar = self._bar(decoder.expected, f"{label or 'receive'} ← {self.id}")
-                if bar is not None:
-                    bar.n = decoder.received
-                    bar.refresh()
-        except (ConnectionClosed, OSError) as e:
-            self._releases.extendleft(reversed(rel))
-            self._drop()
-            raise self._unavailable(f"connection lost ({type(e).__name__})") from None
+            if encoded.streamed:
+                self._send_streamed(ws, encoded, label)
+            else:
+                ws.send(encoded.frames[0])
+            reply = self._decoder.feed(ws.recv(timeout=self.timeout))
+            if reply is None:
+                reply = self._receive_streamed(ws, label)
         except TimeoutError:
             self._drop()  # a late reply would arrive out of step: start afresh
             raise self._unavailable(f"no reply within {self.timeout} s") from None
+        except (ConnectionClosed, OSError) as e:
+            if rel:
+                self._releases.extendleft(reversed(rel))
+            self._drop()
+            raise self._unavailable(f"connection lost ({type(e).__name__})") from None
         except WireError:
             self._drop()
             raise
-        finally:
-            if bar is not None:
-                bar.close()
         if reply.get("r") != rid:  # the worker could not read our message and closes
             self._drop()
             if "err" in reply:
@@ -218,6 +211,34 @@ class WebSocketWorker(BaseWorker):
         if "err" in reply:
             raise self._error(reply["err"])
         return reply.get("ok")
+
+    def _send_streamed(self, ws, encoded, label):
+        bar = self._bar(encoded.size, f"{label or 'send'} → {self.id}") if encoded.size > PROGRESS_THRESHOLD else None
+        try:
+            for frame in encoded.frames:
+                ws.send(frame)
+                if bar is not None:
+                    bar.update(len(frame))
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _receive_streamed(self, ws, label):
+        decoder = self._decoder
+        bar = None
+        if decoder.expected > PROGRESS_THRESHOLD:
+            bar = self._bar(decoder.expected, f"{label or 'receive'} ← {self.id}")
+        try:
+            while True:
+                reply = decoder.feed(ws.recv(timeout=self.timeout))
+                if bar is not None:
+                    bar.n = decoder.received
+                    bar.refresh()
+                if reply is not None:
+                    return reply
+        finally:
+            if bar is not None:
+                bar.close()
 
     def _error(self, err) -> SyftError:
         if not isinstance(err, dict):

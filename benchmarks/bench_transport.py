@@ -1,0 +1,264 @@
+"""Transport benchmark: a WebSocketWorker against bare websockets (and torch.distributed.rpc).
+
+    .venv/bin/python benchmarks/bench_transport.py [--quick]
+
+Figures, each measured against its peer in the same run on loopback:
+- one small op (1-element add on pointers) round trip vs a bare websockets echo of a message of
+  the same size (same sync client, an asyncio server in another process, no compression);
+  torch.distributed.rpc ``rpc_sync(torch.add)`` of the same op as the peer to beat;
+- sending a 256 MiB tensor and getting it back vs a bare websockets transfer of the same bytes
+  (4 MiB messages each way), and the peak memory each process adds during the transfer.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+from common import figure, interleaved  # noqa: E402
+
+CHUNK = 4 * 2**20
+
+
+# --- the bare peer: an asyncio websockets server in its own process ---------------------------
+
+async def _bare_handler(ws):
+    store = None
+    async for m in ws:
+        kind = m[:1]
+        if kind == b"E":  # echo
+            await ws.send(m)
+        elif kind == b"P":  # put: the bytes follow in chunks, kept in one preallocated buffer
+            n = int.from_bytes(m[1:9], "big")
+            store = bytearray(n)
+            view, off = memoryview(store), 0
+            while off < n:
+                c = await ws.recv()
+                view[off:off + len(c)] = c
+                off += len(c)
+            await ws.send(b"ok")
+        elif kind == b"G":  # get: send the buffer back in chunks
+            view = memoryview(store)
+            for off in range(0, len(store), CHUNK):
+                await ws.send(view[off:off + CHUNK])
+            store = None
+
+
+async def _bare_main():
+    from websockets.asyncio.server import serve
+
+    async with serve(_bare_handler, "127.0.0.1", 0, compression=None, max_size=2 * CHUNK, max_queue=8) as s:
+        print(s.sockets[0].getsockname()[1], flush=True)
+        await asyncio.Future()
+
+
+def _start(cmd, env=None):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=str(ROOT),
+                         env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})))
+    line = p.stdout.readline()
+    if not line:
+        p.kill()
+        raise RuntimeError(f"{cmd} did not start")
+    return p, line.strip()
+
+
+# --- memory ------------------------------------------------------------------------------
+
+def _reset_peak(pid="self"):
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")  # resets the peak RSS (VmHWM) to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def _mem(pid="self", field="VmHWM") -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# --- torch.distributed.rpc peer ------------------------------------------------------------
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rpc_rank(rank: int, port: int, n: int, repeat: int):
+    import torch
+    import torch.distributed.rpc as rpc
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    opts = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}", num_worker_threads=4)
+    rpc.init_rpc(f"w{rank}", rank=rank, world_size=2, rpc_backend_options=opts)
+    if rank == 0:
+        a = torch.ones(1)
+        t = interleaved({"rpc": lambda: rpc.rpc_sync("w1", torch.add, args=(a, a))}, number=n, repeat=repeat)
+        print(t["rpc"], flush=True)
+    rpc.shutdown()
+
+
+def rpc_round_trip(n: int, repeat: int) -> float | None:
+    port = _free_port()
+    cmd = [sys.executable, __file__, "--rpc-rank"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    peer = subprocess.Popen(cmd + ["1", str(port), str(n), str(repeat)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    try:
+        out = subprocess.run(cmd + ["0", str(port), str(n), str(repeat)], capture_output=True, text=True,
+                             env=env, timeout=120)
+        return float(out.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        return None
+    finally:
+        try:
+            peer.wait(20)
+        except subprocess.TimeoutExpired:
+            peer.kill()
+
+
+# --- the benchmark -------------------------------------------------------------------------
+
+def run(quick: bool = False) -> list[dict]:
+    import secrets
+
+    import torch
+    from websockets.sync.client import connect
+
+    import syft_lab as sy
+    from syft_lab.wire.allowlist import op_name
+    from syft_lab.wire.format import encode
+    from syft_lab.workers.core import NewObject, Ref
+    from syft_lab.workers.websocket import WebSocketWorker
+
+    sy.hook()
+    token = secrets.token_urlsafe(16)
+    results = []
+    worker, line = _start([sys.executable, "-m", "syft_lab.worker", "--id", "benchbob", "--port", "0"],
+                          env={"SYFT_LAB_TOKEN": token})
+    bare, port = _start([sys.executable, __file__, "--bare-server"])
+    try:
+        bob = WebSocketWorker(line.split("listening on ")[1], id="benchbob", token=token, progress=False)
+        ws = connect(f"ws://127.0.0.1:{port}", compression=None, max_size=2 * CHUNK, max_queue=8, legacy=True)
+
+        # 1. one small op round trip
+        p = torch.ones(1).send(bob)
+        request = encode({"c": "run", "r": 1, "op": op_name(torch.ops.aten.add.Tensor),
+                          "a": [Ref(p.id_at_location), Ref(p.id_at_location)], "k": None}).frames[0]
+        reply = encode({"r": 1, "ok": NewObject(2**52, [1], torch.float32)}).frames[0]
+        msg = b"E" + b"x" * (max(len(request), len(reply)) - 1)
+        n, repeat = (200, 7) if quick else (500, 15)
+        t = interleaved({"op": lambda: p + p, "echo": lambda: (ws.send(msg), ws.recv())}, number=n, repeat=repeat)
+        rpc_t = None if quick else rpc_round_trip(n, repeat)
+        peer = f"bare websockets echo of {len(msg)} B: {t['echo'] * 1e6:.0f} us"
+        if rpc_t is not None:
+            peer += f"; torch rpc_sync(torch.add): {rpc_t * 1e6:.0f} us"
+        results.append(figure("websocket pointer op round trip (1-element add)", t["op"] * 1e6, "us", 1.5,
+                              peer=peer, ratio=t["op"] / t["echo"]))
+        if rpc_t is not None:
+            results.append(figure("websocket pointer op vs torch.distributed.rpc rpc_sync", t["op"] * 1e6, "us",
+                                  None, peer=f"rpc_sync {rpc_t * 1e6:.0f} us (TensorPipe, loopback)",
+                                  ratio=t["op"] / rpc_t))
+
+        # 2. send + get of a large tensor
+        size = (64 if quick else 256) * 2**20
+        reps = 1 if quick else 3
+        base_client = _mem("self", "VmRSS")
+        x = torch.randn(size // 4)
+        best, best_bare = float("inf"), float("inf")
+        peak_worker = peak_client = peak_bare = 0
+        for _ in range(reps):
+            _reset_peak()
+            _reset_peak(worker.pid)
+            base_worker = _mem(worker.pid, "VmRSS")
+            t0 = time.perf_counter()
+            q = x.send(bob)
+            y = q.get()
+            best = min(best, time.perf_counter() - t0)
+            assert torch.equal(x, y)
+            peak_worker = max(peak_worker, _mem(worker.pid) - base_worker)
+            peak_client = max(peak_client, _mem("self") - base_client)
+            del y, q
+
+            _reset_peak(bare.pid)
+            base_bare = _mem(bare.pid, "VmRSS")
+            data = memoryview(x.view(torch.uint8).reshape(-1).numpy()) if _has_numpy() else bytes(x.untyped_storage())
+            t0 = time.perf_counter()
+            ws.send(b"P" + size.to_bytes(8, "big"))
+            for off in range(0, size, CHUNK):
+                ws.send(data[off:off + CHUNK])
+            assert ws.recv() == b"ok"
+            ws.send(b"G")
+            back = bytearray(size)
+            view, off = memoryview(back), 0
+            while off < size:
+                c = ws.recv()
+                view[off:off + len(c)] = c
+                off += len(c)
+            best_bare = min(best_bare, time.perf_counter() - t0)
+            peak_bare = max(peak_bare, _mem(bare.pid) - base_bare)
+            del back, view, data
+        mib = size / 2**20
+        thr, thr_bare = 2 * mib / best, 2 * mib / best_bare
+        results.append(figure(f"send + get of a {mib:.0f} MiB tensor (throughput)", thr, "MiB/s", 0.5,
+                              peer=f"bare websockets, same bytes in 4 MiB messages: {thr_bare:.0f} MiB/s",
+                              ratio=thr / thr_bare, higher_is_better=True))
+        results.append(figure(f"worker process peak memory during {mib:.0f} MiB send + get", peak_worker / 2**20,
+                              "MiB", 2.5, peer=f"bare websockets server: {peak_bare / 2**20:.0f} MiB",
+                              ratio=peak_worker / size, note="peak RSS above the pre-transfer RSS, / tensor size"))
+        results.append(figure(f"client process peak memory during {mib:.0f} MiB send + get", peak_client / 2**20,
+                              "MiB", 2.5, peer="holds the tensor and the copy it got back (2x by nature)",
+                              ratio=peak_client / size, note="peak RSS above the RSS before the tensor existed"))
+        bob.close()
+        ws.close()
+    finally:
+        worker.kill()
+        bare.kill()
+    return results
+
+
+def _has_numpy():
+    try:
+        import numpy  # noqa: F401
+
+        return True
+    except ImportError:
+        return False
+
+
+def main():
+    if "--bare-server" in sys.argv:
+        asyncio.run(_bare_main())
+        return
+    if "--rpc-rank" in sys.argv:
+        i = sys.argv.index("--rpc-rank")
+        rank, port, n, repeat = (int(a) for a in sys.argv[i + 1:i + 5])
+        _rpc_rank(rank, port, n, repeat)
+        return
+    quick = "--quick" in sys.argv
+    results = run(quick)
+    rows = [f"{'figure':58} {'value':>12} {'ratio':>7} {'target':>7}  peer"]
+    for r in results:
+        sign = ">=" if r["higher_is_better"] else "<="
+        target = f"{sign}{r['target']}" if r["target"] is not None else "-"
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
+        rows.append(f"{r['name'][:58]:58} {r['value']:>8.1f} {r['unit']:<4}{ratio:>6} {target:>7}  {r['peer']}")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
