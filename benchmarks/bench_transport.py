@@ -162,13 +162,16 @@ def run(quick: bool = False) -> list[dict]:
         reply = encode({"r": 1, "ok": NewObject(2**52, [1], torch.float32)}).frames[0]
         msg = b"E" + b"x" * (max(len(request), len(reply)) - 1)
         n, repeat = (200, 7) if quick else (500, 15)
-        t = interleaved({"op": lambda: p + p, "echo": lambda: (ws.send(msg), ws.recv())}, number=n, repeat=repeat)
+        t = interleaved({"op": lambda: p + p, "echo": lambda: (ws.send(msg), ws.recv()), "ping": bob.ping},
+                        number=n, repeat=repeat)
         rpc_t = None if quick else rpc_round_trip(n, repeat)
         peer = f"bare websockets echo of {len(msg)} B: {t['echo'] * 1e6:.0f} us"
         if rpc_t is not None:
             peer += f"; torch rpc_sync(torch.add): {rpc_t * 1e6:.0f} us"
         results.append(figure("websocket pointer op round trip (1-element add)", t["op"] * 1e6, "us", 1.5,
                               peer=peer, ratio=t["op"] / t["echo"]))
+        results.append(figure("websocket worker ping (protocol only, no pointer)", t["ping"] * 1e6, "us", None,
+                              peer=f"bare websockets echo: {t['echo'] * 1e6:.0f} us", ratio=t["ping"] / t["echo"]))
         if rpc_t is not None:
             results.append(figure("websocket pointer op vs torch.distributed.rpc rpc_sync", t["op"] * 1e6, "us",
                                   None, peer=f"rpc_sync {rpc_t * 1e6:.0f} us (TensorPipe, loopback)",

@@ -29,10 +29,8 @@ from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE, Decoder, WireEr
 from . import registry
 from .base import BaseWorker
 
-try:
-    from websockets.exceptions import ConnectionClosed
-except ImportError:  # pragma: no cover - websockets is a dependency; imported lazily for a clear error
-    ConnectionClosed = OSError
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 PROGRESS_THRESHOLD = 8 * 2**20  # show a progress bar for transfers above this many bytes
 
@@ -83,6 +81,9 @@ class WebSocketWorker(BaseWorker):
     @property
     def state(self) -> str:
         """'connected', 'disconnected' (reconnects on the next call) or 'closed'."""
+        ws = self._ws
+        if self._state == CONNECTED and (ws is None or ws.state is not State.OPEN):
+            return DISCONNECTED  # the worker closed the connection since the last call
         return self._state
 
     def _unavailable(self, why) -> WorkerUnavailableError:
@@ -167,7 +168,9 @@ class WebSocketWorker(BaseWorker):
         with self._lock:
             self._owner = threading.get_ident()
             try:
-                if self._state != CONNECTED:
+                if self._state != CONNECTED or self._ws.state is not State.OPEN:
+                    # the worker went away while we were idle: nothing was sent, so reconnect
+                    self._drop()
                     self._connect()
                 return self._exchange(header, detach=detach, label=label)
             finally:

@@ -288,6 +288,12 @@ def test_killed_worker_gives_clear_error_and_client_reconnects(spawn, token):
     assert lanes["carol"]["state"] == "unreachable"
     w.restart()  # same port
     assert carol.ping() and carol.state == "connected"
+    w.restart()  # restarted while the client is idle: the next call reconnects by itself
+    deadline = time.monotonic() + 5
+    while carol.state == "connected" and time.monotonic() < deadline:
+        time.sleep(0.05)  # the client notices the closed connection in the background
+    assert carol.state == "disconnected"
+    assert torch.equal(torch.ones(1).send(carol).get(), torch.ones(1))
     with pytest.raises(ObjectNotFoundError) as info:
         p.get()  # its object died with the old process
     assert "restarted" in " ".join(getattr(info.value, "__notes__", []))
