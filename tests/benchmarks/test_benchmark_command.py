@@ -1,0 +1,26 @@
+"""The benchmark command runs (short mode) and writes its table: figures, targets, peers, machine."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quick_benchmark_writes_results_with_every_figure(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "results.quick.json").read_text())
+    assert data["quick"] is True and data["machine"]["torch"].startswith("2.13.0")
+    names = [r["name"] for r in data["results"]]
+    for expected in ("LoggingTensor 1-element add", "pointer op round trip (1 element, VirtualWorker)",
+                     "send + get of 1000x1000 (VirtualWorker)",
+                     "training step: op-by-op pointers vs one plan message (VirtualWorker)",
+                     "websocket pointer op round trip (1-element add)"):
+        assert expected in names
+    for r in data["results"]:
+        assert "error" not in r, r
+        assert isinstance(r["value"], (int, float)) and r["value"] == r["value"]  # a number, not NaN
+    md = (tmp_path / "results.quick.md").read_text()
+    assert md.startswith("# Benchmark results (quick mode)") and "| figure |" in md and "2 cores" in md
