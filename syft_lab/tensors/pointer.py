@@ -48,6 +48,12 @@ class RemoteRef(Ref):
         _live_refs.add(self)
 
     def __del__(self):
+        if events._subscribers:
+            try:
+                events.emit("pointer_dropped", self.owner_id, self.pointer_id,
+                            location=self.location.id, id_at_location=self.id)
+            except Exception:
+                pass
         if self.owning and not self.released:
             self.released = True
             try:

@@ -103,6 +103,7 @@ def test_workers_publish_events(bob):
         unsubscribe()
     types = [(e["type"], e["worker"]) for e in seen]
     assert ("stored", "bob") in types and ("pointer_created", "me") in types
+    assert ("pointer_dropped", "me") in types
     assert types.count(("deleted", "bob")) == 2
     reasons = sorted(e.get("reason") for e in seen if e["type"] == "deleted")
     assert reasons == ["fetched", "released"]
