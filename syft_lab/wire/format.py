@@ -461,6 +461,7 @@ class Decoder:
     def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, chunk_size: int = CHUNK_SIZE):
         self.max_message_size = max_message_size
         self.chunk_size = chunk_size
+        self._plain = _HeaderDecoder([])  # reused for messages without buffers
         self.broken = False
         self._pending = None  # (header, slots) while streamed buffers arrive
         self._slot = 0
@@ -511,6 +512,19 @@ class Decoder:
         pos = _PREFIX.size + 8 * nbufs
         if len(data) < pos + head_len:
             raise WireError("truncated message: shorter than its prefix says")
+        if not nbufs:  # the common case: a command or reply without tensors
+            if flags:
+                raise WireError("a message without buffers is not streamed")
+            if len(data) != pos + head_len:
+                raise WireError(f"truncated or padded message: {len(data) - pos - head_len} extra bytes")
+            if head_len > self.max_message_size:
+                raise WireError(f"message of {head_len} bytes exceeds the maximum message size "
+                                f"{self.max_message_size}")
+            self._plain.depth = 0
+            header = self._plain.unpack(data[pos:])
+            if type(header) is not dict:
+                raise WireError("a message header is a map")
+            return header
         lengths = [_U64.unpack_from(data, _PREFIX.size + 8 * i)[0] for i in range(nbufs)]
         total = sum(lengths)
         if head_len + total > self.max_message_size:

@@ -60,6 +60,20 @@ def _int(msg, key):
     return v
 
 
+def _str(msg, key):
+    v = msg.get(key)
+    if type(v) is not str:
+        raise SyftError(f"field {key!r} must be a string")
+    return v
+
+
+def _ids(msg, key):
+    v = msg.get(key)
+    if type(v) is not list or not all(type(i) is int for i in v):
+        raise SyftError(f"field {key!r} must be a list of object ids")
+    return v
+
+
 class _ThenRun:
     """A command result plus what to do once it has been sent."""
 
@@ -80,6 +94,7 @@ class WorkerService:
             "hello": self._hello, "ping": self._ping, "store": self._store, "run": self._run,
             "fetch": self._fetch, "delete": self._delete, "incref": self._incref, "release": self._release,
             "search": self._search, "describe": self._describe, "summary": self._summary,
+            "store_plan": self._store_plan, "run_plan": self._run_plan, "run_graph": self._run_graph,
         }
 
     def handle(self, msg: dict):
@@ -131,11 +146,14 @@ class WorkerService:
     def _fetch(self, msg):
         obj_id = _int(msg, "id")
         obj = self.core.lookup(obj_id)
+        out = obj
+        if getattr(obj, "kind", None) == "plan":  # a stored plan travels as its JSON graph
+            out = {"plan": obj.graph.to_json(), "tags": sorted(obj.tags), "description": obj.description}
         if msg.get("keep"):
-            return obj
+            return out
         # The object leaves the store only once the reply has gone out: a connection lost
         # mid-transfer leaves it where it was.
-        return _ThenRun(obj, lambda: self.core.objects.get(obj_id) is obj and self.core.fetch(obj_id))
+        return _ThenRun(out, lambda: self.core.objects.get(obj_id) is obj and self.core.fetch(obj_id))
 
     def _delete(self, msg):
         self.core.fetch(_int(msg, "id"))
@@ -150,6 +168,33 @@ class WorkerService:
         for i in ids:
             if type(i) is int:
                 self.core.decref(i)
+
+    # plans travel as their JSON graph (docs/plan-format.md), validated here before anything runs
+    def _store_plan(self, msg):
+        import torch
+
+        from ..plans.graph import PlanGraph
+
+        graph = PlanGraph.from_json(_str(msg, "g"))
+        state = msg.get("s") or []
+        tags = msg.get("tags") or []
+        description = msg.get("d")
+        if type(state) is not list or not all(type(t) is torch.Tensor for t in state):
+            raise SyftError("a plan's state is a list of tensors")
+        if type(tags) is not list or not all(type(t) is str for t in tags):
+            raise SyftError("a plan's tags are strings")
+        if description is not None and type(description) is not str:
+            raise SyftError("a plan's description is a string")
+        return self.core.store_plan(graph, state, tags, description)
+
+    def _run_plan(self, msg):
+        args, state = _ids(msg, "a"), msg.get("s")
+        return self.core.run_plan(_int(msg, "id"), args, None if state is None else _ids(msg, "s"))
+
+    def _run_graph(self, msg):
+        from ..plans.graph import PlanGraph
+
+        return self.core.run_graph(PlanGraph.from_json(_str(msg, "g")), _ids(msg, "i"), _ids(msg, "o"))
 
     def _search(self, msg):
         from ..inspect.model import object_meta

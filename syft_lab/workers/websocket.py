@@ -44,6 +44,16 @@ class AuthenticationError(SyftError):
 _op_names: dict = {}
 
 
+def _plan_or_object(obj):
+    """A fetched object; a plan arrives as its JSON graph and is validated here."""
+    if type(obj) is dict and "plan" in obj:
+        from ..plans.graph import PlanGraph
+        from ..plans.plan import StoredPlan
+
+        return StoredPlan(PlanGraph.from_json(obj["plan"]), [], obj.get("tags") or (), obj.get("description"))
+    return obj
+
+
 class WebSocketWorker(BaseWorker):
     """A remote worker reached over websockets (``ws://`` or ``wss://``)."""
 
@@ -304,16 +314,37 @@ class WebSocketWorker(BaseWorker):
         self._request({"c": "delete", "id": obj_id})
 
     def _run(self, func, args, kwargs):
+        if self._batch is not None:  # inside sy.batch(worker): recorded, sent as one graph at the end
+            return self._batch.record(func, args, kwargs)
         name = _op_names.get(func)
         if name is None:
             name = _op_names[func] = op_name(func)
         return self._request({"c": "run", "op": name, "a": args, "k": kwargs})
 
     def _fetch(self, obj_id):
-        return self._request({"c": "fetch", "id": obj_id, "keep": False}, label="get")
+        return _plan_or_object(self._request({"c": "fetch", "id": obj_id, "keep": False}, label="get"))
 
     def _release(self, obj_id) -> None:
+        batch = self._batch
+        if batch is not None and obj_id in batch.pending:
+            batch.dropped.add(obj_id)
+            return
         self._releases.append(obj_id)  # sent with the next request: see the module docstring
+
+    # --- plans: the JSON graph travels as text; the worker validates it ---------------------
+    def _store_plan(self, graph, state, tags, description):
+        from .virtual import plan_state_to_send
+
+        state = list(plan_state_to_send(state, self))
+        return self._request({"c": "store_plan", "g": graph.to_json(), "s": state, "tags": list(tags),
+                              "d": description}, detach=True, label="send plan")
+
+    def _run_plan(self, plan_id, args, state):
+        return self._request({"c": "run_plan", "id": plan_id, "a": [a.id for a in args],
+                              "s": None if state is None else [s.id for s in state]})
+
+    def _run_graph(self, graph, input_ids, output_ids):
+        return self._request({"c": "run_graph", "g": graph.to_json(), "i": list(input_ids), "o": list(output_ids)})
 
     def _incref(self, obj_id) -> None:
         self._request({"c": "incref", "id": obj_id})
@@ -322,6 +353,11 @@ class WebSocketWorker(BaseWorker):
         return [(i, meta) for i, meta in self._request({"c": "search", "q": list(query)})]
 
     def describe(self, obj_id: int) -> list[dict]:
+        batch = self._batch
+        if batch is not None and obj_id in batch.pending:
+            _, shape, dtype = batch.pending[obj_id]
+            return [{"kind": "pending", "type": "Tensor", "id": obj_id, "owner": self.id, "shape": list(shape),
+                     "dtype": dtype, "preview": None}]
         return self._request({"c": "describe", "id": obj_id})
 
     def summary(self) -> list[dict]:

@@ -354,14 +354,15 @@ _values = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63) | 
                        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
                        max_leaves=8)
 _commands = st.sampled_from(["hello", "ping", "store", "run", "fetch", "delete", "incref", "release", "search",
-                             "describe", "summary", "nope", ""])
+                             "describe", "summary", "store_plan", "run_plan", "run_graph", "nope", ""])
 _ops = st.sampled_from(["aten.add.Tensor", "aten.mul.Tensor", "aten.view.default", "aten.cat.default",
                         "aten.from_file.default", "aten.zeros.default", "x"])
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.fixed_dictionaries({"c": _commands, "r": st.integers(0, 10)},
-                                      optional={"op": _ops, "a": _values, "k": _values, "o": _values, "id": _values,
+                                      optional={"op": _ops, "g": st.sampled_from(["{}", "[]", "x", '{"format": 1}']),
+                                                "i": _values, "s": _values, "a": _values, "k": _values, "o": _values, "id": _values,
                                                 "ids": _values, "q": _values, "keep": _values, "rel": _values}),
                 min_size=1, max_size=6))
 def test_fuzz_server_command_handling(messages):

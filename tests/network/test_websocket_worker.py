@@ -277,3 +277,92 @@ def test_worker_id_must_match(worker_procs, token):
     assert w.id == "bob"
     w.close()
     assert w.state == "closed"
+
+
+# --- plans and sy.batch on remote workers ---------------------------------------------------
+
+def test_plans_are_sent_run_searched_and_fetched_remotely(remote):
+    bob, _ = remote
+
+    @sy.plan
+    def double_abs(x):
+        return 2 * x.abs()
+
+    double_abs.build(torch.tensor([1.0, -2.0])).tag("#net-step")
+    pp = double_abs.send(bob)
+    assert isinstance(pp, sy.PlanPointer) and pp.id_at_location in bob.objects
+    x = torch.tensor([3.0, -4.0]).send(bob)
+    assert torch.equal(pp(x).get(), torch.tensor([6.0, 8.0]))
+    found = bob.search("#net-step")
+    assert len(found) == 1 and isinstance(found[0], sy.PlanPointer)
+    assert [n["kind"] for n in sy.chain(pp).nodes] == ["pointer", "plan"]
+    back = pp.get()
+    assert isinstance(back, sy.Plan) and back.tags == {"#net-step"}
+    assert torch.equal(back(torch.tensor([-1.0, 2.0])), torch.tensor([2.0, 4.0]))
+    assert pp.id_at_location not in bob.objects
+
+
+def test_training_plan_with_state_on_two_remote_workers_equals_local(remote):
+    bob, alice = remote
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(40, 3, generator=g)
+    Y = X @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.3
+
+    def run(workers):
+        torch.manual_seed(1)
+        model = nn.Linear(3, 1)
+
+        def train_step(x, y):
+            loss = ((model(x) - y) ** 2).mean()
+            grads = torch.autograd.grad(loss, list(model.parameters()))
+            with torch.no_grad():
+                for p, gr in zip(model.parameters(), grads):
+                    p.sub_(0.1 * gr)
+            return loss
+
+        step = sy.plan(train_step, state=model).build(X[:20], Y[:20])
+        losses = []
+        if workers is None:
+            for _ in range(5):
+                for i in range(2):
+                    losses.append(step(X[i * 20:(i + 1) * 20], Y[i * 20:(i + 1) * 20]).item())
+            return model, losses
+        data = [(w, X[i * 20:(i + 1) * 20].send(w), Y[i * 20:(i + 1) * 20].send(w)) for i, w in enumerate(workers)]
+        pointers = {w: step.send(w) for w in workers}
+        for _ in range(5):
+            for w, x, y in data:
+                model.send(w)
+                loss = pointers[w](x, y)  # one message: forward, grad and update on the worker
+                model.get()
+                losses.append(loss.get().item())
+        return model, losses
+
+    local_model, local_losses = run(None)
+    remote_model, remote_losses = run([bob, alice])
+    assert remote_losses == pytest.approx(local_losses, rel=1e-5)
+    for p, q in zip(local_model.parameters(), remote_model.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_batch_sends_one_graph_to_a_remote_worker(remote):
+    bob, _ = remote
+    x, w = torch.randn(2, 3), torch.randn(3, 4)
+    px, pw = x.send(bob), w.send(bob)
+    sent = []
+    real = bob._exchange
+
+    def spy(header, **kw):
+        sent.append(header["c"])
+        return real(header, **kw)
+
+    bob._exchange = spy
+    try:
+        with sy.batch(bob):
+            h = (px @ pw).relu()
+            out = h.sum()
+            assert out.shape == () and sy.chain(out).nodes[1]["kind"] == "pending"
+    finally:
+        del bob._exchange
+    assert sent == ["run_graph"]
+    assert torch.allclose(out.get(), (x @ w).relu().sum(), atol=1e-6)
+    assert torch.allclose(h.get(), (x @ w).relu())
