@@ -350,7 +350,7 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
         if p["worker"] != "me" or "refcount" in entry:
             raise ActionError("send copies a local object to a worker; an object on a worker moves with "
                               "'move' or comes back with 'get'")
-        if kind not in ("tensor", "logging", "pointer", "layer"):
+        if kind not in ("tensor", "logging", "pointer", "layer", "plan"):
             raise ActionError(f"a {kind} cannot be sent from a view")
         if p["dest"] == "me":
             raise ActionError("send needs another worker than 'me'")
@@ -375,7 +375,7 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
     obj = res.obj
 
     if action == "send":
-        if isinstance(obj, PointerTensor) and obj.location is dest:
+        if getattr(getattr(obj, "_ref", None), "location", None) is dest:
             raise ActionError(f"{res.expr} already points to {dest.id!r}")
         result = dest.send(obj)
         code = f"{name} = {res.expr}.send({_worker_expr(dest, ns)})"

@@ -9,7 +9,7 @@ const DOWN = new Set(["unreachable", "disconnected", "closed", "gone", "error", 
 let seq = 0;
 
 /** Request/reply over the widget's custom messages. `send(msg)` and `on(handler)` are injected. */
-export function createClient({ send, on, off, timeout = 15000 }) {
+export function createClient({ send, on, off, timeout = 120000 }) {
   const viewId = "v" + Math.random().toString(36).slice(2, 10);
   const pending = new Map();
   const onMsg = (msg) => {
@@ -30,7 +30,8 @@ export function createClient({ send, on, off, timeout = 15000 }) {
       return new Promise((resolve) => {
         const timer = setTimeout(() => {
           pending.delete(req);
-          resolve({ ok: false, req, error: "no answer from the kernel (is it busy, or stopped?)" });
+          resolve({ ok: false, req, error: "no answer from the kernel (is it busy, or stopped?); "
+            + "the action still runs if the kernel gets to it" });
         }, timeout);
         pending.set(req, { resolve, timer });
         send(msg);
@@ -53,7 +54,7 @@ export function actionsFor(worker, entry) {
         ? [{ action: "get", label: "Get" }]
         : [{ action: "get", label: "Get" }, { action: "move", label: "Move to…", menu: true }];
     }
-    if (["tensor", "logging", "layer"].includes(entry.kind)) {
+    if (["tensor", "logging", "layer", "plan"].includes(entry.kind)) {
       return [{ action: "send", label: "Send to…", menu: true }];
     }
     return [];

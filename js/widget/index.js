@@ -5,7 +5,7 @@
 // send named action requests and show the reply in a status line.
 
 import css from "./style.css";
-import { createClient, statusLine } from "./actions.js";
+import { actionBar, createClient, statusLine } from "./actions.js";
 import { chainBlock, renderChains } from "./chain.js";
 import { h } from "./dom.js";
 import { applyWorldPatch } from "./patch.js";
@@ -87,7 +87,9 @@ function render({ model, el }) {
         const head = chains[0]?.nodes?.[0];
         const parts = [];
         if (head && head.kind === "pointer") parts.push(chainBlock({ ...chains[0], nodes: [head] }, ctx));
-        parts.push(renderPlan(plan, { idPrefix: `syft-plan-${client.viewId}` }));
+        const local = head && head.kind === "plan" && (head.owner ?? "me") === "me";
+        const buttons = local ? actionBar("me", head, ctx, chains[0].names?.[0] || head.name) : null;
+        parts.push(renderPlan(plan, { idPrefix: `syft-plan-${client.viewId}`, actions: buttons }));
         parts.push(renderChains(chains.slice(1), ctx));
         body.replaceChildren(...parts);
       } else {

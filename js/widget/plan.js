@@ -91,7 +91,7 @@ export function planSvg(laid, idPrefix = "syft-plan") {
 }
 
 /** The plan view of a plan node (kind "plan"): header, sent-to chips, legend, graph, code. */
-export function renderPlan(node, { idPrefix } = {}) {
+export function renderPlan(node, { idPrefix, actions = null } = {}) {
   if (!node) return h("div", { class: "syft-empty" }, "no plan to show");
   const graph = node.graph || { nodes: [], edges: [] };
   const nOps = graph.nodes.filter((n) => (n.role || "op") === "op").length;
@@ -100,7 +100,7 @@ export function renderPlan(node, { idPrefix } = {}) {
     h("span", { class: "syft-type" }, node.name || "plan"),
     node.id ? h("span", { class: "syft-id", title: `id ${node.id}` }, shortId(node.id)) : null,
     h("span", { class: "syft-meta" }, node.built === false ? "not built yet" : `${nOps} op${nOps === 1 ? "" : "s"}`),
-    node.owner && node.owner !== "me" ? h("span", { class: "syft-owner" }, `on ${node.owner}`) : null);
+    node.owner && node.owner !== "me" ? h("span", { class: "syft-owner" }, `on ${node.owner}`) : null, actions);
   const sent = (node.sent_to || []);
   const sentLine = h("div", { class: "syft-plan-sent" },
     sent.length ? ["sent to ", ...sent.map((w) => h("span", { class: "syft-worker-chip", style: workerStyle(w), "data-worker": w }, w))]

@@ -179,7 +179,7 @@ export function createWorldView(ctx) {
       const rightward = tr.left >= fr.right - 1;
       const x1 = (rightward ? fr.right : fr.left) - base.left;
       const x2 = (rightward ? tr.left : tr.right) - base.left;
-      const dx = Math.max(24, Math.abs(x2 - x1) / 2) * (rightward ? 1 : -1);
+      const dx = Math.max(16, Math.abs(x2 - x1) / 2) * (rightward ? 1 : -1);
       paths.push(s("path", {
         class: "syft-arrow", "data-from": a.from, "data-to": a.to, style: workerStyle(a.location),
         d: `M ${x1.toFixed(1)} ${y1.toFixed(1)} C ${(x1 + dx).toFixed(1)} ${y1.toFixed(1)}, ${(x2 - dx).toFixed(1)} ${y2.toFixed(1)}, ${x2.toFixed(1)} ${y2.toFixed(1)}`,
@@ -194,6 +194,11 @@ export function createWorldView(ctx) {
 
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(() => scheduleArrows()) : null;
   ro?.observe(lanesEl);
+  // a notebook skips the layout of cells out of view: draw the arrows again when it shows
+  const io = typeof IntersectionObserver !== "undefined"
+    ? new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting)) scheduleArrows(); })
+    : null;
+  io?.observe(lanesEl);
 
   return {
     el,
@@ -201,6 +206,6 @@ export function createWorldView(ctx) {
     redrawArrows: drawArrows,
     layoutChanged: scheduleArrows,
     rowFor: (laneId, id) => lanes.get(laneId)?.rows.get(id)?.el ?? null,
-    destroy() { ro?.disconnect(); lanes.clear(); },
+    destroy() { ro?.disconnect(); io?.disconnect(); lanes.clear(); },
   };
 }

@@ -21,6 +21,38 @@ _widgets: "weakref.WeakSet" = weakref.WeakSet()
 _state = {"dirty": False, "in_cell": False, "last_flush": 0.0, "cost": 0.0, "scheduled": False,
           "loop": None, "unsubscribe": None, "ip": None, "flushing": False}
 _main_thread = threading.main_thread()
+_lock = threading.RLock()  # one refresh or action at a time, whatever thread asks
+
+
+def call_on_main(fn) -> None:
+    """Run ``fn`` on the kernel's main thread: now if we are on it, else from its event loop
+    (JupyterLab can send widget messages on a subshell thread while a cell runs)."""
+    if threading.current_thread() is _main_thread:
+        with _lock:
+            fn()
+        return
+    loop = _state["loop"]
+    if loop is None or loop.is_closed():
+        with _lock:
+            fn()
+        return
+
+    def run():
+        with _lock:
+            fn()
+
+    loop.call_soon_threadsafe(run)
+
+
+def _capture_loop() -> None:
+    if threading.current_thread() is not _main_thread:
+        return
+    try:
+        import asyncio
+
+        _state["loop"] = asyncio.get_running_loop()
+    except RuntimeError:
+        pass
 
 
 def register(widget) -> None:
@@ -37,6 +69,11 @@ def widgets() -> list:
 
 def refresh_all(world_only: bool = False) -> None:
     """Refresh every active widget now (after an action, at the end of a cell)."""
+    with _lock:
+        _refresh_all(world_only)
+
+
+def _refresh_all(world_only: bool) -> None:
     if _state["flushing"]:
         return
     _state["flushing"] = True
@@ -68,12 +105,7 @@ def _pre_run_cell(*_args):
 
 def _post_run_cell(*_args):
     _state["in_cell"] = False
-    try:
-        import asyncio
-
-        _state["loop"] = asyncio.get_running_loop()
-    except RuntimeError:
-        pass
+    _capture_loop()
     for w in list(_widgets):
         if not w._seen:
             w._cells_unseen += 1
@@ -87,6 +119,7 @@ def install(ip) -> None:
     old = _state["ip"]
     if old is not None:
         uninstall()
+    _capture_loop()
     ip.events.register("pre_run_cell", _pre_run_cell)
     ip.events.register("post_run_cell", _post_run_cell)
     _state["ip"] = ip
@@ -134,7 +167,7 @@ def _schedule() -> None:
         return
     _state["scheduled"] = True
 
-    def run():
+    def run():  # on the main thread, between cells
         _state["scheduled"] = False
         if _state["dirty"] and not _state["in_cell"]:
             refresh_all(world_only=True)

@@ -101,6 +101,12 @@ class SyftWidget(anywidget.AnyWidget):
 
     # --- messages from the browser ---------------------------------------------------------
     def _on_front_msg(self, _widget, content, buffers):
+        # JupyterLab may deliver widget messages on a kernel subshell thread, while a cell runs
+        # in the main thread: actions and refreshes touch the runtime, so they run on the main
+        # thread (after the running cell, as they would without subshells).
+        live.call_on_main(lambda: self._handle_safely(content))
+
+    def _handle_safely(self, content):
         try:
             self.handle_message(content)
         except Exception as e:  # a bad message never breaks the kernel
