@@ -28,13 +28,13 @@ pytestmark = pytest.mark.network
 PREFIX = struct.Struct(">2sBBII")
 
 
-def raw(url, token=None):
+def raw(url, token=None, max_queue=16):
     """A bare websocket connection that can send anything."""
     from websockets.sync.client import connect
 
     headers = {"Authorization": f"Bearer {token}"} if token else None
     return connect(url, additional_headers=headers, compression=None, max_size=None, legacy=True,
-                   open_timeout=10)
+                   open_timeout=10, max_queue=max_queue)
 
 
 def frame(header_bytes: bytes, buffers=(), version=WIRE_VERSION, flags=0):
@@ -265,7 +265,7 @@ def test_disconnect_mid_transfer_leaves_no_partial_object(remote, worker_procs, 
     assert set(bob.objects) == before
     # and a client that drops a get midway leaves the object in place
     p = torch.randn(40 * 2**20 // 4).send(bob)
-    ws = raw(worker_procs["bob"].url, token)
+    ws = raw(worker_procs["bob"].url, token, max_queue=1)  # reads no further ahead than one chunk
     ws.send(encode_bytes({"c": "fetch", "r": 1, "id": p.id_at_location, "keep": False}))
     ws.recv(timeout=10)
     ws.close()
