@@ -111,7 +111,7 @@ class WebSocketWorker(BaseWorker):
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
         try:
             ws = connect(self.url, additional_headers=headers, compression=None, max_size=WS_MAX_SIZE,
-                         max_queue=8, open_timeout=min(self.timeout, 10.0), close_timeout=2, ssl=self.ssl,
+                         max_queue=8, open_timeout=10.0 if self.timeout is None else min(self.timeout, 10.0), close_timeout=2, ssl=self.ssl,
                          ping_interval=20, ping_timeout=60, user_agent_header=None, legacy=True)
         except InvalidStatus as e:
             status = e.response.status_code
