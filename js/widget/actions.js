@@ -3,7 +3,7 @@
 // A button never sends code: only an action name, the target's ids from the model, and
 // (for send and move) a worker id. The kernel checks everything and replies.
 
-import { h, isStored, shortId } from "./dom.js";
+import { esc, h, isStored, shortId } from "./dom.js";
 
 const DOWN = new Set(["unreachable", "disconnected", "closed", "gone", "error", "stopped"]);
 let seq = 0;
@@ -52,15 +52,15 @@ export function actionsFor(worker, entry) {
     if (entry.kind === "pointer") {
       return entry.type === "PlanPointer"
         ? [{ action: "get", label: "Get" }]
-        : [{ action: "get", label: "Get" }, { action: "move", label: "Move to…", menu: true }];
+        : [{ action: "get", label: "Get" }, { action: "move", label: "Move…", menu: true }];
     }
     if (["tensor", "logging", "layer", "plan"].includes(entry.kind)) {
-      return [{ action: "send", label: "Send to…", menu: true }];
+      return [{ action: "send", label: "Send…", menu: true }];
     }
     return [];
   }
   if (entry.kind === "plan") return [{ action: "get", label: "Get" }];
-  return [{ action: "get", label: "Get" }, { action: "move", label: "Move to…", menu: true }];
+  return [{ action: "get", label: "Get" }, { action: "move", label: "Move…", menu: true }];
 }
 
 /** The workers an object can be sent or moved to. */
@@ -105,7 +105,18 @@ export function actionBar(worker, entry, ctx, label = "") {
   return bar;
 }
 
-function toggleMenu(bar, btn, action, target, ctx, worker, entry) {
+/** The same buttons as HTML text, with no listeners (the world view delegates their clicks). */
+export function actionBarHTML(worker, entry, label = "") {
+  const acts = actionsFor(worker, entry);
+  if (!acts.length) return "";
+  const what = label || `${entry.type || entry.kind} ${shortId(entry.id)}`;
+  return `<span class="syft-actions">${acts.map((a) => `<button class="syft-btn" type="button" data-action="${a.action}"`
+    + `${a.menu ? ' aria-haspopup="menu" aria-expanded="false"' : ""} aria-label="${esc(`${a.action} ${what}`)}">`
+    + `${a.label}</button>`).join("")}</span>`;
+}
+
+/** Open (or close, if open) the worker menu of a send/move button. */
+export function toggleMenu(bar, btn, action, target, ctx, worker, entry) {
   const open = bar.querySelector(".syft-menu");
   if (open) {
     const same = open.dataset.action === action;
@@ -130,12 +141,14 @@ function toggleMenu(bar, btn, action, target, ctx, worker, entry) {
   });
   btn.setAttribute("aria-expanded", "true");
   bar.append(menu);
+  bar.closest(".syft-obj")?.classList.add("syft-menu-open");
   (items[0] || menu).focus();
   ctx.layoutChanged?.();
 }
 
 function closeMenu(bar) {
   bar.querySelector(".syft-menu")?.remove();
+  bar.closest(".syft-obj")?.classList.remove("syft-menu-open");
   for (const b of bar.querySelectorAll("[aria-expanded=true]")) b.setAttribute("aria-expanded", "false");
 }
 

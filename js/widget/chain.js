@@ -2,7 +2,7 @@
 // lives on another worker is drawn inside that worker's colour.
 
 import { actionBar } from "./actions.js";
-import { fmtNumber, h, shapeText, shortId, workerStyle } from "./dom.js";
+import { fmtNumber, h, hueClass, shapeText, shortId } from "./dom.js";
 
 /** Split a chain's nodes into runs by owner: [{owner, nodes:[{node, index}]}]. */
 export function ownerRuns(nodes) {
@@ -95,7 +95,7 @@ export function nodeBox(node, ctx, actions = null) {
     node.id !== undefined ? idChip(node.id) : null, actions);
   const body = [metaLine(node)];
   if (kind === "pointer") {
-    body.push(h("div", { class: "syft-where", style: workerStyle(node.location) },
+    body.push(h("div", { class: `syft-where ${hueClass(node.location)}` },
       "→ ", h("span", { class: "syft-worker-chip" }, node.location),
       h("span", { class: "syft-id", title: `id ${node.id_at_location} on ${node.location}` }, `:${shortId(node.id_at_location)}`),
       node.state && node.state !== "ok" ? h("span", { class: "syft-state-bad" }, node.state) : null,
@@ -112,8 +112,8 @@ export function nodeBox(node, ctx, actions = null) {
   }
   body.push(tagsLine(node));
   return h("div", {
-    class: `syft-box syft-box-${kind}`, "data-kind": kind, "data-id": String(node.id ?? ""),
-    "data-owner": node.owner ?? "me", style: workerStyle(node.owner ?? "me"),
+    class: `syft-box syft-box-${kind} ${hueClass(node.owner ?? "me")}`, "data-kind": kind,
+    "data-id": String(node.id ?? ""), "data-owner": node.owner ?? "me",
   }, head, body);
 }
 
@@ -138,7 +138,7 @@ export function chainBlock(chain, ctx, { buttons = true } = {}) {
     });
     if (run.owner === home && r === 0) block.append(...boxes);
     else {
-      block.append(h("div", { class: "syft-remote", "data-worker": run.owner, style: workerStyle(run.owner) },
+      block.append(h("div", { class: `syft-remote ${hueClass(run.owner)}`, "data-worker": run.owner },
         h("div", { class: "syft-remote-label" }, `on ${run.owner}`), boxes));
     }
   });

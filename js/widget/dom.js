@@ -67,7 +67,18 @@ export function workerHue(id) {
   return PALETTE[hash % PALETTE.length];
 }
 
-/** CSS custom properties that colour an element as a worker's (see style.css). */
+/** The class that colours an element as a worker's (style.css defines one per hue). */
+export function hueClass(id) {
+  const hue = workerHue(id);
+  return hue === null ? "syft-hue-none" : `syft-hue-${hue}`;
+}
+
+/** Text made safe for HTML (views build rows of the world view as HTML text: faster). */
+export function esc(x) {
+  return String(x ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** CSS custom properties that colour an element as a worker's (inline; hueClass is cheaper). */
 export function workerStyle(id) {
   const hue = workerHue(id);
   return hue === null ? { "--syft-hue": "0", "--syft-sat": "0%" } : { "--syft-hue": String(hue), "--syft-sat": "65%" };

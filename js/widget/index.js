@@ -72,6 +72,7 @@ function render({ model, el }) {
     const wv = createWorldView(ctx);
     layoutChanged = wv.layoutChanged;
     root.append(wv.el);
+    root.__syftWorld = wv; // for benchmarks and tests
     const update = () => wv.update(model.get("world") || { workers: [] }, model.get("focus") || []);
     update();
     on("change:world", update);

@@ -2,7 +2,7 @@
 // constants and outputs marked by role, output shapes on the edges, and where it was sent.
 
 import { Graph, layout } from "@dagrejs/dagre";
-import { h, s, shapeText, shortId, workerStyle } from "./dom.js";
+import { h, hueClass, s, shapeText, shortId } from "./dom.js";
 
 export const ROLES = ["input", "state", "constant", "op", "output"];
 const CHAR_W = 7; // px per character of the 11-12px monospace labels
@@ -103,7 +103,7 @@ export function renderPlan(node, { idPrefix, actions = null } = {}) {
     node.owner && node.owner !== "me" ? h("span", { class: "syft-owner" }, `on ${node.owner}`) : null, actions);
   const sent = (node.sent_to || []);
   const sentLine = h("div", { class: "syft-plan-sent" },
-    sent.length ? ["sent to ", ...sent.map((w) => h("span", { class: "syft-worker-chip", style: workerStyle(w), "data-worker": w }, w))]
+    sent.length ? ["sent to ", ...sent.map((w) => h("span", { class: `syft-worker-chip ${hueClass(w)}`, "data-worker": w }, w))]
       : h("span", { class: "syft-muted" }, "not sent to any worker"));
   const legend = h("div", { class: "syft-plan-legend" },
     ROLES.map((r) => h("span", { class: `syft-legend syft-role-${r}` }, r)));

@@ -103,7 +103,7 @@ test("world view: one lane per worker, rows, names, pointer rows show their targ
   assert.deepEqual(lanes, ["me", "bob", "alice"]);
   assert.equal(wv.el.querySelectorAll(".syft-lane[data-worker=bob] .syft-obj").length, 3);
   const ptrRow = wv.rowFor("me", 9);
-  assert.match(ptrRow.textContent, /float32\[2\].*→ bob:.*= x_ptr/);
+  assert.match(ptrRow.textContent, /x_ptr.*float32\[2\].*→ bob:/);
   assert.deepEqual([...ptrRow.querySelectorAll("[data-action]")].map((b) => b.getAttribute("data-action")), ["get", "move"]);
   assert.match(wv.el.querySelector(".syft-lane[data-worker=bob] .syft-lane-count").textContent, /3 objects/);
   wv.destroy();
@@ -146,4 +146,23 @@ test("the client pairs replies with requests and times out", async () => {
   assert.match(late.error, /no answer/);
   client.dispose();
   assert.equal(handlers.size, 0);
+});
+
+test("lanes are virtual: only the rows in view exist, scrolling brings the others", async () => {
+  const { ROW_H } = await import("../../js/widget/world.js");
+  const many = Array.from({ length: 500 }, (_, i) => entry(i + 1));
+  const w = { rev: 0, workers: [{ id: "bob", kind: "virtual", state: "in-process", objects: many }] };
+  const wv = createWorldView(ctx);
+  wv.update(w);
+  const list = wv.el.querySelector(".syft-objects");
+  assert.equal(list.style.height, `${500 * ROW_H}px`);
+  const rows = () => [...wv.el.querySelectorAll(".syft-obj")].map((r) => Number(r.dataset.key.split(":")[1]));
+  assert.ok(rows().length < 60 && rows().includes(1) && !rows().includes(300));
+  assert.equal(wv.rowFor("bob", 2).style.top, `${ROW_H}px`);
+  wv.el.scrollTop = 300 * ROW_H;
+  wv.layoutChanged();
+  await new Promise((r) => setTimeout(r, 30));
+  assert.ok(rows().includes(301) && !rows().includes(1));
+  assert.equal(wv.rowFor("bob", 301).style.top, `${300 * ROW_H}px`);
+  wv.destroy();
 });
