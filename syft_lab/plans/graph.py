@@ -145,8 +145,8 @@ class PlanGraph:
         self.outputs = outputs
         self.single_output = single_output
         self._program = None
-        self.mutated_inputs = sorted({a.index for n in nodes if n.name.split(".")[1].endswith("_")
-                                      for a in n.args[:1] if isinstance(a, Value) and a.kind == "input"})
+        self.mutated_inputs = sorted({a.index for n in nodes for a in _written_args(n)
+                                      if isinstance(a, Value) and a.kind == "input"})
 
     # --- running ----------------------------------------------------------------------
     def _compile(self):
@@ -210,7 +210,7 @@ class PlanGraph:
 
     # --- views --------------------------------------------------------------------------
     def code(self) -> str:
-        names = [re.sub(r"\W", "_", i["name"]) for i in self.inputs]
+        names = [re.sub(r"^(?=\d)", "_", re.sub(r"\W", "_", i["name"])) for i in self.inputs]
 
         def fmt(a):
             if isinstance(a, Value):
@@ -350,6 +350,20 @@ class PlanGraph:
     def copy(self) -> "PlanGraph":
         """An independent, validated copy (what a worker stores)."""
         return PlanGraph.from_dict(json.loads(self.to_json()))
+
+
+def _written_args(node: Node) -> list:
+    """The arguments an op writes to (in-place and out= ops), from its schema."""
+    if node.op == "getitem":
+        return []
+    written = []
+    for i, arg in enumerate(node.op._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            if i < len(node.args):
+                written.append(node.args[i])
+            elif arg.name in node.kwargs:
+                written.append(node.kwargs[arg.name])
+    return written
 
 
 def _getitem(seq, i):

@@ -294,3 +294,35 @@ def test_pickling_plans_names_the_json_way(double_abs):
     double_abs.build(torch.ones(1))
     with pytest.raises(sy.SyftError, match=r"to_json\(\)"):
         pickle.dumps(double_abs)
+
+
+def test_classifier_step_with_multi_output_ops_equals_eager():
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))
+    twin = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))
+    twin.load_state_dict(model.state_dict())
+    X, Y = torch.randn(16, 2), torch.randint(0, 2, (16,))
+
+    def train_step(x, y):
+        loss = F.cross_entropy(model(x), y)  # nll_loss_forward returns a tuple: getitem nodes
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        with torch.no_grad():
+            for p, g in zip(model.parameters(), grads):
+                p.sub_(0.5 * g)
+        return loss
+
+    step = sy.plan(train_step, state=model).build(X, Y)
+    assert "getitem" in step.code and "_0_weight: float32[8, 2] (state)" in step.code
+    assert step._graph.mutated_inputs == [0, 1, 2, 3]
+    opt = torch.optim.SGD(twin.parameters(), lr=0.5)
+    for _ in range(3):
+        loss = step(X, Y)
+        opt.zero_grad()
+        eager = F.cross_entropy(twin(X), Y)
+        eager.backward()
+        opt.step()
+        assert torch.allclose(loss, eager)
+    for p, q in zip(model.parameters(), twin.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
