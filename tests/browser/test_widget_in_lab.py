@@ -90,6 +90,24 @@ def test_chain_views_world_view_send_and_get(notebook, artifacts):
         "('Tensor', [1.0, 2.0, 3.0], True)"
     world.screenshot(path=str(artifacts / "world-after-get.png"))
 
+    # --- the keyboard alone: Tab to a button, Enter opens the menu, arrows pick, Enter sends -----
+    lx_row = me_lane.locator(".syft-obj[data-names='lx']")
+    lx_row.locator("[data-action=send]").focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.dataset.worker") == "bob"
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("() => document.activeElement.dataset.worker") == "alice"
+    page.keyboard.press("Enter")
+    me_lane.locator(".syft-obj[data-names='lx_ptr']").wait_for()
+    expect(world.locator(".syft-status")).to_have_text("lx_ptr = lx.send(alice)")
+    assert notebook.kernel_eval("lx_ptr.location.id, type(lx_ptr.location.objects[lx_ptr.id_at_location]).__name__") \
+        == "('alice', 'LoggingTensor')"
+    lx_row.locator("[data-action=send]").focus()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Escape")  # closes the menu, focus back on its button
+    expect(lx_row.locator(".syft-menu")).to_have_count(0)
+    assert page.evaluate("() => document.activeElement.dataset.action") == "send"
+
     # --- a failed action shows its error and changes nothing -------------------------------------
     notebook.kernel_eval("alice.close()")
     p_row = me_lane.locator(".syft-obj[data-names='p']")

@@ -314,3 +314,70 @@ def test_js_unit_tests_pass():
     out = subprocess.run([node, "--test", "tests/js/"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "# fail 0" in out.stdout
+
+
+def test_messages_from_a_subshell_thread_run_on_the_main_thread(bob, capture):
+    """JupyterLab may deliver widget messages on a kernel subshell thread: actions run on the
+    main thread's event loop, one at a time, never beside a running cell."""
+    import asyncio
+    import threading
+
+    x = torch.ones(2)
+    ns = {"x": x}
+    w = WorldWidget(namespace=ns)
+    sent = capture(w)
+    (entry,) = [o for o in w.world["workers"][0]["objects"] if o.get("names") == ["x"]]
+    ran_on = []
+    loop = asyncio.new_event_loop()
+    old = live._state["loop"]
+    live._state["loop"] = loop
+    try:
+        real = w.handle_message
+        w.handle_message = lambda c: (ran_on.append(threading.current_thread()), real(c))[1]
+        msg = {"type": "action", "req": 5, "action": "send", "target": {"worker": "me", "id": entry["id"]},
+               "worker": "bob"}
+        t = threading.Thread(target=w._on_front_msg, args=(w, msg, []))
+        t.start()
+        t.join()
+        assert not ran_on and "x_ptr" not in ns  # queued for the main thread, not run on the subshell
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        assert ran_on == [threading.main_thread()] and "x_ptr" in ns
+        assert sent.of("reply")[0]["ok"] and sent.of("reply")[0]["req"] == 5
+    finally:
+        live._state["loop"] = old
+        loop.close()
+
+
+def test_sy_inspect_is_one_live_widget_and_show_displays(bob, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append((a, k)))
+    w1 = sy.inspect()
+    assert sy.inspect() is w1 and isinstance(w1, WorldWidget) and w1.view == "world"
+    assert sy.widget.widget_for(sy.world()) is w1
+    x = torch.ones(2)
+    assert sy.show(x) is None
+    (args, kwargs), = shown
+    assert WIDGET_MIME in args[0] and kwargs["raw"] is True
+    w1.close()
+    assert sy.inspect() is not w1  # a closed widget is replaced
+
+
+def test_a_plan_is_sent_from_its_view(bob):
+    pytest.importorskip("syft_lab.plans")
+
+    @sy.plan
+    def g(x):
+        return x + 1
+
+    g(torch.ones(2))
+    ns = {"g": g, "bob": bob}
+    w = PlanWidget(g, namespace=ns)
+    head = w.chains[0]["nodes"][0]
+    reply = w.handle_message({"type": "action", "action": "send", "target": {"worker": "me", "id": head["id"]},
+                              "worker": "bob"})
+    assert reply["ok"] and reply["name"] == "g_ptr" and reply["code"] == "g_ptr = g.send(bob)"
+    assert type(ns["g_ptr"]).__name__ == "PlanPointer" and w.plan_node()["sent_to"] == ["bob"]
+    ptr_id = w.chains[1]["nodes"][0]["id"]
+    reply = w.handle_message({"type": "action", "action": "get", "target": {"worker": "me", "id": ptr_id}})
+    assert reply["ok"] and reply["name"] == "g" and type(ns["g"]).__name__ == "Plan"
