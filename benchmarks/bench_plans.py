@@ -77,7 +77,31 @@ def run(quick: bool = False) -> list[dict]:
     tr = interleaved({"eager": eager_local, "replay": replay}, number=20 if quick else 200, repeat=repeat)
     per_node_us = (tr["replay"] - tr["eager"]) / n * 1e6
     bob.close()
+
+    # the same comparison against a worker process over websockets on loopback
+    remote = sy.start_worker("bench_plans_remote")
+    try:
+        x_r, y_r = X.send(remote), Y.send(remote)
+        model.send(remote)
+        pp_r = step.send(remote)
+        opt_r = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def eager_remote():
+            opt_r.zero_grad()
+            loss = ((model(x_r) - y_r) ** 2).mean()
+            loss.backward()
+            opt_r.step()
+
+        tw = interleaved({"eager": eager_remote, "plan": lambda: pp_r(x_r, y_r)},
+                         number=2 if quick else 10, repeat=3 if quick else 7)
+        model.get()
+    finally:
+        remote.close()
     return [
+        figure("training step: op-by-op pointers vs one plan message (websocket worker, loopback)",
+               tw["eager"] / tw["plan"], "x faster", 20.0, higher_is_better=True,
+               peer=f"op by op {tw['eager'] * 1e3:.1f} ms, plan {tw['plan'] * 1e3:.2f} ms",
+               ratio=tw["eager"] / tw["plan"]),
         figure("training step: op-by-op pointers vs one plan message (VirtualWorker)",
                t["eager"] / t["plan"], "x faster", 15.0, higher_is_better=True,
                peer=f"op by op {t['eager'] * 1e3:.2f} ms, plan {t['plan'] * 1e3:.3f} ms",

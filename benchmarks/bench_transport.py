@@ -148,7 +148,7 @@ def run(quick: bool = False) -> list[dict]:
     sy.hook()
     token = secrets.token_urlsafe(16)
     results = []
-    worker, line = _start([sys.executable, "-m", "syft_lab.worker", "--id", "benchbob", "--port", "0"],
+    worker, line = _start([sys.executable, "-m", "syft_lab.worker", "--id", "benchbob", "--port", "0", "--threads", "1"],
                           env={"SYFT_LAB_TOKEN": token})
     bare, port = _start([sys.executable, __file__, "--bare-server"])
     try:

@@ -19,11 +19,11 @@ from .workers.websocket import WebSocketWorker
 local_worker = LocalWorker("me")
 
 
-def start_worker(worker_id: str, port: int = 0, host: str = "127.0.0.1"):
+def start_worker(worker_id: str, port: int = 0, host: str = "127.0.0.1", threads: int = 1):
     """Start a websocket worker process on this machine and connect to it (see workers/local_process.py)."""
     from .workers.local_process import start_worker as start
 
-    return start(worker_id, port, host)
+    return start(worker_id, port, host, threads)
 
 
 def load_ipython_extension(ip):

@@ -40,6 +40,9 @@ def worker_parser(prog="syft-lab worker") -> argparse.ArgumentParser:
                    help="largest message (header + tensors) accepted, e.g. 512MiB (default 2GiB)")
     p.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
                    help=f"concurrent client connections (default {DEFAULT_MAX_CONNECTIONS})")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's choice). Use 1 when clients or other "
+                        "workers share this machine's cores: oversubscribed threads make small ops 10-50x slower")
     return p
 
 
@@ -53,6 +56,12 @@ def run_worker(argv) -> int:
     args = worker_parser().parse_args(argv)
     try:
         check_worker_id(args.id)
+        if args.threads is not None:
+            if args.threads < 1:
+                raise SyftError("--threads takes a positive number")
+            import torch
+
+            torch.set_num_threads(args.threads)
         token = read_token(args.token_file)
         ssl_ctx = None
         if args.certfile or args.keyfile:

@@ -49,8 +49,11 @@ def stop_process(proc) -> None:
             proc.wait(10)
 
 
-def start_worker(worker_id: str, port: int = 0, host: str = "127.0.0.1") -> LocalProcessWorker:
-    """Start ``python -m syft_lab.worker`` on ``host:port`` (0: a free port) and connect to it."""
+def start_worker(worker_id: str, port: int = 0, host: str = "127.0.0.1", threads: int = 1) -> LocalProcessWorker:
+    """Start ``python -m syft_lab.worker`` on ``host:port`` (0: a free port) and connect to it.
+
+    The worker shares this machine's cores with the notebook, so it runs one torch thread by
+    default: oversubscribed intra-op threads made small ops 10-50x slower here."""
     from .base import check_worker_id
 
     check_worker_id(worker_id)
@@ -61,7 +64,7 @@ def start_worker(worker_id: str, port: int = 0, host: str = "127.0.0.1") -> Loca
         f.write(token)
     env = {k: v for k, v in os.environ.items() if k != "SYFT_LAB_TOKEN"}
     cmd = [sys.executable, "-m", "syft_lab.worker", "--id", worker_id, "--host", host, "--port", str(port),
-           "--token-file", token_file]
+           "--token-file", token_file, "--threads", str(threads)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     first = [""]
     reader = threading.Thread(target=lambda: first.__setitem__(0, proc.stdout.readline()), daemon=True)

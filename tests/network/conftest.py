@@ -29,7 +29,7 @@ class WorkerProcess:
         self.stderr_lines: list[str] = []
 
     def start(self) -> "WorkerProcess":
-        cmd = [sys.executable, "-m", "syft_lab.worker", "--id", self.worker_id, "--port", str(self.port),
+        cmd = [sys.executable, "-m", "syft_lab.worker", "--id", self.worker_id, "--port", str(self.port), "--threads", "1",
                *self.extra]
         if self.token_file is not None:
             cmd += ["--token-file", str(self.token_file)]
