@@ -33,7 +33,7 @@ _MAX_ID = 2 ** 53
 _WORKER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 _REQ_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _KEYS = {"type", "req", "action", "target", "worker", "name"}
-_DOWN_STATES = {"unreachable", "disconnected", "closed", "gone", "error", "stopped"}
+_DOWN_STATES = {"unreachable", "closed", "gone", "error", "stopped"}  # "disconnected" reconnects
 OPLOG_LIMIT = 500  # the newest records an oplog reply carries
 
 Lookup = Callable[[str, int], "dict | None"]

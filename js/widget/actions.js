@@ -5,7 +5,7 @@
 
 import { esc, h, isStored, shortId } from "./dom.js";
 
-const DOWN = new Set(["unreachable", "disconnected", "closed", "gone", "error", "stopped"]);
+const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped"]); // "disconnected" reconnects
 let seq = 0;
 
 /** Request/reply over the widget's custom messages. `send(msg)` and `on(handler)` are injected. */

@@ -9,7 +9,7 @@ const { actionsFor, destinations, createClient } = await import("../../js/widget
 const { applyWorldPatch } = await import("../../js/widget/patch.js");
 
 const workers = [{ id: "me", kind: "local", state: "in-process" }, { id: "bob", kind: "virtual", state: "in-process" },
-  { id: "alice", kind: "virtual", state: "in-process" }, { id: "gone", kind: "websocket", state: "disconnected" }];
+  { id: "alice", kind: "virtual", state: "in-process" }, { id: "gone", kind: "websocket", state: "closed" }];
 const calls = [];
 const ctx = { workers: () => workers, run: (...a) => { calls.push(a); return Promise.resolve({ ok: true }); },
   request: () => Promise.resolve({ ok: false }) };
@@ -62,7 +62,7 @@ test("a local tensor's chain shows its preview and a Send menu of live workers",
   document.body.append(el);
   send.dispatchEvent(new window.Event("click"));
   const items = [...el.querySelectorAll(".syft-menu-item")].map((b) => b.getAttribute("data-worker"));
-  assert.deepEqual(items, ["bob", "alice"]); // not me, not a disconnected worker
+  assert.deepEqual(items, ["bob", "alice"]); // not me, not a closed worker
   el.querySelector(".syft-menu-item[data-worker=alice]").dispatchEvent(new window.Event("click"));
   assert.deepEqual(calls.at(-1), ["send", { worker: "me", id: 5 }, { worker: "alice" }]);
   assert.equal(el.querySelector(".syft-menu"), null);
