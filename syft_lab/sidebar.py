@@ -1,0 +1,334 @@
+"""The kernel side of the JupyterLab sidebar (js/lab/): one comm per open panel, carrying the
+world view of this kernel, pushed as it changes (no polling).
+
+The lab extension bootstraps it with a silent execute that binds no variable::
+
+    __import__("syft_lab.sidebar", fromlist=["register"]).register()
+
+then opens a comm to the target ``syft_lab.sidebar``. Messages are JSON objects with a ``type``:
+
+browser -> kernel
+    comm open ``{"type": "hello", "version": 1}``       -> a snapshot
+    ``{"type": "resync"}``                                 -> a snapshot (the panel lost track)
+    ``{"type": "action", "req", "action", "target", "worker"?, "name"?}``
+                                       -> ``{"type": "reply", ...}`` from syft_lab.actions.perform
+kernel -> browser
+    ``{"type": "snapshot", "protocol": 1, "world": {... "rev": n}}``
+    ``{"type": "world_patch", "base": n, "rev": n + 1, "lanes"?, "ops"}`` (syft_lab.widget.diff)
+    ``{"type": "reply", "ok": false, "req": ..., "error": "..."}`` for anything not understood;
+    a bad message changes nothing.
+
+Pushes happen after each cell, after an action, and after worker events (stored, deleted,
+pointer created or dropped). An event never computes anything inside its callback (it may run
+in a garbage-collection finaliser or on another thread): it marks the world dirty, and the
+world is recomputed at the end of the running cell, or from the kernel's event loop between
+cells. A long cell of in-process work also flushes at most every FLUSH_INTERVAL seconds.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+TARGET = "syft_lab.sidebar"
+PROTOCOL = 1
+MAX_PANELS = 16  # comms kept per kernel; a reloaded page never closes its old one
+MAX_MESSAGE = 64 * 1024  # bytes of JSON a panel message may have (an action is ~200)
+FLUSH_INTERVAL = 0.5  # seconds between mid-cell refreshes (at least 20x their own cost)
+
+log = logging.getLogger("syft_lab.sidebar")
+
+_panels: list["Panel"] = []
+_state = {"registered": False, "ip": None, "loop": None, "unsubscribe": None, "dirty": False,
+          "in_cell": False, "scheduled": False, "flushing": False, "last_flush": 0.0, "cost": 0.0}
+_main_thread = threading.main_thread()
+_lock = threading.RLock()
+
+
+def _namespace() -> dict:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return {}
+    ip = get_ipython()
+    return ip.user_ns if ip is not None else {}
+
+
+def _world(namespace: dict) -> dict:
+    from .inspect.model import world_dict
+
+    return world_dict(namespace)
+
+
+class Panel:
+    """One sidebar panel's comm: the world it was last sent, and its revision."""
+
+    def __init__(self, comm, namespace: dict | None = None):
+        self.comm = comm
+        self._namespace = namespace
+        self.world: dict = {"workers": []}
+        self.rev = 0
+        self.messages_sent = 0
+        self.closed = False
+
+    @property
+    def namespace(self) -> dict:
+        return self._namespace if self._namespace is not None else _namespace()
+
+    # --- to the browser ----------------------------------------------------------------------
+    def send(self, msg: dict) -> None:
+        if self.closed:
+            return
+        self.messages_sent += 1
+        self.comm.send(msg)
+
+    def snapshot(self, world: dict | None = None) -> dict:
+        w = dict(world if world is not None else _world(self.namespace))
+        self.rev += 1
+        w["rev"] = self.rev
+        self.world = w
+        msg = {"type": "snapshot", "protocol": PROTOCOL, "world": w}
+        self.send(msg)
+        return msg
+
+    def refresh(self, world: dict | None = None) -> dict | None:
+        """Send what changed since the last message (a patch), or nothing."""
+        from .widget import diff
+
+        new = dict(world if world is not None else _world(self.namespace))
+        new["rev"] = self.rev
+        patch = diff.diff(self.world, new)
+        if patch is None:
+            return None
+        patch.update(base=self.rev, rev=self.rev + 1)
+        self.rev += 1
+        new["rev"] = self.rev
+        self.world = new
+        self.send(patch)
+        return patch
+
+    # --- from the browser --------------------------------------------------------------------
+    def lookup(self, worker: str, obj_id: int) -> dict | None:
+        """An object of the world this panel was shown (actions may name only those)."""
+        for lane in self.world.get("workers", []):
+            if lane.get("id") == worker:
+                for o in lane.get("objects", []):
+                    if o.get("id") == obj_id:
+                        return o
+        return None
+
+    def handle(self, data) -> dict | None:
+        """Handle one message from the panel; returns the reply sent (or the snapshot)."""
+        from . import actions
+
+        kind = data.get("type") if isinstance(data, dict) else None
+        too_big = False
+        if isinstance(data, dict):
+            try:
+                too_big = len(json.dumps(data, separators=(",", ":"))) > MAX_MESSAGE
+            except (TypeError, ValueError):
+                too_big = True
+        if too_big:
+            reply = {"ok": False, "req": None, "error": f"message larger than {MAX_MESSAGE} bytes"}
+        elif kind == "action":
+            reply = actions.perform(data, known=self.lookup, namespace=self.namespace)
+            self.send({"type": "reply", **reply})
+            if reply.get("ok") and reply.get("action") in actions.MUTATING:
+                refresh_all()
+                _refresh_widgets()
+            return {"type": "reply", **reply}
+        elif kind in ("resync", "hello"):
+            return self.snapshot()
+        else:
+            reply = {"ok": False, "req": actions._req_of(data),
+                     "error": "malformed message: expected a JSON object with type action, resync or hello"}
+        reply = {"type": "reply", **reply}
+        self.send(reply)
+        return reply
+
+
+def _refresh_widgets() -> None:
+    """The notebook's world widgets show the same runtime: they change at once too."""
+    try:
+        from .widget import live
+
+        live.refresh_all()
+    except Exception:
+        log.exception("refreshing the widgets failed")
+
+
+# --- comm target -------------------------------------------------------------------------------
+
+def _on_open(comm, open_msg) -> None:
+    panel = Panel(comm)
+    _panels.append(panel)
+    while len(_panels) > MAX_PANELS:
+        old = _panels.pop(0)
+        old.closed = True
+        try:
+            old.comm.close()
+        except Exception:
+            pass
+
+    def on_msg(msg):
+        data = msg.get("content", {}).get("data")
+        call_on_main(lambda: _handle_safely(panel, data))
+
+    def on_close(_msg=None):
+        panel.closed = True
+        if panel in _panels:
+            _panels.remove(panel)
+
+    comm.on_msg(on_msg)
+    comm.on_close(on_close)
+    data = open_msg.get("content", {}).get("data") if isinstance(open_msg, dict) else None
+    call_on_main(lambda: _handle_safely(panel, data if isinstance(data, dict) and data else {"type": "hello"}))
+
+
+def _handle_safely(panel: Panel, data) -> None:
+    try:
+        panel.handle(data)
+    except Exception as e:  # a bad message never breaks the kernel
+        log.exception("syft_lab sidebar message failed")
+        from .actions import _req_of
+
+        try:
+            panel.send({"type": "reply", "ok": False, "req": _req_of(data), "error": f"{type(e).__name__}: {e}"})
+        except Exception:
+            pass
+
+
+def register(ip=None) -> bool:
+    """Register the comm target and the cell and event hooks (idempotent). False outside a kernel."""
+    import comm
+
+    if ip is None:
+        try:
+            from IPython import get_ipython
+
+            ip = get_ipython()
+        except ImportError:
+            ip = None
+    try:
+        manager = comm.get_comm_manager()
+    except Exception:
+        return False
+    if manager is None or not hasattr(manager, "register_target"):
+        return False
+    _capture_loop()
+    if not _state["registered"]:
+        manager.register_target(TARGET, _on_open)
+        _state["registered"] = True
+    if ip is not None and _state["ip"] is not ip and hasattr(ip, "events"):
+        ip.events.register("pre_run_cell", _pre_run_cell)
+        ip.events.register("post_run_cell", _post_run_cell)
+        _state["ip"] = ip
+    if _state["unsubscribe"] is None:
+        from . import events
+
+        _state["unsubscribe"] = events.subscribe(_on_event)
+    return True
+
+
+def panels() -> list[Panel]:
+    return list(_panels)
+
+
+def refresh_all() -> None:
+    """Push the changes to every open panel now (one world computed for all of them)."""
+    with _lock:
+        if _state["flushing"]:
+            return
+        _state["flushing"] = True
+        t0 = time.perf_counter()
+        try:
+            _state["dirty"] = False
+            live = [p for p in _panels if not p.closed]
+            if not live:
+                return
+            world = _world(_namespace())
+            for p in live:
+                try:
+                    p.refresh(world)
+                except Exception:
+                    log.exception("sidebar refresh failed")
+        finally:
+            _state["flushing"] = False
+            _state["cost"] = time.perf_counter() - t0
+            _state["last_flush"] = time.monotonic()
+
+
+# --- threads and the event loop ----------------------------------------------------------------
+
+def _capture_loop() -> None:
+    if threading.current_thread() is not _main_thread:
+        return
+    try:
+        import asyncio
+
+        _state["loop"] = asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+
+
+def call_on_main(fn) -> None:
+    """Run ``fn`` on the kernel's main thread: now if we are on it, else from its event loop."""
+    loop = _state["loop"]
+    if threading.current_thread() is _main_thread or loop is None or loop.is_closed():
+        with _lock:
+            fn()
+        return
+
+    def run():
+        with _lock:
+            fn()
+
+    loop.call_soon_threadsafe(run)
+
+
+def _pre_run_cell(*_args):
+    _state["in_cell"] = True
+
+
+def _post_run_cell(*_args):
+    _state["in_cell"] = False
+    _capture_loop()
+    if _panels:
+        refresh_all()
+
+
+def _on_event(event: dict) -> None:
+    if not _panels:
+        return
+    _state["dirty"] = True
+    if threading.current_thread() is not _main_thread or not _state["in_cell"]:
+        _schedule()  # a finaliser, a comm message, another thread: flush from the event loop
+        return
+    if event.get("type") in ("stored", "pointer_created") and not _state["flushing"]:
+        now = time.monotonic()
+        if now - _state["last_flush"] >= max(FLUSH_INTERVAL, 20 * _state["cost"]) and _all_in_process():
+            refresh_all()
+
+
+def _all_in_process() -> bool:
+    from .workers.registry import all_workers
+
+    return all(getattr(w, "kind", "") in ("local", "virtual") for w in all_workers())
+
+
+def _schedule() -> None:
+    loop = _state["loop"]
+    if loop is None or _state["scheduled"] or loop.is_closed():
+        return
+    _state["scheduled"] = True
+
+    def run():  # on the main thread, between cells
+        _state["scheduled"] = False
+        if _state["dirty"] and not _state["in_cell"]:
+            refresh_all()
+
+    try:
+        loop.call_soon_threadsafe(run)
+    except RuntimeError:
+        _state["scheduled"] = False
