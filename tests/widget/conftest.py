@@ -10,9 +10,12 @@ FIXTURES = Path(__file__).resolve().parents[1] / "js" / "fixtures"
 
 @pytest.fixture(autouse=True)
 def close_widgets():
-    """Each test's widgets are closed at its end, so no test refreshes another's."""
+    """Each test's widgets are closed at its end, so no test refreshes another's; no test
+    inherits an event loop or an open cell from another (Playwright runs a loop too)."""
+    live._state.update(loop=None, in_cell=False, dirty=False, scheduled=False)
     before = set(map(id, live.widgets()))
     yield
+    live._state.update(loop=None, in_cell=False, dirty=False, scheduled=False)
     for w in live.widgets():
         if id(w) not in before:
             w.close()

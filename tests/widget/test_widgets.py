@@ -317,10 +317,19 @@ def test_js_unit_tests_pass():
 
 
 def test_messages_from_a_subshell_thread_run_on_the_main_thread(bob, capture):
-    """JupyterLab may deliver widget messages on a kernel subshell thread: actions run on the
-    main thread's event loop, one at a time, never beside a running cell."""
-    import asyncio
+    """JupyterLab may deliver widget messages on a kernel subshell thread: actions are queued
+    on the main thread's event loop (after any running cell), never run beside a cell."""
     import threading
+
+    class MainLoop:  # stands for the kernel's loop: records what is handed to it
+        def __init__(self):
+            self.queued = []
+
+        def is_closed(self):
+            return False
+
+        def call_soon_threadsafe(self, fn):
+            self.queued.append((fn, threading.current_thread()))
 
     x = torch.ones(2)
     ns = {"x": x}
@@ -328,25 +337,24 @@ def test_messages_from_a_subshell_thread_run_on_the_main_thread(bob, capture):
     sent = capture(w)
     (entry,) = [o for o in w.world["workers"][0]["objects"] if o.get("names") == ["x"]]
     ran_on = []
-    loop = asyncio.new_event_loop()
-    old = live._state["loop"]
+    real = w.handle_message
+    w.handle_message = lambda c: (ran_on.append(threading.current_thread()), real(c))[1]
+    loop = MainLoop()
     live._state["loop"] = loop
-    try:
-        real = w.handle_message
-        w.handle_message = lambda c: (ran_on.append(threading.current_thread()), real(c))[1]
-        msg = {"type": "action", "req": 5, "action": "send", "target": {"worker": "me", "id": entry["id"]},
-               "worker": "bob"}
-        t = threading.Thread(target=w._on_front_msg, args=(w, msg, []))
-        t.start()
-        t.join()
-        assert not ran_on and "x_ptr" not in ns  # queued for the main thread, not run on the subshell
-        loop.call_soon(loop.stop)
-        loop.run_forever()
-        assert ran_on == [threading.main_thread()] and "x_ptr" in ns
-        assert sent.of("reply")[0]["ok"] and sent.of("reply")[0]["req"] == 5
-    finally:
-        live._state["loop"] = old
-        loop.close()
+    msg = {"type": "action", "req": 5, "action": "send", "target": {"worker": "me", "id": entry["id"]},
+           "worker": "bob"}
+    t = threading.Thread(target=w._on_front_msg, args=(w, msg, []))
+    t.start()
+    t.join()
+    assert not ran_on and "x_ptr" not in ns  # queued for the main thread, not run on the subshell
+    (fn, from_thread), = loop.queued
+    assert from_thread is t
+    fn()  # the main loop runs it
+    assert ran_on == [threading.main_thread()] and "x_ptr" in ns
+    assert sent.of("reply")[0]["ok"] and sent.of("reply")[0]["req"] == 5
+    # on the main thread itself, a message is handled at once
+    w._on_front_msg(w, {"type": "resync"}, [])
+    assert sent.of("world_reset")
 
 
 def test_sy_inspect_is_one_live_widget_and_show_displays(bob, monkeypatch):
