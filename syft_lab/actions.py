@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 import torch
 
 from .errors import SyftError
+from .tensors.pointer import mark_left
 
 ACTIONS = ("send", "get", "move", "oplog")
 MUTATING = ("send", "get", "move")
@@ -270,17 +271,6 @@ def _resolve(p: dict, entry: dict, namespace, held) -> _Resolved:
     return _Resolved(ptr, f"<object {_short(obj_id)} on {worker_id}>", [], stored_at=(worker, obj_id))
 
 
-def _mark_left(worker, obj_id: int) -> None:
-    """Every pointer here to an object that left its worker is stale now (as .get() marks its own)."""
-    try:
-        from .tensors.pointer import _live_refs
-    except ImportError:
-        return
-    for ref in list(_live_refs):
-        if ref.location is worker and ref.id == obj_id and not ref.released:
-            ref.released = True
-
-
 def _default_name(action: str, res: _Resolved, p: dict, namespace) -> str:
     if res.names:
         base = res.names[0]
@@ -385,7 +375,7 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
         where = (obj.location, obj.id_at_location) if hasattr(obj, "location") else None
         result = obj.get()
         if where is not None:
-            _mark_left(*where)
+            mark_left(*where)
         code = f"{name} = {res.expr}.get()"
     else:  # move
         if not isinstance(obj, PointerTensor):
@@ -394,7 +384,7 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
             raise ActionError(f"the object is on {dest.id!r} already")
         where = (obj.location, obj.id_at_location)
         result = obj.move(dest)
-        _mark_left(*where)
+        mark_left(*where)
         code = f"{name} = {res.expr}.move({_worker_expr(dest, ns)})"
     ns[name] = result
     return {"name": name, "code": code, "result": result_ref(result)}

@@ -142,10 +142,15 @@ def object_entry(obj_id: int, obj, worker_id: str, refcount: int) -> dict:
 
 
 def _local_pointer_entry(ref) -> dict:
-    return {"id": ref.pointer_id, "kind": "pointer",
-            "type": "PlanPointer" if ref.target_kind == "plan" else "PointerTensor",
-            "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
-            "state": "gone" if ref.released else "ok", "names": []}
+    from ..tensors.pointer import pointer_state
+
+    entry = {"id": ref.pointer_id, "kind": "pointer",
+             "type": "PlanPointer" if ref.target_kind == "plan" else "PointerTensor",
+             "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
+             "state": pointer_state(ref), "names": []}
+    if ref.shape is not None:
+        entry.update(shape=list(ref.shape), dtype=dtype_name(ref.dtype))
+    return entry
 
 
 def world_dict(namespace: dict | None = None) -> dict:

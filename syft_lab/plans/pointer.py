@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import SyftError
-from ..tensors.pointer import PointerTensor, RemoteHandle, RemoteRef, wrap_result
+from ..tensors.pointer import PointerTensor, RemoteHandle, RemoteRef, mark_left, pointer_state, wrap_result
 
 
 class PlanPointer(RemoteHandle):
@@ -57,7 +57,7 @@ class PlanPointer(RemoteHandle):
 
         self._check_alive()
         stored = self.location._fetch(self._ref.id)
-        self._ref.released = True
+        mark_left(self.location, self._ref.id)
         p = Plan(graph=stored.graph)
         p.tags, p.description = set(stored.tags), stored.description
         return p
@@ -66,7 +66,7 @@ class PlanPointer(RemoteHandle):
         ref = self._ref
         node = {"kind": "pointer", "type": "PlanPointer", "id": ref.pointer_id, "owner": owner,
                 "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
-                "state": "gone" if ref.released else "ok", "name": self.name}
+                "state": pointer_state(ref), "name": self.name}
         return [node] + self._remote_nodes()
 
     def __repr__(self):

@@ -67,6 +67,25 @@ import weakref  # noqa: E402
 _live_refs: "weakref.WeakSet[RemoteRef]" = weakref.WeakSet()
 
 
+def mark_left(location, obj_id: int) -> None:
+    """The object left ``location`` (get or move): every pointer to it is stale now, not only
+    the one that was used, and none of them may release it again."""
+    for ref in list(_live_refs):
+        if ref.id == obj_id and ref.location is location:
+            ref.released = True
+
+
+def pointer_state(ref) -> str:
+    """'ok', 'gone' (the object was fetched or moved away) or the worker's state when it is down."""
+    if ref.released:
+        return "gone"
+    try:
+        state = ref.location.state
+    except Exception:
+        return "unreachable"
+    return "closed" if state == "closed" else "ok"
+
+
 def _value_error(func, location):
     return SyftError(
         f"{func} would bring a value from worker {location.id!r} to this process: values never "
@@ -129,6 +148,7 @@ class RemoteHandle:
 
 class PointerTensor(ChainLayer, RemoteHandle):
     kind = "pointer"
+    id = RemoteHandle.id  # a pointer is known by one id everywhere (ChainLayer would give another)
 
     @staticmethod
     def __new__(cls, location, id_at_location: int, shape, dtype, requires_grad: bool = False,
@@ -148,7 +168,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
         """Bring the object back; it leaves the worker and this pointer becomes stale."""
         self._check_alive()
         obj = self.location._fetch(self._ref.id)
-        self._ref.released = True
+        mark_left(self.location, self._ref.id)
         return obj
 
     def move(self, worker):
@@ -157,7 +177,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
         if worker is self.location:
             return self
         new = worker._receive_from(self.location, self._ref.id, requires_grad=self.requires_grad)
-        self._ref.released = True
+        mark_left(self.location, self._ref.id)
         return new
 
     def send(self, worker):
@@ -260,7 +280,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
     def _node_fields(self) -> dict:
         ref = self._ref
         return {"owner": ref.owner_id, "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
-                "state": "gone" if ref.released else "ok"}
+                "state": pointer_state(ref)}
 
     def _chain_rest(self, owner: str, with_values: bool) -> list:
         return self._remote_nodes()

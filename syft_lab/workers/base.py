@@ -69,12 +69,15 @@ class BaseWorker:
         """Inspection nodes of one object's chain (no values: they stay here)."""
         raise NotImplementedError
 
+    _closed = False
+
     @property
     def state(self) -> str:
-        return "in-process"
+        return "closed" if self._closed else "in-process"
 
     def close(self) -> None:
         registry.unregister(self)
+        self._closed = True
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id!r}: {len(self.objects)} object(s)>"

@@ -206,3 +206,34 @@ def test_bad_arguments(bob):
         sy.VirtualWorker("no spaces please")
     with pytest.raises(sy.SyftError, match="tags are non-empty strings"):
         torch.ones(1).tag(3)
+
+
+def test_a_pointer_has_one_id_in_every_view(bob):
+    p = torch.ones(2).send(bob)
+    head = sy.chain(p).nodes[0]
+    me = next(w for w in sy.world({"p": p})["workers"] if w["id"] == "me")
+    entry = next(o for o in me["objects"] if o["names"] == ["p"])
+    assert head["id"] == entry["id"] == p.id
+    assert entry["shape"] == [2] and entry["dtype"] == "float32"
+
+
+def test_every_pointer_to_a_fetched_object_becomes_stale(bob, alice):
+    p = torch.ones(2).tag("#t").send(bob)
+    other = bob.search("#t")[0]
+    p.get()
+    assert sy.chain(other).nodes[0]["state"] == "gone"
+    with pytest.raises(sy.ObjectNotFoundError, match="'bob'"):
+        other.get()
+    q = torch.ones(2).tag("#u").send(bob)
+    seen = bob.search("#u")[0]
+    q.move(alice)
+    assert sy.chain(seen).nodes[0]["state"] == "gone"
+
+
+def test_pointer_to_a_closed_worker_says_so():
+    carol = sy.VirtualWorker("carol")
+    p = torch.ones(1).send(carol)
+    assert sy.chain(p).nodes[0]["state"] == "ok"
+    carol.close()
+    assert sy.chain(p).nodes[0]["state"] == "closed"
+    assert "(closed)" in repr(p)
