@@ -10,6 +10,13 @@ _make_wrapper = torch.Tensor._make_wrapper_subclass
 _seq = (list, tuple)
 
 
+_writes: dict = {}  # op -> whether its schema writes to an argument (memoised: checked per op)
+
+
+def _schema_writes(func) -> bool:
+    return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+
 class OpRecord:
     """One op seen by a LoggingTensor: the aten op and the shapes/dtypes of its tensor inputs."""
 
@@ -97,11 +104,11 @@ class LoggingTensor(ChainLayer):
         inputs = []
         for a in args:
             if isinstance(a, cls):
-                a_child = a.child
+                a = a.child
                 if log is None:
-                    log = a.log
-                unwrapped.append(a_child)
-                inputs.append((a_child.shape, a_child.dtype))
+                    log = args[len(unwrapped)].log
+                unwrapped.append(a)
+                inputs.append((a.shape, a.dtype))
             elif isinstance(a, _Tensor):
                 unwrapped.append(a)
                 inputs.append((a.shape, a.dtype))
@@ -118,6 +125,7 @@ class LoggingTensor(ChainLayer):
                 unwrapped.append(inner)
             else:
                 unwrapped.append(a)
+        kw = None
         if kwargs:
             kw = {}
             for k, v in kwargs.items():
@@ -125,18 +133,28 @@ class LoggingTensor(ChainLayer):
                     if log is None:
                         log = v.log
                     v = v.child
+                if isinstance(v, _Tensor):
+                    inputs.append((v.shape, v.dtype))
                 kw[k] = v
             out = func._op(*unwrapped, **kw)
         else:
             out = func._op(*unwrapped)
-        if log is None:  # only reachable through kwargs-free nesting we do not unwrap
+        if log is None:  # a layer nested deeper than we unwrap: it logged in its own dispatch
             log = OpLog()
         log.append((func, inputs))
 
-        if isinstance(out, _Tensor):
+        writes = _writes.get(func)
+        if writes is None:
+            writes = _writes[func] = _schema_writes(func)
+        if writes:  # in-place and out= ops return an input: give back the caller's own object
             for orig, u in zip(args, unwrapped):
-                if out is u:  # in-place and out= ops: give back the caller's own object
+                if out is u:
                     return orig
+            if kw:
+                for k, u in kw.items():
+                    if out is u:
+                        return kwargs[k]
+        if isinstance(out, _Tensor):
             if out.is_cpu:
                 r = _make_wrapper(cls, out.shape, dtype=out.dtype)
             else:
