@@ -48,8 +48,20 @@ if __name__ == "__main__":
 '''
 
 # A Python kernel in which `import syft_lab` fails as it does where it is not installed.
-NO_SYFT_LAUNCHER = ("import sys; sys.modules['syft_lab'] = None; "
-                    "from ipykernel import kernelapp; kernelapp.launch_new_instance()")
+NO_SYFT_LAUNCHER = """\
+import sys
+
+
+class NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "syft_lab":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, NotInstalled())
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +285,9 @@ def test_panel_states_for_other_kernels_and_switching_notebooks(lab, browser, ke
         # --- a Python kernel without syft_lab -------------------------------------------------------
         open_doc(page, "nosyft.ipynb")
         state(panel, "not-importable")
-        expect(panel.locator(".syft-lab-message")).to_contain_text("syft_lab is not importable")
+        expect(panel.locator(".syft-lab-message")).to_contain_text(
+            "syft_lab is not importable in this kernel (Python (no syft_lab)): "
+            "ModuleNotFoundError: No module named 'syft_lab'")
         panel.screenshot(path=str(artifacts / "sidebar-not-importable.png"))
 
         # --- back to the first notebook: its world again ----------------------------------------------
@@ -281,6 +295,15 @@ def test_panel_states_for_other_kernels_and_switching_notebooks(lab, browser, ke
         state(panel, "connected")
         expect(lane(panel, "dave")).to_be_visible()
         expect(panel.locator(".syft-lab-where")).to_contain_text("with_syft.ipynb")
+
+        # --- the notebook's kernel changed: the panel follows to the new kernel ------------------------
+        change = "(k) => window.jupyterapp.shell.currentWidget.sessionContext.changeKernel({name: k})"
+        page.evaluate(change, "nosyft")
+        state(panel, "not-importable")
+        page.evaluate(change, "python3")
+        state(panel, "connected")
+        expect(panel.locator(".syft-lab-hint")).to_be_visible()  # a new kernel: no workers yet
+        expect(lane(panel, "dave")).to_have_count(0)
 
         # --- every notebook closed ------------------------------------------------------------------
         page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:save-all');"
