@@ -9,7 +9,7 @@
 from .errors import ObjectNotFoundError, RemoteError, SyftError, WorkerUnavailableError
 from .hook import hook, is_hooked, unhook
 from .plans import Plan, PlanPointer, batch, plan
-from .inspect.model import Chain, World, chain, world
+from .inspection.model import Chain, World, chain, world
 from .tensors import LoggingTensor
 from .tensors.pointer import PointerTensor
 from .workers import BaseWorker, LocalWorker, VirtualWorker
@@ -39,7 +39,6 @@ __all__ = ["Plan", "PlanPointer", "batch", "plan", "BaseWorker", "Chain", "Local
 
 # --- views (widget) ---
 # sy.show(obj), sy.inspect() and the rich display of syft objects in a kernel (syft_lab/widget).
-# Note: sy.inspect (the function) shadows the syft_lab.inspect subpackage as an attribute;
-# `from syft_lab.inspect.model import ...` keeps working.
+# (The inspection model lives in syft_lab.inspection, so sy.inspect names only the function.)
 from .widget import inspect, show  # noqa: E402
 __all__ += ["inspect", "show"]

@@ -54,7 +54,7 @@ def _worker(name: str):
 
 def _known_from_world(namespace: dict):
     """The same model index the views give the actions: (lane id, object id) -> entry."""
-    from .inspect.model import world_dict
+    from .inspection.model import world_dict
 
     index = {}
     for lane in world_dict(namespace)["workers"]:
@@ -94,7 +94,7 @@ def _act(namespace: dict, action: str, var: str, dest: str | None, name: str | N
 
 
 def _describe(obj) -> str:
-    from .inspect.text import chain_text
+    from .inspection.text import chain_text
 
     try:
         return chain_text(obj)
@@ -122,7 +122,7 @@ def run_line(line: str, namespace: dict):
     if cmd == "workers":
         if args:
             raise MagicUsageError("usage: %syft workers")
-        from .inspect.model import world
+        from .inspection.model import world
 
         return repr(world(namespace))
     if cmd == "worker":

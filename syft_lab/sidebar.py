@@ -56,7 +56,7 @@ def _namespace() -> dict:
 
 
 def _world(namespace: dict) -> dict:
-    from .inspect.model import world_dict
+    from .inspection.model import world_dict
 
     return world_dict(namespace)
 

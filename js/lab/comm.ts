@@ -10,7 +10,7 @@ import { createClient } from "../widget/actions.js";
 import { applyWorldPatch } from "../widget/patch.js";
 import { COMM_TARGET, PROTOCOL } from "./tokens";
 
-/** The world model of syft_lab.inspect.model.world_dict (docs/inspection-model.md). */
+/** The world model of syft_lab.inspection.model.world_dict (docs/inspection-model.md). */
 export interface WorldLane {
   id: string;
   kind?: string;

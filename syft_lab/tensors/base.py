@@ -41,7 +41,7 @@ class ChainLayer(torch.Tensor):
     kind = "layer"
 
     def __repr__(self, *, tensor_contents=None):  # torch passes tensor_contents sometimes
-        from ..inspect.text import chain_text
+        from ..inspection.text import chain_text
 
         return chain_text(self)
 
@@ -61,7 +61,7 @@ class ChainLayer(torch.Tensor):
 
     def _chain_rest(self, owner: str, with_values: bool) -> list:
         """The nodes below this layer (a pointer overrides this to continue on its worker)."""
-        from ..inspect.model import chain_nodes
+        from ..inspection.model import chain_nodes
 
         return chain_nodes(self.child, owner, with_values)
 

@@ -41,7 +41,7 @@ def _is_plan(obj) -> bool:
 
 def widget_for(obj) -> SyftWidget:
     """The widget that shows ``obj``."""
-    from ..inspect.model import World
+    from ..inspection.model import World
     from ..workers.base import BaseWorker
 
     if isinstance(obj, SyftWidget):
@@ -66,13 +66,13 @@ def widget_for(obj) -> SyftWidget:
 
 def mimebundle(obj) -> tuple[dict, dict]:
     """The display data of a syft object: the widget, its text and its static picture."""
-    from ..inspect.model import World
+    from ..inspection.model import World
     from ..workers.base import BaseWorker
 
     w = widget_for(obj)
     data, meta = w._repr_mimebundle_()
     if isinstance(obj, World):
-        from ..inspect.text import render_world
+        from ..inspection.text import render_world
 
         data["text/plain"] = render_world(obj)
         data["text/html"] = svg.world_svg(obj)
@@ -108,7 +108,7 @@ def install_display_hooks(ip=None) -> bool:
         ip = get_ipython()
     if ip is None or getattr(ip, "kernel", None) is None:
         return False  # a terminal or a plain script: text reprs only
-    from ..inspect.model import World
+    from ..inspection.model import World
     from ..tensors.base import ChainLayer
     from ..workers.base import BaseWorker
 

@@ -22,7 +22,7 @@ import anywidget
 import traitlets
 
 from .. import actions
-from ..inspect.model import chain_nodes, world_dict
+from ..inspection.model import chain_nodes, world_dict
 from . import diff, live, svg
 
 log = logging.getLogger("syft_lab.widget")
@@ -251,7 +251,7 @@ class ChainWidget(SyftWidget):
             del self._objects[1], self._codes[1]
 
     def text(self) -> str:
-        from ..inspect.text import render_chain
+        from ..inspection.text import render_chain
 
         return "\n".join(render_chain(c["nodes"]) for c in self.chains if c.get("nodes"))
 
@@ -343,7 +343,7 @@ class WorldWidget(SyftWidget):
         return None
 
     def text(self) -> str:
-        from ..inspect.text import render_world
+        from ..inspection.text import render_world
 
         return render_world(self._focused())
 

@@ -223,7 +223,7 @@ class WorkerCore:
 
     def describe(self, obj_id: int) -> list[dict]:
         """The inspection-model nodes of a stored object's chain. Values stay private."""
-        from ..inspect.model import chain_nodes
+        from ..inspection.model import chain_nodes
 
         nodes = chain_nodes(self.lookup(obj_id), owner=self.id, with_values=False)
         nodes[0]["id"] = obj_id  # a stored object is known by its id in the store
@@ -231,7 +231,7 @@ class WorkerCore:
 
     def summary(self) -> list[dict]:
         """One entry per stored object, for the world view."""
-        from ..inspect.model import object_entry
+        from ..inspection.model import object_entry
 
         return [object_entry(obj_id, obj, self.id, self.refcounts.get(obj_id, 0))
                 for obj_id, obj in list(self.objects.items())]

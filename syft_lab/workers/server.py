@@ -197,7 +197,7 @@ class WorkerService:
         return self.core.run_graph(PlanGraph.from_json(_str(msg, "g")), _ids(msg, "i"), _ids(msg, "o"))
 
     def _search(self, msg):
-        from ..inspect.model import object_meta
+        from ..inspection.model import object_meta
 
         q = msg.get("q")
         if type(q) is not list or not q or not all(type(t) is str for t in q):

@@ -110,7 +110,7 @@ class VirtualWorker(BaseWorker):
         self.core.incref(obj_id)
 
     def _search(self, query):
-        from ..inspect.model import object_meta
+        from ..inspection.model import object_meta
 
         return [(i, object_meta(self.core.objects[i])) for i in self.core.search(query)]
 

@@ -7,7 +7,7 @@ from syft_lab.widget import diff
 
 from sidebar_kernel import BOOTSTRAP, Comm
 
-WORLD = ("{k: v for k, v in __import__('syft_lab.inspect.model', fromlist=['w']).world_dict(globals()).items()"
+WORLD = ("{k: v for k, v in __import__('syft_lab.inspection.model', fromlist=['w']).world_dict(globals()).items()"
          " if k != 'rev'}")
 
 

@@ -6,7 +6,7 @@ import torch
 
 import syft_lab as sy
 from syft_lab import actions
-from syft_lab.inspect.model import world_dict
+from syft_lab.inspection.model import world_dict
 from syft_lab.widget import ChainWidget, WorldWidget
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import syft_lab as sy
 from syft_lab import events
-from syft_lab.inspect.model import world_dict
+from syft_lab.inspection.model import world_dict
 from syft_lab.widget import ChainWidget, PlanWidget, WorldWidget, diff, live, mimebundle, svg
 from syft_lab.widget.widgets import STATIC
 
