@@ -19,31 +19,26 @@ kernel -> browser
     a bad message changes nothing.
 
 Pushes happen after each cell, after an action, and after worker events (stored, deleted,
-pointer created or dropped). An event never computes anything inside its callback (it may run
-in a garbage-collection finaliser or on another thread): it marks the world dirty, and the
-world is recomputed at the end of the running cell, or from the kernel's event loop between
-cells. A long cell of in-process work also flushes at most every FLUSH_INTERVAL seconds.
+pointer created or dropped). When they happen is decided by syft_lab.widget.live, the one
+scheduler of every view in the kernel: the open panels together are one view there, and one
+world is computed per refresh for all of them.
 """
 from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
+
+from .widget import live
 
 TARGET = "syft_lab.sidebar"
 PROTOCOL = 1
 MAX_PANELS = 16  # comms kept per kernel; a reloaded page never closes its old one
 MAX_MESSAGE = 64 * 1024  # bytes of JSON a panel message may have (an action is ~200)
-FLUSH_INTERVAL = 0.5  # seconds between mid-cell refreshes (at least 20x their own cost)
 
 log = logging.getLogger("syft_lab.sidebar")
 
 _panels: list["Panel"] = []
-_state = {"registered": False, "ip": None, "loop": None, "unsubscribe": None, "dirty": False,
-          "in_cell": False, "scheduled": False, "flushing": False, "last_flush": 0.0, "cost": 0.0}
-_main_thread = threading.main_thread()
-_lock = threading.RLock()
+_state = {"registered": False}
 
 
 def _namespace() -> dict:
@@ -135,8 +130,7 @@ class Panel:
             reply = actions.perform(data, known=self.lookup, namespace=self.namespace)
             self.send({"type": "reply", **reply})
             if reply.get("ok") and reply.get("action") in actions.MUTATING:
-                refresh_all()
-                _refresh_widgets()
+                refresh_all()  # the panels and the notebook's widgets show it at once
             return {"type": "reply", **reply}
         elif kind in ("resync", "hello"):
             return self.snapshot()
@@ -148,14 +142,30 @@ class Panel:
         return reply
 
 
-def _refresh_widgets() -> None:
-    """The notebook's world widgets show the same runtime: they change at once too."""
-    try:
-        from .widget import live
+class _Panels:
+    """All open panels, as one view of live's scheduler: one world per refresh for all."""
 
-        live.refresh_all()
-    except Exception:
-        log.exception("refreshing the widgets failed")
+    view = "world"
+    _seen = True
+    _cells_unseen = 0
+
+    @property
+    def active(self) -> bool:
+        return any(not p.closed for p in _panels)
+
+    def refresh(self) -> None:
+        open_panels = [p for p in _panels if not p.closed]
+        if not open_panels:
+            return
+        world = _world(_namespace())
+        for p in open_panels:
+            try:
+                p.refresh(world)
+            except Exception:
+                log.exception("sidebar refresh failed")
+
+
+_VIEW = _Panels()
 
 
 # --- comm target -------------------------------------------------------------------------------
@@ -173,7 +183,7 @@ def _on_open(comm, open_msg) -> None:
 
     def on_msg(msg):
         data = msg.get("content", {}).get("data")
-        call_on_main(lambda: _handle_safely(panel, data))
+        live.call_on_main(lambda: _handle_safely(panel, data))
 
     def on_close(_msg=None):
         panel.closed = True
@@ -183,7 +193,7 @@ def _on_open(comm, open_msg) -> None:
     comm.on_msg(on_msg)
     comm.on_close(on_close)
     data = open_msg.get("content", {}).get("data") if isinstance(open_msg, dict) else None
-    call_on_main(lambda: _handle_safely(panel, data if isinstance(data, dict) and data else {"type": "hello"}))
+    live.call_on_main(lambda: _handle_safely(panel, data if isinstance(data, dict) and data else {"type": "hello"}))
 
 
 def _handle_safely(panel: Panel, data) -> None:
@@ -216,18 +226,14 @@ def register(ip=None) -> bool:
         return False
     if manager is None or not hasattr(manager, "register_target"):
         return False
-    _capture_loop()
+    live._capture_loop()
     if not _state["registered"]:
         manager.register_target(TARGET, _on_open)
         _state["registered"] = True
-    if ip is not None and _state["ip"] is not ip and hasattr(ip, "events"):
-        ip.events.register("pre_run_cell", _pre_run_cell)
-        ip.events.register("post_run_cell", _post_run_cell)
-        _state["ip"] = ip
-    if _state["unsubscribe"] is None:
-        from . import events
-
-        _state["unsubscribe"] = events.subscribe(_on_event)
+    if ip is not None and hasattr(ip, "events"):
+        live.install(ip)
+    live.watch_events()
+    live.register(_VIEW)
     return True
 
 
@@ -236,99 +242,5 @@ def panels() -> list[Panel]:
 
 
 def refresh_all() -> None:
-    """Push the changes to every open panel now (one world computed for all of them)."""
-    with _lock:
-        if _state["flushing"]:
-            return
-        _state["flushing"] = True
-        t0 = time.perf_counter()
-        try:
-            _state["dirty"] = False
-            live = [p for p in _panels if not p.closed]
-            if not live:
-                return
-            world = _world(_namespace())
-            for p in live:
-                try:
-                    p.refresh(world)
-                except Exception:
-                    log.exception("sidebar refresh failed")
-        finally:
-            _state["flushing"] = False
-            _state["cost"] = time.perf_counter() - t0
-            _state["last_flush"] = time.monotonic()
-
-
-# --- threads and the event loop ----------------------------------------------------------------
-
-def _capture_loop() -> None:
-    if threading.current_thread() is not _main_thread:
-        return
-    try:
-        import asyncio
-
-        _state["loop"] = asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-
-
-def call_on_main(fn) -> None:
-    """Run ``fn`` on the kernel's main thread: now if we are on it, else from its event loop."""
-    loop = _state["loop"]
-    if threading.current_thread() is _main_thread or loop is None or loop.is_closed():
-        with _lock:
-            fn()
-        return
-
-    def run():
-        with _lock:
-            fn()
-
-    loop.call_soon_threadsafe(run)
-
-
-def _pre_run_cell(*_args):
-    _state["in_cell"] = True
-
-
-def _post_run_cell(*_args):
-    _state["in_cell"] = False
-    _capture_loop()
-    if _panels:
-        refresh_all()
-
-
-def _on_event(event: dict) -> None:
-    if not _panels:
-        return
-    _state["dirty"] = True
-    if threading.current_thread() is not _main_thread or not _state["in_cell"]:
-        _schedule()  # a finaliser, a comm message, another thread: flush from the event loop
-        return
-    if event.get("type") in ("stored", "pointer_created") and not _state["flushing"]:
-        now = time.monotonic()
-        if now - _state["last_flush"] >= max(FLUSH_INTERVAL, 20 * _state["cost"]) and _all_in_process():
-            refresh_all()
-
-
-def _all_in_process() -> bool:
-    from .workers.registry import all_workers
-
-    return all(getattr(w, "kind", "") in ("local", "virtual") for w in all_workers())
-
-
-def _schedule() -> None:
-    loop = _state["loop"]
-    if loop is None or _state["scheduled"] or loop.is_closed():
-        return
-    _state["scheduled"] = True
-
-    def run():  # on the main thread, between cells
-        _state["scheduled"] = False
-        if _state["dirty"] and not _state["in_cell"]:
-            refresh_all()
-
-    try:
-        loop.call_soon_threadsafe(run)
-    except RuntimeError:
-        _state["scheduled"] = False
+    """Push the changes to every open panel (and every widget) now."""
+    live.refresh_all()
