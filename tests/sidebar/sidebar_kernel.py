@@ -1,10 +1,8 @@
-"""Helpers for the sidebar tests: a real IPython kernel (jupyter_client), and the browser's
-end of a comm to the sidebar's target, opened as the lab extension opens it (a silent
-bootstrap execute, then comm_open)."""
+"""Helpers for the sidebar tests: the browser's end of a comm to the sidebar's target, opened
+as the lab extension opens it (a silent bootstrap execute, then comm_open), on the real kernel
+of tests/conftest.py."""
 from __future__ import annotations
 
-import ast
-import queue
 import time
 import uuid
 
@@ -12,63 +10,10 @@ BOOTSTRAP = '__import__("syft_lab.sidebar", fromlist=["register"]).register()'
 TARGET = "syft_lab.sidebar"
 
 
-class Kernel:
-    def __init__(self, client):
-        self.client = client
-        self.comm_msgs: list[dict] = []  # every comm_msg/comm_close from the kernel, in order
-
-    def _collect(self, msg) -> None:
-        if msg["msg_type"] in ("comm_msg", "comm_close", "comm_open"):
-            self.comm_msgs.append(msg)
-
-    def run(self, code: str, timeout: float = 120, silent: bool = False) -> dict:
-        """Execute code; returns {"stdout", "stderr", "error", "reply"}; comm messages seen on
-        the way are kept in comm_msgs."""
-        msg_id = self.client.execute(code, silent=silent, store_history=not silent)
-        out = {"stdout": "", "stderr": "", "error": None}
-        while True:
-            try:
-                msg = self.client.get_iopub_msg(timeout=timeout)
-            except queue.Empty:
-                raise TimeoutError(f"kernel did not finish: {code!r}")
-            self._collect(msg)
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            t, c = msg["msg_type"], msg["content"]
-            if t == "stream":
-                out[c["name"]] += c["text"]
-            elif t == "error":
-                out["error"] = f"{c['ename']}: {c['evalue']}"
-            elif t == "status" and c["execution_state"] == "idle":
-                break
-        while True:
-            reply = self.client.get_shell_msg(timeout=timeout)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                out["reply"] = reply["content"]
-                return out
-
-    def eval(self, expr: str):
-        r = self.run(f"print(repr(({expr})))")
-        assert r["error"] is None, r["error"]
-        return ast.literal_eval(r["stdout"].strip())
-
-    def drain(self, seconds: float = 0.3) -> None:
-        """Read iopub for a while (messages pushed between cells)."""
-        end = time.monotonic() + seconds
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                self._collect(self.client.get_iopub_msg(timeout=left))
-            except queue.Empty:
-                return
-
-
 class Comm:
     """The browser's end of one sidebar comm."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel):
         self.kernel = kernel
         self.id = uuid.uuid4().hex
         self.seen = 0  # index into kernel.comm_msgs up to which this comm has read
