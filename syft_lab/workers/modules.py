@@ -26,8 +26,10 @@ def _swap(old, new, what):
     try:
         torch.utils.swap_tensors(old, new)
     except RuntimeError as e:
-        raise SyftError(f"cannot {what} this module in place: {e}. Run it after backward() "
-                        f"and with no view of a parameter alive.") from None
+        raise SyftError(f"cannot {what} this module in place: a result that used its parameters still "
+                        f"holds them in its autograd graph (or a view of a parameter is alive). Call "
+                        f"backward() on it, or del it, or compute it under torch.no_grad(), then "
+                        f"{what} again. ({e})") from None
 
 
 def send_module(module: nn.Module, worker) -> nn.Module:

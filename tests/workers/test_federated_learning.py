@@ -58,3 +58,18 @@ def test_module_send_twice_is_refused_clearly(bob):
     else:
         raise AssertionError("second send should fail")
     m.get()
+
+
+def test_module_get_with_a_live_graph_says_what_to_do_and_works_after(bob):
+    import pytest
+
+    m = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    m.send(bob)
+    out = m(torch.randn(4, 3).send(bob))
+    with pytest.raises(sy.SyftError, match=r"still holds them in its autograd graph.*backward\(\).*del it"):
+        m.get()
+    del out
+    m.get()
+    assert type(m[0].weight) is nn.Parameter and type(m[1].running_mean) is torch.Tensor
+    assert m[1].num_batches_tracked.item() == 1  # the buffer update made on bob came back
+    assert len(bob.objects) == 0
