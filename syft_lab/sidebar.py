@@ -157,7 +157,7 @@ class _Panels:
         open_panels = [p for p in _panels if not p.closed]
         if not open_panels:
             return
-        world = _world(_namespace())
+        world = live.world_for(_namespace())  # the same snapshot the notebook's widgets get
         for p in open_panels:
             try:
                 p.refresh(world)

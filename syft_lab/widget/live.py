@@ -19,7 +19,7 @@ FLUSH_INTERVAL = 0.5  # seconds between mid-cell refreshes (at least 20x their o
 
 _widgets: "weakref.WeakSet" = weakref.WeakSet()
 _state = {"dirty": False, "in_cell": False, "last_flush": 0.0, "cost": 0.0, "scheduled": False,
-          "loop": None, "unsubscribe": None, "ip": None, "flushing": False}
+          "loop": None, "unsubscribe": None, "ip": None, "flushing": False, "worlds": None}
 _main_thread = threading.main_thread()
 _lock = threading.RLock()  # one refresh or action at a time, whatever thread asks
 
@@ -73,10 +73,25 @@ def refresh_all(world_only: bool = False) -> None:
         _refresh_all(world_only)
 
 
+def world_for(namespace) -> dict:
+    """The world snapshot of ``namespace``: computed once per refresh for every view that shows
+    it (widgets and sidebar panels), fresh outside a refresh. Views copy it before changing it."""
+    from ..inspection.model import world_dict
+
+    cache = _state["worlds"]
+    if cache is None:
+        return world_dict(namespace)
+    key = id(namespace)
+    if key not in cache:
+        cache[key] = world_dict(namespace)
+    return cache[key]
+
+
 def _refresh_all(world_only: bool) -> None:
     if _state["flushing"]:
         return
     _state["flushing"] = True
+    _state["worlds"] = {}
     t0 = time.perf_counter()
     try:
         _state["dirty"] = False
@@ -93,6 +108,7 @@ def _refresh_all(world_only: bool) -> None:
                 logging.getLogger("syft_lab.widget").exception("widget refresh failed")
     finally:
         _state["flushing"] = False
+        _state["worlds"] = None
         _state["cost"] = time.perf_counter() - t0
         _state["last_flush"] = time.monotonic()
 

@@ -308,7 +308,7 @@ class WorldWidget(SyftWidget):
 
     def refresh(self) -> None:
         super().refresh()
-        new = world_dict(self.namespace)
+        new = dict(live.world_for(self.namespace))  # shared with the other views of this refresh
         new["rev"] = self._rev
         patch = diff.diff(self.world, new)
         if patch is None:

@@ -389,3 +389,22 @@ def test_a_plan_is_sent_from_its_view(bob):
     ptr_id = w.chains[1]["nodes"][0]["id"]
     reply = w.handle_message({"type": "action", "action": "get", "target": {"worker": "me", "id": ptr_id}})
     assert reply["ok"] and reply["name"] == "g" and type(ns["g"]).__name__ == "Plan"
+
+
+def test_one_world_is_computed_per_refresh_for_every_view_of_a_namespace(bob, capture, monkeypatch):
+    import syft_lab.inspection.model as model
+
+    ns = {"x": torch.ones(2)}
+    views = [WorldWidget(namespace=ns), WorldWidget(namespace=ns)]
+    sents = [capture(v) for v in views]
+    calls = []
+    real = model.world_dict
+    monkeypatch.setattr(model, "world_dict", lambda namespace=None: calls.append(1) or real(namespace))
+    ns["x_ptr"] = ns["x"].send(bob)
+    live.refresh_all()
+    assert len(calls) == 1
+    for view, sent in zip(views, sents):
+        (patch,) = sent.of("world_patch")
+        assert view.world["rev"] == 1 and any(o.get("names") == ["x_ptr"] for lane in view.world["workers"]
+                                              for o in lane["objects"])
+    assert views[0].world is not views[1].world  # each view keeps its own copy
