@@ -239,42 +239,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
                 wire_kwargs[k] = v
         if func in _VALUE_OPS:
             raise _value_error(func, loc)
-        out = loc._run(func, wire_args, wire_kwargs)
-        if type(out) is NewObject:
-            r = _make_wrapper(cls, out.shape, dtype=out.dtype, device=_META)
-            ref = r._ref = RemoteRef(loc, out.id, True)
-            ref.shape = out.shape
-            ref.dtype = out.dtype
-            return r
-        return wrap_result(cls, out, loc, args)
-
-    # --- values stay remote -----------------------------------------------------------
-    def item(self):
-        raise _value_error("item()", self.location)
-
-    def tolist(self):
-        raise _value_error("tolist()", self.location)
-
-    def __bool__(self):
-        raise _value_error("bool()", self.location)
-
-    def __float__(self):
-        raise _value_error("float()", self.location)
-
-    def __int__(self):
-        raise _value_error("int()", self.location)
-
-    def __index__(self):
-        raise _value_error("index()", self.location)
-
-    def __complex__(self):
-        raise _value_error("complex()", self.location)
-
-    def numpy(self, *a, **k):
-        raise _value_error("numpy()", self.location)
-
-    def __array__(self, *a, **k):
-        raise _value_error("numpy conversion", self.location)
+        return wrap_result(cls, loc._run(func, wire_args, wire_kwargs), loc, args)
 
     # --- inspection -------------------------------------------------------------------
     def _node_fields(self) -> dict:
@@ -302,6 +267,21 @@ class PointerTensor(ChainLayer, RemoteHandle):
         raise SyftError(
             f"a PointerTensor cannot be pickled: its data lives on worker {self.location.id!r}. "
             f"Fetch it with .get() first, or keep the data on the worker.")
+
+
+def _refuse_value(what: str):
+    def refuse(self, *args, **kwargs):
+        raise _value_error(what, self.location)
+
+    refuse.__name__ = refuse.__qualname__ = what.split("(")[0]
+    return refuse
+
+
+# Python conversions that would read the data: values stay remote until .get().
+for _name, _what in (("item", "item()"), ("tolist", "tolist()"), ("numpy", "numpy()"), ("__bool__", "bool()"),
+                     ("__float__", "float()"), ("__int__", "int()"), ("__index__", "index()"),
+                     ("__complex__", "complex()"), ("__array__", "numpy conversion")):
+    setattr(PointerTensor, _name, _refuse_value(_what))
 
 
 def _local_constant(t: _Tensor, func):
