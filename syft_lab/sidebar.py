@@ -50,12 +50,6 @@ def _namespace() -> dict:
     return ip.user_ns if ip is not None else {}
 
 
-def _world(namespace: dict) -> dict:
-    from .inspection.model import world_dict
-
-    return world_dict(namespace)
-
-
 class Panel:
     """One sidebar panel's comm: the world it was last sent, and its revision."""
 
@@ -79,7 +73,7 @@ class Panel:
         self.comm.send(msg)
 
     def snapshot(self, world: dict | None = None) -> dict:
-        w = dict(world if world is not None else _world(self.namespace))
+        w = dict(world if world is not None else live.world_for(self.namespace))
         self.rev += 1
         w["rev"] = self.rev
         self.world = w
@@ -91,7 +85,7 @@ class Panel:
         """Send what changed since the last message (a patch), or nothing."""
         from .widget import diff
 
-        new = dict(world if world is not None else _world(self.namespace))
+        new = dict(world if world is not None else live.world_for(self.namespace))
         new["rev"] = self.rev
         patch = diff.diff(self.world, new)
         if patch is None:
