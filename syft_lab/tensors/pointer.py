@@ -17,12 +17,16 @@ from .. import events
 from ..errors import SyftError
 from ..ids import new_id
 from ..workers.core import NewObject, Ref, SameAsArg
+from ..workers.holder import current_holder
 from .base import ChainLayer, flat_layers
+from .transfer import GetWithGrad, MoveWithGrad
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _Tensor = torch.Tensor
 _seq = (list, tuple)
 _META = torch.device("meta")
+_CPU = torch.device("cpu")
+_device = torch.device
 aten = torch.ops.aten
 
 # Ops whose result is a Python value computed from the data: they would move values off the
@@ -44,7 +48,7 @@ class RemoteRef(Ref):
         self.owning = owning
         self.released = False
         self.pointer_id = new_id()  # the id of the pointer holding this ref, for the views
-        self.owner_id = "me"  # the worker holding that pointer
+        self.owner_id = current_holder.get()  # the worker holding that pointer
         _live_refs.add(self)
 
     def __del__(self):
@@ -157,7 +161,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
         ref = r._ref = RemoteRef(location, id_at_location, owning)
         ref.shape, ref.dtype = r.shape, dtype
         if events._subscribers:
-            events.emit("pointer_created", "me", r.id, location=location.id, id_at_location=id_at_location)
+            events.emit("pointer_created", ref.owner_id, r.id, location=location.id, id_at_location=id_at_location)
         return r
 
     def __init__(self, *args, **kwargs):
@@ -165,19 +169,38 @@ class PointerTensor(ChainLayer, RemoteHandle):
 
     # --- moving data ------------------------------------------------------------------
     def get(self):
-        """Bring the object back; it leaves the worker and this pointer becomes stale."""
+        """Bring the object back; it leaves the worker and this pointer becomes stale.
+
+        A fetched leaf keeps ``requires_grad`` and its gradient; a tensor with autograd history
+        is copied instead (its graph may still need the original) and its gradient is sent back
+        in backward."""
         self._check_alive()
+        if self.grad_fn is not None:
+            return GetWithGrad.apply(self)
+        grad = self.grad if self.requires_grad else None
         obj = self.location._fetch(self._ref.id)
         mark_left(self.location, self._ref.id)
+        if self.requires_grad and isinstance(obj, _Tensor) and not obj.requires_grad:
+            obj.requires_grad_(True)
+        if isinstance(grad, PointerTensor) and not grad._ref.released:
+            obj.grad = grad.get()
         return obj
 
     def move(self, worker):
-        """Move the object to ``worker`` (it leaves its current worker); returns the new pointer."""
+        """Move the object to ``worker`` (it leaves its current worker); returns the new pointer.
+
+        A leaf's gradient moves with it. A tensor with autograd history is copied instead and
+        stays differentiable: backward moves its gradient back here (split learning)."""
         self._check_alive()
         if worker is self.location:
             return self
+        if self.grad_fn is not None:
+            return MoveWithGrad.apply(self, worker)
+        grad = self.grad if self.requires_grad else None
         new = worker._receive_from(self.location, self._ref.id, requires_grad=self.requires_grad)
         mark_left(self.location, self._ref.id)
+        if isinstance(grad, PointerTensor) and not grad._ref.released:
+            new.grad = grad.move(worker)
         return new
 
     def send(self, worker):
@@ -208,6 +231,8 @@ class PointerTensor(ChainLayer, RemoteHandle):
                 wire_args.append(ref)
             elif isinstance(a, _Tensor):
                 wire_args.append(_local_constant(a, func))
+            elif type(a) is _device:
+                wire_args.append(_worker_device(a))
             elif type(a) in _seq:
                 inner = []
                 for b in a:
@@ -236,6 +261,8 @@ class PointerTensor(ChainLayer, RemoteHandle):
                     v = v._ref
                 elif isinstance(v, _Tensor):
                     v = _local_constant(v, func)
+                elif type(v) is _device:
+                    v = _worker_device(v)
                 wire_kwargs[k] = v
         if func in _VALUE_OPS:
             raise _value_error(func, loc)
@@ -289,6 +316,13 @@ def _local_constant(t: _Tensor, func):
     if t.dim() == 0 and not isinstance(t, ChainLayer):
         return t.detach()
     raise _MixedLocal(type(t).__name__)
+
+
+def _worker_device(d: torch.device) -> torch.device:
+    """The meta device is only the pointer's placeholder: an op that names it (autograd's
+    ``new_empty_strided(..., device=meta)`` for a gradient, ``empty_like``, ...) means "where
+    the data is", which on a worker is its CPU."""
+    return _CPU if d.type == "meta" else d
 
 
 class _MixedLocal(Exception):

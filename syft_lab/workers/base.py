@@ -10,6 +10,7 @@ import re
 import torch
 
 from ..errors import SyftError
+from ..tensors.transfer import SendWithGrad
 from . import registry
 
 _ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
@@ -41,9 +42,17 @@ class BaseWorker:
                             f"got {type(obj).__name__}")
         if isinstance(obj, PointerTensor):
             obj._check_alive()
-        obj_id = self._store_copy(obj)
+        elif obj.grad_fn is not None and requires_grad is None:
+            # a result with history: the pointer stays in its graph (backward fetches the gradient)
+            return SendWithGrad.apply(obj, self)
         rg = obj.requires_grad if requires_grad is None else requires_grad
-        return PointerTensor(self, obj_id, obj.shape, obj.dtype, requires_grad=rg)
+        return self._send_copy(obj, requires_grad=rg)
+
+    def _send_copy(self, obj, requires_grad: bool):
+        from ..tensors.pointer import PointerTensor
+
+        obj_id = self._store_copy(obj)
+        return PointerTensor(self, obj_id, obj.shape, obj.dtype, requires_grad=requires_grad)
 
     def search(self, *query: str) -> list:
         """Pointers to the objects whose tags contain every query term (e.g. ``"#data"``).
@@ -86,7 +95,9 @@ class BaseWorker:
     objects: dict
 
     def _store_copy(self, obj) -> int: ...
-    def _receive_from(self, source, obj_id: int, requires_grad: bool): ...
+    def _receive_from(self, source, obj_id: int, requires_grad: bool, keep_source: bool = False): ...
+    def _copy_out(self, obj_id: int): ...
+    def _discard(self, obj_id: int) -> None: ...
     def _run(self, func, args, kwargs): ...
     def _fetch(self, obj_id: int): ...
     def _release(self, obj_id: int) -> None: ...

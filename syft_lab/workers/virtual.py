@@ -7,6 +7,7 @@ from ..errors import SyftError
 from . import registry
 from .base import BaseWorker
 from .core import WorkerCore
+from .holder import held_by
 
 
 def plan_state_to_send(state: list, worker) -> list:
@@ -70,17 +71,18 @@ class VirtualWorker(BaseWorker):
     def _store_object(self, obj) -> int:
         return self.core.store(obj)
 
-    def _receive_from(self, source, obj_id, requires_grad):
+    def _receive_from(self, source, obj_id, requires_grad, keep_source=False):
         from ..tensors.pointer import PointerTensor
 
-        obj = source._fetch(obj_id)
+        obj = source._copy_out(obj_id) if keep_source else source._fetch(obj_id)
         new_id = self._store_object(obj)
         return PointerTensor(self, new_id, obj.shape, obj.dtype, requires_grad=requires_grad)
 
     def _run(self, func, args, kwargs):
         if self._batch is not None:
             return self._batch.record(func, args, kwargs)
-        return self.core.run(func, args, kwargs)
+        with held_by(self.id):  # an op on a stored pointer makes a pointer held here
+            return self.core.run(func, args, kwargs)
 
     def _store_plan(self, graph, state, tags, description):
         # A copy through the plan's JSON form: the worker validates it as a remote one would.
@@ -88,10 +90,12 @@ class VirtualWorker(BaseWorker):
                                     tags, description)
 
     def _run_plan(self, plan_id, args, state):
-        return self.core.run_plan(plan_id, [a.id for a in args], None if state is None else [s.id for s in state])
+        with held_by(self.id):
+            return self.core.run_plan(plan_id, [a.id for a in args], None if state is None else [s.id for s in state])
 
     def _run_graph(self, graph, input_ids, output_ids):
-        return self.core.run_graph(graph.copy(), input_ids, output_ids)
+        with held_by(self.id):
+            return self.core.run_graph(graph.copy(), input_ids, output_ids)
 
     def _fetch(self, obj_id):
         obj = self.core.fetch(obj_id)
@@ -99,6 +103,13 @@ class VirtualWorker(BaseWorker):
         if ref is not None:
             ref.owner_id = "me"  # a pointer fetched back is held here again
         return obj
+
+    def _copy_out(self, obj_id):
+        """An independent copy of a stored object; the object stays here."""
+        return detached_copy(self.core.lookup(obj_id))
+
+    def _discard(self, obj_id) -> None:
+        self.core.fetch(obj_id)
 
     def _release(self, obj_id):
         if self._batch is not None and obj_id in self._batch.pending:

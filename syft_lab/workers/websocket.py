@@ -292,23 +292,20 @@ class WebSocketWorker(BaseWorker):
     def _store_object(self, obj) -> int:
         return self._store_copy(obj)
 
-    def _receive_from(self, source, obj_id, requires_grad):
-        """Move: copy the object here through this client, then delete it at the source, so a
-        failure on the way loses nothing."""
+    def _receive_from(self, source, obj_id, requires_grad, keep_source=False):
+        """Move (or, with ``keep_source``, copy): copy the object here through this client, then
+        delete it at the source, so a failure on the way loses nothing."""
         from ..tensors.pointer import PointerTensor
 
-        if isinstance(source, WebSocketWorker):
-            obj = source._request({"c": "fetch", "id": obj_id, "keep": True}, label="move")
-            new_id = self._store_copy(obj)
+        obj = source._copy_out(obj_id)
+        new_id = self._store_copy(obj)
+        if not keep_source:
             source._discard(obj_id)
-        elif hasattr(source, "core"):  # an in-process worker
-            obj = source.core.lookup(obj_id)
-            new_id = self._store_copy(obj)
-            source._fetch(obj_id)
-        else:
-            obj = source._fetch(obj_id)
-            new_id = self._store_copy(obj)
         return PointerTensor(self, new_id, obj.shape, obj.dtype, requires_grad=requires_grad)
+
+    def _copy_out(self, obj_id):
+        """The object's value; it stays on the worker."""
+        return self._request({"c": "fetch", "id": obj_id, "keep": True}, label="copy")
 
     def _discard(self, obj_id) -> None:
         self._request({"c": "delete", "id": obj_id})
