@@ -39,8 +39,9 @@ export function objectRowHTML(laneId, o, target) {
   if (o.kind === "pointer") {
     main += `<span class="syft-where ${hueClass(o.location)}">→ <span class="syft-worker-chip">${esc(o.location)}</span>`
       + `<span class="syft-id" title="id ${esc(o.id_at_location)}">:${shortId(o.id_at_location)}</span>`
-      + `${o.owning === false ? '<span class="syft-muted"> weak</span>' : ""}</span>`;
+      + `${o.owning === false ? '<span class="syft-muted" title="does not own its target: dropping it deletes nothing"> weak</span>' : ""}</span>`;
   }
+  if (o.held) main += '<span class="syft-held" title="held by the worker itself (worker.load): no pointer owns it">held</span>';
   for (const t of o.tags || []) main += `<span class="syft-tag">${esc(t)}</span>`;
   if (o.refcount > 1) main += `<span class="syft-muted" title="owning pointers">×${o.refcount}</span>`;
   const tip = [names.length ? names.join(", ") + " =" : "", o.type ?? o.kind, shortId(o.id), shape,

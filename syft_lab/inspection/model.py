@@ -132,8 +132,10 @@ def object_meta(obj) -> dict:
     return meta
 
 
-def object_entry(obj_id: int, obj, worker_id: str, refcount: int) -> dict:
+def object_entry(obj_id: int, obj, worker_id: str, refcount: int, held: bool = False) -> dict:
     entry = {"id": obj_id, **object_meta(obj), "refcount": refcount, "names": []}
+    if held:  # the worker keeps it itself (worker.load): it outlives every pointer
+        entry["held"] = True
     ref = getattr(obj, "__dict__", {}).get("_ref")
     if ref is not None and hasattr(ref, "location"):  # a pointer held by this worker
         entry.update(location=ref.location.id, id_at_location=ref.id, owning=ref.owning,

@@ -52,6 +52,10 @@ def render_world(world: dict) -> str:
             where = ""
             if o["kind"] == "pointer":
                 where = f" -> {o['location']}:{short(o['id_at_location'])}"
+                if o.get("owning") is False:
+                    where += " (not owning)"
+            if o.get("held"):
+                where += " (held by the worker)"
             shape = f" {o['dtype']}{o['shape']}" if "shape" in o else ""
             lines.append(f"  {short(o['id'])} {o['type']}{shape}{where}{tags}{names}")
     return "\n".join(lines)

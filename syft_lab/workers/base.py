@@ -54,6 +54,37 @@ class BaseWorker:
         obj_id = self._store_copy(obj)
         return PointerTensor(self, obj_id, obj.shape, obj.dtype, requires_grad=requires_grad)
 
+    def load(self, obj, *, tags=(), description: str | None = None):
+        """Leave data on this worker, held by the worker itself, as a data owner does.
+
+        Unlike ``send``, no pointer owns the copy: it stays when every pointer is gone, and
+        ``search`` finds it by its tags (PySyft's ``x.tag("#boston").send(bob)`` without
+        keeping the pointer). Returns a pointer that does not own it; ``unload`` removes it."""
+        from ..tensors.pointer import PointerTensor
+
+        if not isinstance(obj, torch.Tensor) or isinstance(obj, PointerTensor):
+            raise SyftError(f"{self.id}.load takes a tensor or a LoggingTensor, got {type(obj).__name__}")
+        if isinstance(tags, str):
+            tags = (tags,)
+        if not all(isinstance(t, str) and t for t in tags):
+            raise SyftError(f"tags are non-empty strings such as '#data', got {tags!r}")
+        if description is not None and not isinstance(description, str):
+            raise SyftError(f"a description is a string, got {type(description).__name__}")
+        d = obj.__dict__
+        all_tags = sorted(set(d.get("tags", ())) | set(tags))
+        obj_id = self._load(obj, all_tags, description if description is not None else d.get("description"))
+        return PointerTensor(self, obj_id, obj.shape, obj.dtype, owning=False)
+
+    def unload(self, pointer) -> None:
+        """Remove an object this worker holds (see ``load``); every pointer to it turns stale."""
+        from ..tensors.pointer import RemoteHandle, mark_left
+
+        if not isinstance(pointer, RemoteHandle) or pointer.location is not self:
+            raise SyftError(f"{self.id}.unload takes a pointer to an object on {self.id}")
+        pointer._check_alive()
+        self._discard(pointer.id_at_location)
+        mark_left(self, pointer.id_at_location)
+
     def search(self, *query: str) -> list:
         """Pointers to the objects whose tags contain every query term (e.g. ``"#data"``).
 
@@ -97,6 +128,7 @@ class BaseWorker:
     def _store_copy(self, obj) -> int: ...
     def _receive_from(self, source, obj_id: int, requires_grad: bool, keep_source: bool = False): ...
     def _copy_out(self, obj_id: int): ...
+    def _load(self, obj, tags: list, description: str | None) -> int: ...
     def _discard(self, obj_id: int) -> None: ...
     def _run(self, func, args, kwargs): ...
     def _fetch(self, obj_id: int): ...

@@ -60,15 +60,22 @@ class WorkerCore:
         self.id = worker_id
         self.objects: dict[int, object] = {}
         self.refcounts: dict[int, int] = {}
+        # Objects the worker itself holds (``worker.load``): no pointer owns them, so no release
+        # deletes them; only an explicit delete, a fetch or a move takes them away.
+        self.held: set[int] = set()
 
     # --- store -------------------------------------------------------------------------
-    def store(self, obj, obj_id: int | None = None, refcount: int = 1) -> int:
+    def store(self, obj, obj_id: int | None = None, refcount: int = 1, held: bool = False) -> int:
+        """Store ``obj`` with ``refcount`` owning pointers; ``held``: the worker itself keeps it."""
         if obj_id is None:
             obj_id = new_id()
         elif obj_id in self.objects:
             raise SyftError(f"worker {self.id!r} already holds an object with id {obj_id}")
         self.objects[obj_id] = obj
-        self.refcounts[obj_id] = refcount
+        if held:
+            self.held.add(obj_id)
+        else:
+            self.refcounts[obj_id] = refcount
         from ..tensors.pointer import PointerTensor
 
         if isinstance(obj, PointerTensor):
@@ -87,6 +94,7 @@ class WorkerCore:
         obj = self.lookup(obj_id)
         del self.objects[obj_id]
         self.refcounts.pop(obj_id, None)
+        self.held.discard(obj_id)
         events.emit("deleted", self.id, obj_id, reason="fetched")
         on_delete = getattr(obj, "_on_delete", None)
         if on_delete is not None:  # a fetched plan no longer needs its state copies here
@@ -95,7 +103,7 @@ class WorkerCore:
 
     def incref(self, obj_id: int) -> None:
         self.lookup(obj_id)
-        self.refcounts[obj_id] += 1
+        self.refcounts[obj_id] = self.refcounts.get(obj_id, 0) + 1
 
     def decref(self, obj_id: int) -> None:
         """One owning pointer is gone; the last one deletes the object. Unknown ids are ignored:
@@ -107,6 +115,8 @@ class WorkerCore:
             self.refcounts[obj_id] = n - 1
             return
         del self.refcounts[obj_id]
+        if obj_id in self.held:
+            return
         obj = self.objects.pop(obj_id)
         events.emit("deleted", self.id, obj_id, reason="released")
         on_delete = getattr(obj, "_on_delete", None)
@@ -233,5 +243,6 @@ class WorkerCore:
         """One entry per stored object, for the world view."""
         from ..inspection.model import object_entry
 
-        return [object_entry(obj_id, obj, self.id, self.refcounts.get(obj_id, 0))
+        held = self.held
+        return [object_entry(obj_id, obj, self.id, self.refcounts.get(obj_id, 0), obj_id in held)
                 for obj_id, obj in list(self.objects.items())]

@@ -68,6 +68,13 @@ class VirtualWorker(BaseWorker):
     def _store_copy(self, obj) -> int:
         return self.core.store(detached_copy(obj))
 
+    def _load(self, obj, tags, description) -> int:
+        copy = detached_copy(obj)
+        copy.tags = set(tags)
+        if description is not None:
+            copy.description = description
+        return self.core.store(copy, held=True)
+
     def _store_object(self, obj) -> int:
         return self.core.store(obj)
 
