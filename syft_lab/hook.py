@@ -61,9 +61,23 @@ def _module_get(self):
     return get_module(self)
 
 
+def _module_move(self, worker):
+    """In place: every parameter moves to ``worker`` (from wherever it is)."""
+    from .workers.modules import move_module
+
+    return move_module(self, worker)
+
+
+def _module_copy(self):
+    """An independent copy of the module (of a sent one: on the same workers)."""
+    from .workers.modules import copy_module
+
+    return copy_module(self)
+
+
 _TENSOR_METHODS = {"send": _tensor_send, "send_": _tensor_send_, "tag": _tensor_tag,
                    "describe": _tensor_describe}
-_MODULE_METHODS = {"send": _module_send, "get": _module_get}
+_MODULE_METHODS = {"send": _module_send, "get": _module_get, "move": _module_move, "copy": _module_copy}
 _added: list[tuple[type, str]] = []
 
 

@@ -103,7 +103,11 @@ class BaseWorker:
             return PlanPointer(self, obj_id, meta, owning=owning)
         from ..dtypes import parse_dtype
 
-        return PointerTensor(self, obj_id, meta["shape"], parse_dtype(meta["dtype"]), owning=owning)
+        ptr = PointerTensor(self, obj_id, meta["shape"], parse_dtype(meta["dtype"]), owning=owning)
+        # what the worker says about the data, as PySyft's search results told it
+        ptr.tags = set(meta.get("tags") or ())
+        ptr.description = meta.get("description")
+        return ptr
 
     def describe(self, obj_id: int) -> list[dict]:
         """Inspection nodes of one object's chain (no values: they stay here)."""

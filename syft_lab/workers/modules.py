@@ -6,6 +6,8 @@ tensors after ``get``.
 """
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -69,3 +71,38 @@ def get_module(module: nn.Module) -> nn.Module:
             t.grad = grad.get()
     module.__dict__.pop("location", None)
     return module
+
+
+def move_module(module: nn.Module, worker) -> nn.Module:
+    """In place: every parameter pointer moves to ``worker`` (worker to worker, and its
+    gradient with it); local parameters are sent there."""
+    from ..tensors.pointer import PointerTensor
+
+    for t in list(_module_tensors(module)):
+        if isinstance(t, PointerTensor):
+            if t.location is worker:
+                continue
+            grad = t.grad
+            t.grad = None
+            # Copy first and swap while both objects exist (swap_tensors inspects both); the
+            # old pointer, now in `new`, releases the source's copy when it goes.
+            new = worker._receive_from(t.location, t.id_at_location, requires_grad=t.requires_grad,
+                                       keep_source=True)
+            _swap(t, new, "move")
+            del new
+            if isinstance(grad, PointerTensor):
+                t.grad = grad.move(worker)
+        else:
+            grad = t.grad if t.requires_grad else None
+            ptr = worker.send(t.detach(), requires_grad=t.requires_grad)
+            t.grad = None
+            _swap(t, ptr, "move")
+            if grad is not None:
+                t.grad = worker.send(grad)
+    module.location = worker
+    return module
+
+
+def copy_module(module: nn.Module) -> nn.Module:
+    """An independent copy; a sent module's copy lives on the same workers (PySyft's ``copy``)."""
+    return copy.deepcopy(module)
