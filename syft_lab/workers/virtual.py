@@ -36,6 +36,8 @@ def detached_copy(obj):
     elif isinstance(obj, LoggingTensor):
         new = LoggingTensor(detached_copy(obj.child), OpLog(obj.log))
     elif type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter:
+        if obj.device.type != "cpu":  # a meta tensor has no data: storing one would hide a bug
+            raise SyftError(f"cannot send a tensor on the {obj.device.type} device: workers hold CPU tensors")
         new = obj.detach().clone()
     elif isinstance(obj, torch.Tensor):
         raise SyftError(f"cannot send a {type(obj).__name__}: syft_lab sends plain tensors, "
