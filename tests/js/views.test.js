@@ -166,3 +166,24 @@ test("lanes are virtual: only the rows in view exist, scrolling brings the other
   assert.equal(wv.rowFor("bob", 301).style.top, `${300 * ROW_H}px`);
   wv.destroy();
 });
+
+test("world view rows mark data the worker holds itself and pointers that do not own their target", () => {
+  const wv = createWorldView(ctx);
+  document.body.append(wv.el);
+  wv.update({ schema: "syft_lab.world", version: 1, workers: [
+    { id: "me", kind: "local", state: "in-process", objects: [
+      { id: 7, kind: "pointer", type: "PointerTensor", location: "bob", id_at_location: 70, owning: false, state: "ok",
+        names: ["found"] },
+      { id: 8, kind: "pointer", type: "PointerTensor", location: "bob", id_at_location: 80, owning: true, state: "ok",
+        names: ["mine"] }] },
+    { id: "bob", kind: "virtual", state: "in-process", objects: [
+      { id: 70, kind: "tensor", type: "Tensor", shape: [2], dtype: "float32", tags: ["#boston"], refcount: 0, held: true,
+        names: [] },
+      { id: 80, kind: "tensor", type: "Tensor", shape: [2], dtype: "float32", tags: [], refcount: 1, names: [] }] }] });
+  assert.match(wv.rowFor("bob", 70).querySelector(".syft-held").textContent, /held/);
+  assert.equal(wv.rowFor("bob", 80).querySelector(".syft-held"), null);
+  assert.match(wv.rowFor("me", 7).textContent, /→ bob:.*weak/);
+  assert.doesNotMatch(wv.rowFor("me", 8).textContent, /weak/);
+  wv.destroy();
+  wv.el.remove();
+});
