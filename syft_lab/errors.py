@@ -31,3 +31,7 @@ class RemoteError(SyftError):
 
 class WorkerUnavailableError(SyftError, ConnectionError):
     """A worker that cannot be reached (stopped, restarted, network cut)."""
+
+
+class QuotaExceededError(SyftError):
+    """An op refused because its outputs would exceed the worker's memory or object limit (nothing ran)."""

@@ -150,9 +150,22 @@ class PlanGraph:
 
     # --- running ----------------------------------------------------------------------
     def _compile(self):
-        """Per node: the callable, an arg list template and where its references go."""
+        """Per node: the callable, an arg list template, where its references go, and which
+        node values are used for the last time there (replay frees them right after)."""
         program = []
-        for node in self.nodes:
+        last_use = list(range(len(self.nodes)))  # a value no later node reads dies where it is made
+        for k, node in enumerate(self.nodes):
+            for v in _refs(node):
+                if v.kind == "node":
+                    last_use[v.index] = k
+        for o in self.outputs:
+            if isinstance(o, Value) and o.kind == "node":
+                last_use[o.index] = len(self.nodes)  # outputs live on
+        frees = [[] for _ in self.nodes]
+        for k, at in enumerate(last_use):
+            if at < len(self.nodes):
+                frees[at].append(k)
+        for k, node in enumerate(self.nodes):
             fills = []
             args = list(node.args)
             for i, a in enumerate(args):
@@ -162,20 +175,27 @@ class PlanGraph:
                     for j, b in enumerate(a):
                         if isinstance(b, Value):
                             fills.append((i, j, b))
-            kw_fills = [(k, v) for k, v in node.kwargs.items() if isinstance(v, Value)]
+            kw_fills = [(name, v) for name, v in node.kwargs.items() if isinstance(v, Value)]
             fn = _getitem if node.op == "getitem" else node.op
-            program.append((fn, args, fills, dict(node.kwargs), kw_fills))
+            program.append((fn, args, fills, dict(node.kwargs), kw_fills, frees[k]))
         self._program = program
         return program
 
-    def run(self, inputs: list) -> list:
-        """Replay the graph on real values; returns the output values in order."""
+    def run(self, inputs: list, guard=None, check=None) -> list:
+        """Replay the graph on real values; returns the output values in order.
+
+        Each node's value is dropped after its last use, so a long chain holds only what is
+        still needed. On a worker, ``guard(op, args, kwargs, live_bytes)`` runs before each op
+        (the allow-list's argument checks and the quota, given the bytes the replay holds) and
+        returns the op's estimated new bytes; ``check(op, value)`` refuses a bad result."""
         program = self._program or self._compile()
-        env = {"input": inputs, "const": self.constants, "node": []}
+        env = {"input": inputs, "const": self.constants, "node": [None] * len(program)}
         nodes_out = env["node"]
+        sizes = [0] * len(program) if guard is not None else None
+        live = 0
         grad = torch.is_grad_enabled() and not self.mutated_inputs
         with torch.set_grad_enabled(grad):
-            for fn, template, fills, kwargs, kw_fills in program:
+            for k, (fn, template, fills, kwargs, kw_fills, frees) in enumerate(program):
                 if fills:
                     args = [list(a) if type(a) is list else a for a in template]
                     for i, j, v in fills:
@@ -188,11 +208,25 @@ class PlanGraph:
                     args = template
                 if kw_fills:
                     kw = dict(kwargs)
-                    for k, v in kw_fills:
-                        kw[k] = env[v.kind][v.index]
-                    nodes_out.append(fn(*args, **kw))
+                    for name, v in kw_fills:
+                        kw[name] = env[v.kind][v.index]
                 else:
-                    nodes_out.append(fn(*args, **kwargs))
+                    kw = kwargs
+                is_op = type(fn) is torch._ops.OpOverload  # not getitem or shape arithmetic
+                if guard is not None and is_op:
+                    sizes[k] = guard(fn, args, kw, live)
+                    live += sizes[k]
+                out = fn(*args, **kw)
+                if check is not None and is_op:
+                    for o in (out if type(out) in (list, tuple) else (out,)):
+                        if isinstance(o, torch.Tensor):
+                            check(fn, o)
+                nodes_out[k] = out
+                del args, kw, out
+                for dead in frees:
+                    nodes_out[dead] = None
+                    if sizes is not None:
+                        live -= sizes[dead]
         return [env[o.kind][o.index] if isinstance(o, Value) else o for o in self.outputs]
 
     def check_inputs(self, values: list, *, roles=("input", "state")) -> None:
@@ -364,6 +398,15 @@ def _written_args(node: Node) -> list:
             elif arg.name in node.kwargs:
                 written.append(node.kwargs[arg.name])
     return written
+
+
+def _refs(node: Node):
+    """The values a node reads."""
+    for a in list(node.args) + list(node.kwargs.values()):
+        if isinstance(a, Value):
+            yield a
+        elif isinstance(a, list):
+            yield from (b for b in a if isinstance(b, Value))
 
 
 def _getitem(seq, i):

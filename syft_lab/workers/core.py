@@ -8,8 +8,9 @@ from __future__ import annotations
 import torch
 
 from .. import events
-from ..errors import ObjectNotFoundError, RemoteError, SyftError
+from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError
 from ..ids import new_id
+from .limits import Estimate, Limits, OutputEstimator, StorageLedger, check_quota, output_count
 
 _Tensor = torch.Tensor
 _seq = (list, tuple)
@@ -56,8 +57,14 @@ def object_kind(obj) -> str:
 
 
 class WorkerCore:
-    def __init__(self, worker_id: str):
+    """``limits``: the worker's quotas (``Limits(max_bytes=..., max_objects=...)``), or None for
+    none, as for an in-process worker that shares the notebook's own memory."""
+
+    def __init__(self, worker_id: str, limits: Limits | None = None):
         self.id = worker_id
+        self.limits = limits
+        self.ledger = StorageLedger() if limits is not None else None  # bytes held, per storage
+        self._estimator = OutputEstimator() if limits is not None else None
         self.objects: dict[int, object] = {}
         self.refcounts: dict[int, int] = {}
         # Objects the worker itself holds (``worker.load``): no pointer owns them, so no release
@@ -72,6 +79,8 @@ class WorkerCore:
         elif obj_id in self.objects:
             raise SyftError(f"worker {self.id!r} already holds an object with id {obj_id}")
         self.objects[obj_id] = obj
+        if self.ledger is not None:
+            self.ledger.add(obj)
         if held:
             self.held.add(obj_id)
         else:
@@ -93,6 +102,8 @@ class WorkerCore:
         """Remove an object and hand it over (get and move): its pointers are now stale."""
         obj = self.lookup(obj_id)
         del self.objects[obj_id]
+        if self.ledger is not None:
+            self.ledger.remove(obj)
         self.refcounts.pop(obj_id, None)
         self.held.discard(obj_id)
         events.emit("deleted", self.id, obj_id, reason="fetched")
@@ -118,6 +129,8 @@ class WorkerCore:
         if obj_id in self.held:
             return
         obj = self.objects.pop(obj_id)
+        if self.ledger is not None:
+            self.ledger.remove(obj)
         events.emit("deleted", self.id, obj_id, reason="released")
         on_delete = getattr(obj, "_on_delete", None)
         if on_delete is not None:
@@ -136,7 +149,10 @@ class WorkerCore:
         return a
 
     def run(self, op, args, kwargs):
-        """Run ``op`` (an aten OpOverload) on stored objects; store and describe its results."""
+        """Run ``op`` (an aten OpOverload) on stored objects; store and describe its results.
+
+        The op and its resolved arguments pass the allow-list's checks first, and with limits
+        its estimated outputs must fit the worker's quotas; nothing runs otherwise."""
         objects = self.objects
         resolved = []
         for a in args:
@@ -149,20 +165,57 @@ class WorkerCore:
                 resolved.append(self._resolve(a))
             else:
                 resolved.append(a)
+        kw = {k: self._resolve(v) for k, v in kwargs.items()} if kwargs else None
+        check_call(op, resolved, kw)
+        if self.limits is not None:
+            self._check_quota(op, resolved, kw, 0)
         try:
-            if kwargs:
-                out = op(*resolved, **{k: self._resolve(v) for k, v in kwargs.items()})
-            else:
-                out = op(*resolved)
+            out = op(*resolved, **kw) if kw else op(*resolved)
         except SyftError:
             raise
         except Exception as e:  # the op's own error, reported without a traceback
             raise RemoteError(self.id, type(e).__name__, str(e)) from None
         if isinstance(out, _Tensor):
-            return self._result(out, resolved)
-        if type(out) in _seq:
-            return type(out)(self._result(o, resolved) if isinstance(o, _Tensor) else o for o in out)
-        return out
+            check_result(op, out)
+            result = self._result(out, resolved)
+        elif type(out) in _seq:
+            for o in out:
+                if isinstance(o, _Tensor):
+                    check_result(op, o)
+            result = type(out)(self._result(o, resolved) if isinstance(o, _Tensor) else o for o in out)
+        else:
+            return out
+        if self.limits is not None:
+            self._check_after(op, result)
+        return result
+
+    def _check_quota(self, op, args, kwargs, extra_bytes: int) -> int:
+        """Refuse (QuotaExceededError) an op whose outputs would not fit the quotas; returns the
+        estimated new bytes. ``extra_bytes``: held outside the store (a running plan's values)."""
+        n = output_count(op, args, kwargs)
+        if n is not None:  # a list-returning op (unbind): counted before any meta run makes n tensors
+            check_quota(self.limits, 0, len(self.objects), op, Estimate(0, n))
+        est = self._estimator.estimate(op, args, kwargs)
+        check_quota(self.limits, self.ledger.bytes + extra_bytes, len(self.objects), op, est)
+        return est.new_bytes
+
+    def _check_after(self, op, result) -> None:
+        """The backstop for ops whose size no meta run could tell: over a quota, the new
+        results are dropped again and the op is refused."""
+        limits = self.limits
+        if self.ledger.bytes <= limits.max_bytes and len(self.objects) <= limits.max_objects:
+            return
+        held = self.ledger.bytes
+        for r in (result if type(result) in _seq else [result]):
+            if type(r) is NewObject:
+                self.refcounts.pop(r.id, None)
+                self.ledger.remove(self.objects.pop(r.id))
+                if events._subscribers:
+                    events.emit("deleted", self.id, r.id, reason="released")
+        raise QuotaExceededError(f"{op} made results that exceed the worker's limits (it held {held} bytes in "
+                                 f"{len(self.objects)} objects; limits {limits.max_bytes} bytes, "
+                                 f"{limits.max_objects} objects): they were dropped. Release objects you no "
+                                 f"longer need, or work in smaller pieces")
 
     def _result(self, out, resolved):
         for i, a in enumerate(resolved):
@@ -171,6 +224,8 @@ class WorkerCore:
         obj_id = new_id()
         self.objects[obj_id] = out
         self.refcounts[obj_id] = 1
+        if self.ledger is not None:
+            self.ledger.add(out)
         if events._subscribers:
             events.emit("stored", self.id, obj_id)
         return NewObject(obj_id, out.shape, out.dtype)
@@ -204,8 +259,12 @@ class WorkerCore:
         return self._run_graph(graph, values, output_ids)
 
     def _run_graph(self, graph, values, output_ids):
+        limits = self.limits
+        if limits is not None and len(self.objects) + len(graph.outputs) > limits.max_objects:
+            raise QuotaExceededError(f"plan {graph.name!r} would store {len(graph.outputs)} objects while the worker "
+                                     f"holds {len(self.objects)} of its limit of {limits.max_objects}: nothing ran")
         try:
-            outs = graph.run(values)
+            outs = graph.run(values, guard=self._guard_node, check=check_result)
         except SyftError:
             raise
         except Exception as e:
@@ -217,7 +276,16 @@ class WorkerCore:
                 out = out.detach()
             obj_id = self.store(out, output_ids[k] if output_ids else None)
             results.append(NewObject(obj_id, out.shape, out.dtype))
+        if limits is not None:
+            self._check_after(f"plan {graph.name!r}", results)
         return results
+
+    def _guard_node(self, op, args, kwargs, live_bytes: int) -> int:
+        """Before each op of a plan replay: the same checks as a single ``run``."""
+        check_call(op, args, kwargs)
+        if self.limits is None:
+            return 0
+        return self._check_quota(op, args, kwargs, live_bytes)
 
     def search(self, query: tuple[str, ...]) -> list[int]:
         """Ids of objects whose tags (or description words) contain every query term."""
@@ -246,3 +314,7 @@ class WorkerCore:
         held = self.held
         return [object_entry(obj_id, obj, self.id, self.refcounts.get(obj_id, 0), obj_id in held)
                 for obj_id, obj in list(self.objects.items())]
+
+
+# Imported last: syft_lab.wire.format imports this module, and the wire package imports format.
+from ..wire.allowlist import check_call, check_result  # noqa: E402

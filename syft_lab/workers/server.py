@@ -29,6 +29,7 @@ from ..wire import allowlist
 from ..wire.format import (DEFAULT_MAX_MESSAGE_SIZE, WIRE_VERSION, WS_MAX_SIZE, Decoder, PointerSpec,
                            WireError, encode)
 from .core import WorkerCore
+from .limits import Limits
 
 DEFAULT_MAX_CONNECTIONS = 64
 CLOSE_POLICY = 1008  # websocket close code for a peer that broke the protocol
@@ -86,8 +87,8 @@ class _ThenRun:
 class WorkerService:
     """Commands on one WorkerCore, decoded message in, reply message out (no I/O)."""
 
-    def __init__(self, worker_id: str):
-        self.core = WorkerCore(worker_id)
+    def __init__(self, worker_id: str, limits=None):
+        self.core = WorkerCore(worker_id, limits=Limits() if limits is None else limits)  # quotas: limits.py
         self.instance = secrets.token_hex(8)  # changes on every start: clients detect restarts
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
         self._commands = {

@@ -1,0 +1,279 @@
+"""Per-worker quotas: how much memory and how many objects a worker's clients may make it hold.
+
+Before an op runs, its output size is estimated by running it on meta tensors (shapes, strides
+and dtypes only, no data), memoised on the op and its inputs' metadata as PyTorch's DTensor
+does; a factory's size comes from its size arguments the same way. The estimate plus what the
+worker holds must fit ``Limits.max_bytes``; the op's outputs plus the stored objects must fit
+``Limits.max_objects``. What the worker holds is counted per storage (views share one), so
+``StorageLedger`` counts a storage once however many stored tensors view it.
+"""
+from __future__ import annotations
+
+import math
+import os
+import resource
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import QuotaExceededError
+
+_META = torch.device("meta")
+GiB = 2**30
+DEFAULT_MAX_OBJECTS = 100_000
+_MEMO_SIZE = 8192
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 16 * GiB
+
+
+def _cgroup_memory() -> int | None:
+    try:
+        text = open("/sys/fs/cgroup/memory.max").read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _address_space_left() -> int | None:
+    """What RLIMIT_AS (``ulimit -v``) leaves this process beyond what it maps already."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        used = 0
+    return max(soft - used, 0)
+
+
+def default_max_bytes() -> int:
+    """8 GiB, or half of the memory this process may use if that is less: physical memory,
+    its cgroup's memory.max, and what RLIMIT_AS leaves. Half, because ops need workspace
+    beyond their outputs and replies need buffers."""
+    budgets = [8 * GiB, _physical_memory() // 2]
+    for limit in (_cgroup_memory(), _address_space_left()):
+        if limit is not None:
+            budgets.append(limit // 2)
+    return min(budgets)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A worker's quotas. ``Limits()`` takes the defaults (see ``default_max_bytes``)."""
+
+    max_bytes: int | None = None
+    max_objects: int = DEFAULT_MAX_OBJECTS
+
+    def __post_init__(self):
+        if self.max_bytes is None:
+            object.__setattr__(self, "max_bytes", default_max_bytes())
+        if type(self.max_bytes) is not int or self.max_bytes <= 0:
+            raise ValueError(f"max_bytes must be a positive number of bytes, got {self.max_bytes!r}")
+        if type(self.max_objects) is not int or self.max_objects <= 0:
+            raise ValueError(f"max_objects must be a positive integer, got {self.max_objects!r}")
+
+
+def fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+# --- what the worker holds -------------------------------------------------------------------
+
+def storages_of(obj):
+    """The CPU storages an object keeps alive: a tensor's, a chain layer's innermost tensor's."""
+    while obj is not None:
+        if type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter:
+            yield obj.untyped_storage()
+            return
+        if isinstance(obj, torch.Tensor) and "child" in getattr(obj, "__dict__", {}):
+            obj = obj.child  # a chain layer (LoggingTensor): its data is its child's
+            continue
+        return  # a pointer (no local data), a plan (its state is stored separately), other
+
+
+class StorageLedger:
+    """Bytes held by stored objects, each storage counted once (views share one)."""
+
+    __slots__ = ("_storages", "bytes")
+
+    def __init__(self):
+        self._storages: dict[int, list] = {}  # data_ptr -> [nbytes, number of stored objects using it]
+        self.bytes = 0
+
+    def add(self, obj) -> None:
+        for s in storages_of(obj):
+            key = s.data_ptr()
+            entry = self._storages.get(key)
+            if entry is None:
+                n = s.nbytes()
+                self._storages[key] = [n, 1]
+                self.bytes += n
+            else:
+                entry[1] += 1
+
+    def remove(self, obj) -> None:
+        for s in storages_of(obj):
+            key = s.data_ptr()
+            entry = self._storages.get(key)
+            if entry is None:
+                continue
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._storages[key]
+                self.bytes -= entry[0]
+
+
+# --- what an op will make ----------------------------------------------------------------------
+
+def _meta_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=_META)
+
+
+def _to_meta(a):
+    if isinstance(a, torch.Tensor):
+        return _meta_like(a)
+    if type(a) in (list, tuple):
+        return [_to_meta(b) for b in a]
+    return a
+
+
+def _key(a):
+    if isinstance(a, torch.Tensor):
+        return (tuple(a.shape), a.stride(), a.dtype)
+    if type(a) in (list, tuple):
+        return tuple(_key(b) for b in a)
+    if type(a) is float and a != a:
+        return "nan"
+    return a
+
+
+# ops returning a list whose length follows from their arguments: counted before any meta run
+def _dim_size(t, dim):
+    return t.shape[dim] if t.dim() else 1
+
+
+def _count_unbind(args, kwargs):
+    return _dim_size(args[0], args[1] if len(args) > 1 else (kwargs or {}).get("dim", 0))
+
+
+def _count_split(args, kwargs):
+    size = args[1] if len(args) > 1 else (kwargs or {}).get("split_size")
+    dim = args[2] if len(args) > 2 else (kwargs or {}).get("dim", 0)
+    if type(size) in (list, tuple):
+        return len(size)
+    return math.ceil(_dim_size(args[0], dim) / size) if type(size) is int and size > 0 else 0
+
+
+def _count_chunk(args, kwargs):
+    chunks = args[1] if len(args) > 1 else (kwargs or {}).get("chunks")
+    dim = args[2] if len(args) > 2 else (kwargs or {}).get("dim", 0)
+    return min(chunks, _dim_size(args[0], dim)) if type(chunks) is int and chunks > 0 else 0
+
+
+_COUNTS = {
+    "aten.chunk.default": _count_chunk,
+    "aten.unbind.int": _count_unbind,
+    "aten.split.Tensor": _count_split,
+    "aten.split.sizes": _count_split,
+    "aten.split_with_sizes.default": _count_split,
+}
+
+
+class Estimate:
+    __slots__ = ("new_bytes", "outputs")
+
+    def __init__(self, new_bytes: int, outputs: int):
+        self.new_bytes, self.outputs = new_bytes, outputs
+
+
+_UNKNOWN = Estimate(0, 0)
+
+
+class OutputEstimator:
+    """Output bytes and count of an op, from a memoised run on meta tensors."""
+
+    def __init__(self):
+        self._memo: dict = {}
+
+    def estimate(self, op, args, kwargs) -> Estimate:
+        """The op's new bytes (outputs that alias an input count 0) and its number of tensor
+        outputs. Unknown (0, 0) when the op has no meta kernel or its output depends on data;
+        ``WorkerCore`` then checks the result after the op instead."""
+        try:
+            key = (op, _key(args), _key(kwargs) if kwargs else None)
+            hash(key)
+        except (TypeError, RuntimeError):
+            key = None
+        if key is not None:
+            hit = self._memo.get(key)
+            if hit is not None:
+                return hit
+        est = self._run_on_meta(op, args, kwargs)
+        if key is not None:
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+            self._memo[key] = est
+        return est
+
+    def _run_on_meta(self, op, args, kwargs) -> Estimate:
+        schema = op._schema
+        margs = [_to_meta(a) for a in args]
+        mkw = {k: _to_meta(v) for k, v in kwargs.items()} if kwargs else {}
+        for i, a in enumerate(schema.arguments):  # factories: make the result on meta
+            if a.name == "device":
+                if i < len(margs) and not a.kwarg_only:
+                    margs[i] = _META
+                else:
+                    mkw["device"] = _META
+        try:
+            out = op(*margs, **mkw)
+        except Exception:  # no meta kernel, data-dependent output, or bad arguments: the real run decides
+            return _UNKNOWN
+        outs = out if type(out) in (list, tuple) else [out]
+        aliased = [r.alias_info is not None for r in schema.returns]
+        new_bytes = count = 0
+        for i, o in enumerate(outs):
+            if isinstance(o, torch.Tensor):
+                count += 1
+                if not (aliased[i] if i < len(aliased) else aliased and aliased[-1]):
+                    new_bytes += _nbytes(o)
+        return Estimate(new_bytes, count)
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    if t.numel() == 0:
+        return 0
+    extent = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    return extent * t.element_size()
+
+
+def output_count(op, args, kwargs) -> int | None:
+    """The number of tensors an op returns, where its arguments tell it cheaply."""
+    count = _COUNTS.get(str(op))
+    if count is None:
+        return None
+    try:
+        return count(args, kwargs)
+    except (IndexError, TypeError, AttributeError, ZeroDivisionError):
+        return None
+
+
+def check_quota(limits: Limits, held_bytes: int, held_objects: int, op, est: Estimate) -> None:
+    if held_bytes + est.new_bytes > limits.max_bytes:
+        raise QuotaExceededError(
+            f"{op} would make {fmt_bytes(est.new_bytes)} while the worker holds {fmt_bytes(held_bytes)} of its "
+            f"{fmt_bytes(limits.max_bytes)} memory limit: nothing ran. Release objects you no longer need "
+            f"(del their pointers), work in smaller pieces, or start the worker with a larger --max-memory")
+    if held_objects + est.outputs > limits.max_objects:
+        raise QuotaExceededError(
+            f"{op} would make {est.outputs} objects while the worker holds {held_objects} of its limit of "
+            f"{limits.max_objects}: nothing ran. Release objects, or start the worker with a larger --max-objects")
