@@ -2,11 +2,16 @@
 
 The JSON form (docs/plan-format.md) names ops as text and references values by index; it
 holds no pickle, no Python source and no GraphModule. Loading validates every op against the
-worker's allow-list and every reference before anything runs.
+worker's allow-list and every reference before anything runs. A plan document holds one
+graph per input signature the plan was built for (``PlanBuilds``); a call runs the graph
+whose inputs match. A dimension of -1 is the batch dimension: any size N, the same in every
+input, within the graph's ``batch_sizes`` range; shape arithmetic on N is a small set of
+integer ops (``SHAPE_OPS``).
 """
 from __future__ import annotations
 
 import base64
+import operator
 import re
 import json
 import math
@@ -17,8 +22,13 @@ from ..dtypes import DTYPES, dtype_name, parse_dtype
 from ..errors import SyftError
 
 FORMAT = "syft_lab.plan"
-VERSION = 1
-MAX_NODES = 100_000
+VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1: one graph at the top level of the document
+MAX_NODES = 100_000  # over all graphs of a plan
+MAX_GRAPHS = 64
+BATCH = -1  # the batch dimension in an input's shape
+_MAX_SHAPE_VALUE = 2 ** 62  # shape arithmetic stays far from bignums
+_SIZE_TEXT = re.compile(r"[0-9N+\-*/() ]{1,64}")  # an op output's size that depends on N, e.g. "3*N"
 
 _LAYOUTS = {"strided": torch.strided}
 _MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format, "preserve_format": torch.preserve_format,
@@ -122,24 +132,73 @@ def _decode_tensor(d) -> torch.Tensor:
     return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape).clone()
 
 
+def _checked_int_op(fn):
+    def op(*args):
+        out = fn(*args)
+        if not isinstance(out, (int, float)) or isinstance(out, bool) or abs(out) > _MAX_SHAPE_VALUE:
+            raise SyftError(f"a plan's shape arithmetic gave {out!r:.40}: shapes are integers below 2**62")
+        return out
+    return op
+
+
+def _sym_size(t, dim):
+    return t.size(dim)
+
+
+def _sym_stride(t, dim):
+    return t.stride(dim)
+
+
+def _sym_numel(t):
+    return t.numel()
+
+
+# Shape arithmetic on the batch size N, as symbolic tracing records it: name -> (callable,
+# whether its first argument is a tensor). Every other argument is an integer or float literal
+# or the result of another shape op, checked when the plan loads.
+SHAPE_OPS = {
+    "aten.sym_size.int": (_sym_size, True),
+    "aten.sym_stride.int": (_sym_stride, True),
+    "aten.sym_numel.default": (_sym_numel, True),
+    "sym.add": (_checked_int_op(operator.add), False),
+    "sym.sub": (_checked_int_op(operator.sub), False),
+    "sym.mul": (_checked_int_op(operator.mul), False),
+    "sym.floordiv": (_checked_int_op(operator.floordiv), False),
+    "sym.mod": (_checked_int_op(operator.mod), False),
+    "sym.truediv": (_checked_int_op(operator.truediv), False),
+    "sym.neg": (_checked_int_op(operator.neg), False),
+    "sym.float": (_checked_int_op(float), False),
+    "sym.max": (_checked_int_op(max), False),
+    "sym.min": (_checked_int_op(min), False),
+}
+SHAPE_OP_NAMES = {fn: name for name, (fn, _) in SHAPE_OPS.items()}
+
+
 class Node:
     __slots__ = ("op", "name", "args", "kwargs", "outputs")
 
     def __init__(self, op, args, kwargs, outputs):
-        self.op = op  # an OpOverload, or the string "getitem"
-        self.name = "getitem" if op == "getitem" else str(op)
+        self.op = op  # an OpOverload, a SHAPE_OPS callable, or the string "getitem"
+        self.name = "getitem" if op == "getitem" else SHAPE_OP_NAMES.get(op) or str(op)
         self.args = args
         self.kwargs = kwargs
-        self.outputs = outputs  # [(shape, dtype_name)] or [] for non-tensor
+        self.outputs = outputs  # [(shape, dtype_name)] or [] for non-tensor; -1 for a size that depends on N
+
+    @property
+    def is_shape_op(self) -> bool:
+        return self.name in SHAPE_OPS
 
 
 class PlanGraph:
     """What a plan computes. ``inputs`` carry a name, a role ("input" or "state"), a shape and a dtype."""
 
     def __init__(self, name: str, inputs: list[dict], constants: list[torch.Tensor], nodes: list[Node],
-                 outputs: list, single_output: bool):
+                 outputs: list, single_output: bool, batch_sizes: tuple | None = None):
         self.name = name
         self.inputs = inputs
+        # (lowest, highest or None) batch size N of the -1 dims this graph was traced for; None
+        # when every input has a fixed shape
+        self.batch_sizes = (batch_sizes or (1, None)) if any(BATCH in i["shape"] for i in inputs) else None
         self.constants = constants
         self.nodes = nodes
         self.outputs = outputs
@@ -230,17 +289,47 @@ class PlanGraph:
         return [env[o.kind][o.index] if isinstance(o, Value) else o for o in self.outputs]
 
     def check_inputs(self, values: list, *, roles=("input", "state")) -> None:
-        """A clear error for a wrong number, shape or dtype of inputs."""
+        """A clear error for a wrong number, shape or dtype of inputs (a -1 dim takes the batch size N)."""
         expected = [i for i in self.inputs if i["role"] in roles]
         if len(values) != len(expected):
             names = ", ".join(i["name"] for i in expected)
             raise SyftError(f"plan {self.name!r} takes {len(expected)} tensor(s) ({names}), got {len(values)}")
+        batch = None
         for spec, v in zip(expected, values):
             if not isinstance(v, torch.Tensor):
                 raise SyftError(f"plan {self.name!r}: input {spec['name']!r} must be a tensor, got {type(v).__name__}")
-            if list(v.shape) != spec["shape"] or dtype_name(v.dtype) != spec["dtype"]:
+            shape, want = list(v.shape), spec["shape"]
+            if (len(shape) != len(want) or dtype_name(v.dtype) != spec["dtype"]
+                    or any(w != BATCH and w != s for w, s in zip(want, shape))):
                 raise SyftError(f"plan {self.name!r}: input {spec['name']!r} was built for "
-                                f"{spec['dtype']}{spec['shape']}, got {dtype_name(v.dtype)}{list(v.shape)}")
+                                f"{spec['dtype']}{format_shape(want)}, got {dtype_name(v.dtype)}{shape}")
+            for w, s in zip(want, shape):
+                if w != BATCH:
+                    continue
+                if batch is not None and s != batch:
+                    raise SyftError(f"plan {self.name!r}: the batch dimension N (-1) has one size in every input "
+                                    f"of a call, got {batch} and {s} (input {spec['name']!r})")
+                batch = s
+        if batch is not None:
+            lo, hi = self.batch_sizes or (1, None)
+            if batch < lo or (hi is not None and batch > hi):
+                raise SyftError(f"plan {self.name!r} was built for {self.signature()}, got batch size {batch}")
+
+    def matches(self, values: list) -> bool:
+        try:
+            self.check_inputs(values)
+        except SyftError:
+            return False
+        return True
+
+    def signature(self) -> str:
+        """The inputs this graph runs on, e.g. ``(x: float32[N, 4], N >= 2)``."""
+        text = ", ".join(f"{i['name']}: {i['dtype']}{format_shape(i['shape'])}"
+                         for i in self.inputs if i["role"] == "input")
+        if self.batch_sizes is not None:
+            lo, hi = self.batch_sizes
+            text += f", N >= {lo}" if hi is None else (f", N = {lo}" if lo == hi else f", {lo} <= N <= {hi}")
+        return f"({text})"
 
     # --- views --------------------------------------------------------------------------
     def code(self) -> str:
@@ -253,12 +342,12 @@ class PlanGraph:
                 return "[" + ", ".join(fmt(b) for b in a) + "]"
             return repr(a).replace("torch.", "")
 
-        ins = ", ".join(f"{names[i]}: {s['dtype']}{s['shape']}" + (" (state)" if s["role"] == "state" else "")
-                        for i, s in enumerate(self.inputs))
+        ins = ", ".join(f"{names[i]}: {s['dtype']}{format_shape(s['shape'])}"
+                        + (" (state)" if s["role"] == "state" else "") for i, s in enumerate(self.inputs))
         lines = [f"def {self.name}({ins}):"]
         for i, n in enumerate(self.nodes):
             args = [fmt(a) for a in n.args] + [f"{k}={fmt(v)}" for k, v in n.kwargs.items()]
-            shape = "; ".join(f"{d}{list(s)}" for s, d in n.outputs)
+            shape = "; ".join(f"{d}{format_shape(s)}" for s, d in n.outputs)
             lines.append(f"    v{i} = {n.name}({', '.join(args)})" + (f"  # {shape}" if shape else ""))
         outs = ", ".join(fmt(o) for o in self.outputs)
         lines.append(f"    return {outs}")
@@ -304,91 +393,232 @@ class PlanGraph:
         return {"nodes": nodes, "edges": edges}
 
     # --- JSON ---------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        return {
-            "format": FORMAT, "version": VERSION, "name": self.name,
-            "inputs": self.inputs,
+    def body(self) -> dict:
+        """This graph as one entry of a plan document's ``graphs``."""
+        d = {"inputs": self.inputs}
+        if self.batch_sizes is not None:
+            d["batch_sizes"] = list(self.batch_sizes)
+        d.update({
             "constants": [_encode_tensor(c) for c in self.constants],
             "nodes": [{"op": n.name, "args": [encode_arg(a) for a in n.args],
                        "kwargs": {k: encode_arg(v) for k, v in n.kwargs.items()},
                        "outputs": [{"shape": list(s), "dtype": d} for s, d in n.outputs]} for n in self.nodes],
             "outputs": [encode_arg(o) for o in self.outputs],
             "single_output": self.single_output,
-        }
+        })
+        return d
+
+    def to_dict(self) -> dict:
+        """A plan document with this one graph."""
+        return {"format": FORMAT, "version": VERSION, "name": self.name, "graphs": [self.body()]}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text) -> "PlanGraph":
-        if isinstance(text, (bytes, bytearray)):
-            text = text.decode("utf-8")
-        if not isinstance(text, str):
-            raise PlanFormatError(f"a plan is loaded from JSON text, got {type(text).__name__}")
-        try:
-            d = json.loads(text)
-        except ValueError as e:
-            raise PlanFormatError(f"plan JSON does not parse: {e}") from None
-        return cls.from_dict(d)
+        """The one graph of a plan document (a ``sy.batch`` recording); ``PlanBuilds`` loads several."""
+        return cls.from_dict(_parse(text))
 
     @classmethod
     def from_dict(cls, d) -> "PlanGraph":
+        builds = PlanBuilds.from_dict(d)
+        if len(builds.graphs) != 1:
+            raise PlanFormatError(f"expected a plan document with one graph, got {len(builds.graphs)}")
+        return builds.graphs[0]
+
+    @classmethod
+    def from_body(cls, name: str, b, node_budget: int = MAX_NODES) -> "PlanGraph":
+        """Validate one graph of a plan document: every op, reference, shape and dtype."""
         from ..wire.allowlist import resolve
 
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise PlanFormatError(f"not a syft_lab plan (format must be {FORMAT!r})")
-        if d.get("version") != VERSION:
-            raise PlanFormatError(f"plan format version {d.get('version')!r} is not supported (this is {VERSION})")
         try:
-            name = d["name"]
-            inputs = d["inputs"]
-            raw_nodes = d["nodes"]
-            raw_outputs = d["outputs"]
-            single = d.get("single_output", False)
-            if not isinstance(name, str) or not isinstance(inputs, list) or not isinstance(raw_nodes, list):
-                raise TypeError
-            if len(raw_nodes) > MAX_NODES:
+            inputs = b["inputs"]
+            raw_nodes = b["nodes"]
+            raw_outputs = b["outputs"]
+            single = b.get("single_output", False)
+            if not isinstance(inputs, list) or not isinstance(raw_nodes, list) or not isinstance(raw_outputs, list):
+                raise TypeError("inputs, nodes and outputs are lists")
+            if len(raw_nodes) > node_budget:
                 raise PlanFormatError(f"a plan has at most {MAX_NODES} nodes")
-            clean_inputs = []
-            for i in inputs:
-                if (not isinstance(i, dict) or i.get("role") not in ("input", "state")
-                        or not isinstance(i.get("name"), str) or not isinstance(i.get("shape"), list)
-                        or not all(type(s) is int and s >= 0 for s in i["shape"])):
-                    raise PlanFormatError(f"malformed plan input {i!r:.80}")
-                parse_dtype(i.get("dtype"))
-                clean_inputs.append({"name": i["name"], "role": i["role"], "shape": i["shape"], "dtype": i["dtype"]})
-            constants = [_decode_tensor(c) for c in d.get("constants", [])]
-            nodes = []
+            clean_inputs = [_clean_input(i) for i in inputs]
+            batch_sizes = _clean_batch_sizes(b.get("batch_sizes"), clean_inputs)
+            constants = [_decode_tensor(c) for c in b.get("constants", [])]
+            nodes: list[Node] = []
+            scalar_nodes: set[int] = set()  # results of shape ops: integers, not tensors
             for k, rn in enumerate(raw_nodes):
                 if not isinstance(rn, dict) or not isinstance(rn.get("op"), str):
                     raise PlanFormatError(f"malformed plan node {k}")
-                op = "getitem" if rn["op"] == "getitem" else resolve(rn["op"])
+                name_k = rn["op"]
                 args = decode_arg(list(rn.get("args", [])), len(clean_inputs), len(constants), k)
                 raw_kw = rn.get("kwargs", {})
                 if not isinstance(raw_kw, dict) or not all(isinstance(x, str) and x.isidentifier() for x in raw_kw):
                     raise PlanFormatError(f"malformed kwargs in plan node {k}")
                 kwargs = {x: decode_arg(v, len(clean_inputs), len(constants), k) for x, v in raw_kw.items()}
-                if op == "getitem" and (len(args) != 2 or not isinstance(args[0], Value) or type(args[1]) is not int):
-                    raise PlanFormatError(f"plan node {k}: getitem takes a value and an index")
+                if name_k == "getitem":
+                    op = "getitem"
+                    if len(args) != 2 or not isinstance(args[0], Value) or type(args[1]) is not int:
+                        raise PlanFormatError(f"plan node {k}: getitem takes a value and an index")
+                elif name_k in SHAPE_OPS:
+                    op, takes_tensor = SHAPE_OPS[name_k]
+                    _check_shape_op_args(k, name_k, args, kwargs, takes_tensor, scalar_nodes)
+                    scalar_nodes.add(k)
+                else:
+                    op = resolve(name_k)
                 outs = []
                 for o in rn.get("outputs", []):
-                    outs.append((tuple(o["shape"]), parse_dtype(o["dtype"]) and o["dtype"]))
+                    shape = o["shape"]
+                    if not isinstance(shape, list) or not all(
+                            (type(x) is int and x >= 0) or (type(x) is str and _SIZE_TEXT.fullmatch(x))
+                            for x in shape):
+                        raise PlanFormatError(f"plan node {k}: malformed output shape {shape!r:.60}")
+                    outs.append((tuple(shape), parse_dtype(o["dtype"]) and o["dtype"]))
                 nodes.append(Node(op, args, kwargs, outs))
             outputs = decode_arg(list(raw_outputs), len(clean_inputs), len(constants), len(nodes))
+            if not all(isinstance(o, Value) and not (o.kind == "node" and o.index in scalar_nodes) for o in outputs):
+                raise PlanFormatError("a plan's outputs are references to tensors")
         except SyftError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise PlanFormatError(f"malformed plan: {type(e).__name__} {e}") from None
-        return cls(name, clean_inputs, constants, nodes, outputs, bool(single))
+        return cls(name, clean_inputs, constants, nodes, outputs, bool(single), batch_sizes)
 
     def copy(self) -> "PlanGraph":
         """An independent, validated copy (what a worker stores)."""
         return PlanGraph.from_dict(json.loads(self.to_json()))
 
 
+class PlanBuilds:
+    """Every graph a plan was built for, one per input signature: what is sent and stored.
+
+    A call runs the first graph whose inputs match (fixed shapes before batch-generic ones)."""
+
+    def __init__(self, name: str, graphs: list[PlanGraph]):
+        self.name = name
+        fixed = [g for g in graphs if g.batch_sizes is None]
+        self.graphs = fixed + sorted((g for g in graphs if g.batch_sizes is not None), key=lambda g: g.batch_sizes[0])
+
+    @property
+    def latest(self) -> PlanGraph:
+        return self.graphs[-1]
+
+    def find(self, values: list) -> PlanGraph | None:
+        return next((g for g in self.graphs if g.matches(values)), None)
+
+    def select(self, values: list) -> PlanGraph:
+        """The graph for these inputs, or an error that names the signatures there are."""
+        graph = self.find(values)
+        if graph is not None:
+            return graph
+        if len(self.graphs) == 1:
+            self.graphs[0].check_inputs(values)  # its precise error: arity, shape or dtype
+        state = [i for i in self.graphs[0].inputs if i["role"] == "state"]
+        given = values[len(state):] if len(values) >= len(state) else values
+        got = ", ".join(f"{dtype_name(v.dtype)}{list(v.shape)}" if isinstance(v, torch.Tensor)
+                        else type(v).__name__ for v in given)
+        raise SyftError(f"plan {self.name!r} was built for {' or '.join(self.signatures())}; got ({got}). "
+                        f"Build it for these inputs (plan.build(...)) and send it again")
+
+    def signatures(self) -> list[str]:
+        return [g.signature() for g in self.graphs]
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "version": VERSION, "name": self.name, "graphs": [g.body() for g in self.graphs]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text) -> "PlanBuilds":
+        return cls.from_dict(_parse(text))
+
+    @classmethod
+    def from_dict(cls, d) -> "PlanBuilds":
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise PlanFormatError(f"not a syft_lab plan (format must be {FORMAT!r})")
+        if d.get("version") not in READABLE_VERSIONS:
+            raise PlanFormatError(f"plan format version {d.get('version')!r} is not supported "
+                                  f"(this reads {', '.join(map(str, READABLE_VERSIONS))})")
+        name = d.get("name")
+        if not isinstance(name, str):
+            raise PlanFormatError("malformed plan: its name is a string")
+        bodies = [d] if d["version"] == 1 else d.get("graphs")
+        if not isinstance(bodies, list) or not 1 <= len(bodies) <= MAX_GRAPHS:
+            raise PlanFormatError(f"malformed plan: 'graphs' is a list of 1 to {MAX_GRAPHS} graphs")
+        graphs, budget = [], MAX_NODES
+        for b in bodies:
+            if not isinstance(b, dict):
+                raise PlanFormatError("malformed plan: a graph is an object")
+            g = PlanGraph.from_body(name, b, budget)
+            budget -= len(g.nodes)
+            graphs.append(g)
+        state = [[i for i in g.inputs if i["role"] == "state"] for g in graphs]
+        if any(s != state[0] for s in state):
+            raise PlanFormatError("malformed plan: every graph of a plan has the same state inputs")
+        return cls(name, graphs)
+
+    def copy(self) -> "PlanBuilds":
+        """An independent, validated copy (what a worker stores)."""
+        return PlanBuilds.from_dict(json.loads(self.to_json()))
+
+
+def format_shape(shape) -> str:
+    """``[N, 4]`` for an input with a batch dimension (-1); ``[3*N]`` for an op output."""
+    return "[" + ", ".join("N" if s == BATCH else str(s) for s in shape) + "]"
+
+
+def _parse(text) -> dict:
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode("utf-8")
+    if not isinstance(text, str):
+        raise PlanFormatError(f"a plan is loaded from JSON text, got {type(text).__name__}")
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise PlanFormatError(f"plan JSON does not parse: {e}") from None
+
+
+def _clean_input(i) -> dict:
+    if (not isinstance(i, dict) or i.get("role") not in ("input", "state")
+            or not isinstance(i.get("name"), str) or not isinstance(i.get("shape"), list)
+            or not all(type(s) is int and (s >= 0 or (s == BATCH and i["role"] == "input")) for s in i["shape"])):
+        raise PlanFormatError(f"malformed plan input {i!r:.80}")
+    parse_dtype(i.get("dtype"))
+    return {"name": i["name"], "role": i["role"], "shape": i["shape"], "dtype": i["dtype"]}
+
+
+def _clean_batch_sizes(raw, inputs) -> tuple | None:
+    if not any(BATCH in i["shape"] for i in inputs):
+        if raw is not None:
+            raise PlanFormatError("malformed plan: batch_sizes belong to a graph with a batch dimension (-1)")
+        return None
+    if raw is None:
+        return (1, None)
+    if (not isinstance(raw, list) or len(raw) != 2 or type(raw[0]) is not int or raw[0] < 0
+            or not (raw[1] is None or (type(raw[1]) is int and raw[1] >= raw[0]))):
+        raise PlanFormatError(f"malformed plan: batch_sizes is [lowest, highest or null], got {raw!r:.60}")
+    return (raw[0], raw[1])
+
+
+def _check_shape_op_args(k, name, args, kwargs, takes_tensor, scalar_nodes) -> None:
+    """A shape op computes on integers only: no tensor, list or string reaches operator.mul."""
+    if kwargs:
+        raise PlanFormatError(f"plan node {k}: {name} takes no keyword arguments")
+    rest = args
+    if takes_tensor:
+        if not args or not isinstance(args[0], Value) or (args[0].kind == "node" and args[0].index in scalar_nodes):
+            raise PlanFormatError(f"plan node {k}: {name} takes a tensor first")
+        rest = args[1:]
+    for a in rest:
+        ok = (isinstance(a, Value) and a.kind == "node" and a.index in scalar_nodes) or (
+            type(a) in (int, float) and abs(a) <= _MAX_SHAPE_VALUE)
+        if not ok:
+            raise PlanFormatError(f"plan node {k}: {name} computes on integers, got {a!r:.40}")
+
+
 def _written_args(node: Node) -> list:
     """The arguments an op writes to (in-place and out= ops), from its schema."""
-    if node.op == "getitem":
+    if node.op == "getitem" or node.is_shape_op:
         return []
     written = []
     for i, arg in enumerate(node.op._schema.arguments):

@@ -16,65 +16,137 @@ from __future__ import annotations
 import inspect as _inspect
 
 import torch
+import torch.nn as nn
 
 from ..dtypes import dtype_name, parse_dtype
 from ..errors import SyftError
 from ..ids import new_id
-from .graph import PlanGraph
-from .trace import trace
+from .graph import BATCH, PlanBuilds, PlanGraph
+from .trace import trace, trace_batched
 
 
-def _signature(args) -> tuple:
-    return tuple((tuple(a.shape), a.dtype, bool(a.requires_grad)) for a in args)
+def _args_key(args) -> tuple:
+    """How a call finds its graph without scanning: the inputs' shapes and dtypes."""
+    return tuple((tuple(a.shape), dtype_name(a.dtype)) for a in args), None
+
+
+def _graph_key(graph: PlanGraph) -> tuple:
+    return (tuple((tuple(i["shape"]), i["dtype"]) for i in graph.inputs if i["role"] == "input"),
+            graph.batch_sizes)
+
+
+def _parse_args_shape(name, args_shape, args_dtype) -> tuple[list, list]:
+    shapes = [tuple(s) if isinstance(s, (tuple, list, torch.Size)) else s for s in args_shape]
+    if not all(isinstance(s, tuple) and all(type(d) is int and (d >= 0 or d == BATCH) for d in s)
+               for s in shapes):
+        raise SyftError(f"plan {name!r}: args_shape is a list of shapes, one per argument, such as "
+                        f"[(-1, 784)] (-1: a batch dimension of any size), got {args_shape!r}")
+    dtypes = list(args_dtype) if args_dtype is not None else [torch.float32] * len(shapes)
+    if len(dtypes) != len(shapes):
+        raise SyftError("args_dtype needs one dtype per entry of args_shape")
+    return shapes, [parse_dtype(d) for d in dtypes]
+
+
+_OWN_ATTRIBUTES = {"fn", "name", "origin", "state", "id", "fixed", "sent_to", "tags", "description"}
 
 
 class Plan:
-    """A traced function. ``graph``, ``code`` and ``to_json()`` describe the latest build."""
+    """A traced function, or a subclass with ``forward`` whose modules are its state (PySyft's
+    ``class Net(sy.Plan)``). It keeps one graph per input signature it was built for; all of
+    them travel with ``send``. ``graph``, ``code`` describe the latest build."""
 
     kind = "plan"
 
     def __init__(self, fn=None, *, name: str | None = None, state: torch.nn.Module | None = None,
-                 args_shape=None, args_dtype=None, graph: PlanGraph | None = None):
-        if fn is not None and not callable(fn):
+                 args_shape=None, args_dtype=None, graphs: PlanBuilds | None = None, origin: str | None = None):
+        self._holder = None  # a subclass's modules and parameters (its state), set in __setattr__
+        if fn is None and graphs is None:
+            if getattr(type(self), "forward", None) is None:
+                raise TypeError("sy.Plan wraps a function (sy.plan(fn)), or is subclassed with a "
+                                "forward(self, ...) method whose modules are its state")
+            if state is not None:
+                raise SyftError(f"a {type(self).__name__} plan's state is the modules it sets in __init__")
+            self._holder = state = nn.Module()
+            fn = self.forward
+            origin = f"class {type(self).__name__}"
+        elif fn is not None and not callable(fn):
             raise TypeError(f"sy.plan wraps a function, got {type(fn).__name__}")
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", None) or (graph.name if graph else "plan")
+        self.name = name or (type(self).__name__ if self._holder is not None else None) \
+            or getattr(fn, "__name__", None) or (graphs.name if graphs else "plan")
+        self.origin = origin or (f"function {self.name}" if fn is not None else "loaded from JSON")
         self.state = state
         self.id = new_id()
-        self.fixed = False
+        self.fixed = graphs is not None  # a plan without a function runs the graphs it has
         self._builds: dict[tuple, PlanGraph] = {}
-        self._graph: PlanGraph | None = graph
+        self._graph: PlanGraph | None = None
+        self._all: PlanBuilds | None = None  # the PlanBuilds of _builds, made on demand
         self.sent_to: list[str] = []
         self.tags: set[str] = set()
         self.description: str | None = None
         if fn is not None:
-            params = list(_inspect.signature(fn).parameters)
-            self._arg_names = params
+            self._arg_names = list(_inspect.signature(fn).parameters)
         else:
-            self._arg_names = [i["name"] for i in graph.inputs if i["role"] == "input"] if graph else []
-        if graph is not None:
-            self.fixed = True
+            self._arg_names = [i["name"] for i in graphs.latest.inputs if i["role"] == "input"]
+            for g in graphs.graphs:
+                self._builds[_graph_key(g)] = g
+            self._graph = graphs.latest
         if args_shape is not None:
-            dtypes = args_dtype or [torch.float32] * len(args_shape)
-            if len(dtypes) != len(args_shape):
-                raise SyftError("args_dtype needs one dtype per entry of args_shape")
-            examples = [torch.empty(tuple(s), dtype=parse_dtype(d)) for s, d in zip(args_shape, dtypes)]
-            self.build(*examples)
+            self.build(args_shape=args_shape, args_dtype=args_dtype)
             self.fixed = True
 
+    # --- a subclass's modules are its state ----------------------------------------------
+    def __setattr__(self, name, value):
+        holder = self.__dict__.get("_holder")
+        if holder is not None and isinstance(value, (nn.Module, nn.Parameter)) and name not in _OWN_ATTRIBUTES:
+            setattr(holder, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):  # only for names not found the usual way: a subclass's modules
+        holder = self.__dict__.get("_holder")
+        if holder is not None and not name.startswith("__"):
+            try:
+                return getattr(holder, name)
+            except AttributeError:
+                pass
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def parameters(self):
+        """The parameters of the plan's state (for an optimizer), as ``nn.Module.parameters``."""
+        return iter(()) if self.state is None else self.state.parameters()
+
     # --- building -----------------------------------------------------------------------
-    def build(self, *example_args) -> "Plan":
-        """Trace the function for inputs shaped like ``example_args`` (their values are not used)."""
+    def build(self, *example_args, args_shape=None, args_dtype=None) -> "Plan":
+        """Trace the function for inputs shaped like ``example_args`` (their values are not used),
+        or for ``args_shape`` (-1: a batch dimension of any size)."""
         if self.fn is None:
-            raise SyftError(f"plan {self.name!r} was loaded from JSON: it has no function to trace again")
-        if not example_args or not all(isinstance(a, torch.Tensor) for a in example_args):
-            raise SyftError(f"plan {self.name!r}.build takes example tensors, one per argument")
-        if len(example_args) != len(self._arg_names):
-            raise SyftError(f"plan {self.name!r} takes {len(self._arg_names)} argument(s) "
-                            f"({', '.join(self._arg_names)}), got {len(example_args)} example(s)")
-        graph = trace(self.fn, self.name, list(example_args), self._arg_names, self.state)
-        self._builds[_signature(example_args)] = graph
-        self._graph = graph
+            raise SyftError(f"plan {self.name!r} was {self.origin}: it holds only its traced graphs, "
+                            f"with no function to trace again")
+        n = len(self._arg_names)
+        if args_shape is not None:
+            if example_args:
+                raise SyftError(f"plan {self.name!r}.build takes example tensors or args_shape=, not both")
+            shapes, dtypes = _parse_args_shape(self.name, args_shape, args_dtype)
+            if len(shapes) != n:
+                raise SyftError(f"plan {self.name!r} takes {n} argument(s) ({', '.join(self._arg_names)}), "
+                                f"args_shape has {len(shapes)}")
+            if any(BATCH in s for s in shapes):
+                graphs = trace_batched(self.fn, self.name, shapes, dtypes, self._arg_names, self.state)
+            else:
+                examples = [torch.empty(s, dtype=d) for s, d in zip(shapes, dtypes)]
+                graphs = [trace(self.fn, self.name, examples, self._arg_names, self.state)]
+        else:
+            if not example_args or not all(isinstance(a, torch.Tensor) for a in example_args):
+                raise SyftError(f"plan {self.name!r}.build takes example tensors, one per argument")
+            if len(example_args) != n:
+                raise SyftError(f"plan {self.name!r} takes {n} argument(s) "
+                                f"({', '.join(self._arg_names)}), got {len(example_args)} example(s)")
+            graphs = [trace(self.fn, self.name, list(example_args), self._arg_names, self.state)]
+        for g in graphs:
+            self._builds[_graph_key(g)] = g  # building a signature again replaces its graph
+        self._graph = graphs[-1]
+        self._all = None
         return self
 
     @property
@@ -87,16 +159,32 @@ class Plan:
                             f"or give args_shape=[...] to sy.plan")
         return self._graph
 
+    def builds(self) -> PlanBuilds:
+        """Every graph the plan was built for: what ``to_json`` writes and ``send`` sends."""
+        self._require_graph()
+        if self._all is None:
+            self._all = PlanBuilds(self.name, list(self._builds.values()))
+        return self._all
+
+    @property
+    def signatures(self) -> list[str]:
+        """The input signatures the plan was built for, e.g. ``['(x: float32[N, 4], N >= 1)']``."""
+        return self.builds().signatures() if self._graph is not None else []
+
     def _graph_for(self, args) -> PlanGraph:
-        sig = _signature(args)
-        graph = self._builds.get(sig)
+        graph = self._builds.get(_args_key(args))
         if graph is not None:
             return graph
-        if self._graph is not None and self.fixed:
-            self._graph.check_inputs(self._state_values() + list(args))  # raises a clear error
-            return self._graph
+        values = self._state_values() + list(args)
+        if self._graph is not None:
+            builds = self.builds()
+            graph = builds.find(values)  # a batch-generic graph
+            if graph is not None:
+                return graph
+            if self.fixed or self.fn is None:
+                builds.select(values)  # raises: names the signatures the plan has
         self.build(*args)
-        return self._builds[sig]
+        return self._builds[_args_key(args)]
 
     def _state_values(self) -> list:
         if self.state is None:
@@ -132,12 +220,13 @@ class Plan:
         return self._require_graph().code()
 
     def to_json(self) -> str:
-        return self._require_graph().to_json()
+        """The plan document: one graph per signature it was built for (docs/plan-format.md)."""
+        return self.builds().to_json()
 
     @classmethod
     def from_json(cls, text) -> "Plan":
         """Load a plan; every op is checked against the allow-list before anything can run."""
-        return cls(graph=PlanGraph.from_json(text))
+        return Plan(graphs=PlanBuilds.from_json(text), origin="loaded from JSON")
 
     def tag(self, *tags) -> "Plan":
         for t in tags:
@@ -152,28 +241,39 @@ class Plan:
 
     def _inspection_nodes(self, owner: str, with_values: bool) -> list[dict]:
         return [plan_node(self.id, self.name, self._graph, owner, sorted(self.tags), self.description,
-                          sent_to=list(self.sent_to))]
+                          sent_to=list(self.sent_to), signatures=self.signatures, origin=self.origin)]
 
     def _object_meta(self) -> dict:
         return {"kind": "plan", "type": "Plan", "name": self.name, "tags": sorted(self.tags),
-                "description": self.description, "n_nodes": len(self._graph.nodes) if self._graph else 0}
+                "description": self.description, "n_nodes": len(self._graph.nodes) if self._graph else 0,
+                "signatures": self.signatures}
 
     def __repr__(self):
-        state = f"{len(self._graph.nodes)} ops" if self._graph else "not built"
-        sent = f", sent to {', '.join(self.sent_to)}" if self.sent_to else ""
-        return f"<Plan {self.name}: {state}{sent}>"
+        parts = [f"<Plan {self.name} ({self.origin})"]
+        if self._graph is None:
+            parts.append("not built")
+        else:
+            parts.append(f"built for {' or '.join(self.signatures)}")
+            parts.append(f"{len(self._graph.nodes)} ops")
+        state = [i["name"] for i in self._graph.inputs if i["role"] == "state"] if self._graph else []
+        if state:
+            parts.append(f"state {', '.join(state)}")
+        if self.sent_to:
+            parts.append(f"sent to {', '.join(self.sent_to)}")
+        return ": ".join(parts[:2]) + "".join(f"; {p}" for p in parts[2:]) + ">"
 
     # --- sending ------------------------------------------------------------------------------
     def send(self, worker):
-        """Send the built plan (and copies of its state) to ``worker`` in one message; returns a PlanPointer."""
+        """Send the built plan, every signature of it (and copies of its state), to ``worker`` in one
+        message; returns a PlanPointer."""
         return worker.send(self)
 
     def _send_to(self, worker):
         from .pointer import PlanPointer
 
-        graph = self._require_graph()
+        builds = self.builds()
         state = [t for t in self._state_values()]
-        obj_id = worker._store_plan(graph, state, sorted(self.tags), self.description)
+        obj_id = worker._store_plan(builds, state, sorted(self.tags), self.description)
         if worker.id not in self.sent_to:
             self.sent_to.append(worker.id)
         return PlanPointer(worker, obj_id, self._object_meta(), plan=self)
@@ -182,10 +282,13 @@ class Plan:
         raise SyftError("a Plan is saved with plan.to_json() and loaded with sy.Plan.from_json(text)")
 
 
-def plan_node(obj_id, name, graph: PlanGraph | None, owner, tags, description, sent_to=()) -> dict:
-    """The inspection-model node of a plan: its graph, inputs and outputs, and where it went."""
+def plan_node(obj_id, name, graph: PlanGraph | None, owner, tags, description, sent_to=(), signatures=(),
+              origin=None) -> dict:
+    """The inspection-model node of a plan: its latest graph, its signatures, inputs and outputs,
+    what it was made from and where it went."""
     node = {"kind": "plan", "type": "Plan", "id": obj_id, "owner": owner, "name": name, "tags": tags,
-            "description": description, "built": graph is not None, "sent_to": list(sent_to)}
+            "description": description, "built": graph is not None, "sent_to": list(sent_to),
+            "signatures": list(signatures), "origin": origin}
     if graph is not None:
         node.update(graph=graph.graph_dict(), code=graph.code(), n_nodes=len(graph.nodes),
                     inputs=graph.inputs, n_outputs=len(graph.outputs))
@@ -193,22 +296,24 @@ def plan_node(obj_id, name, graph: PlanGraph | None, owner, tags, description, s
 
 
 class StoredPlan:
-    """What a worker holds for a sent plan: a validated graph and the ids of its state copies."""
+    """What a worker holds for a sent plan: its validated graphs and the ids of its state copies."""
 
     kind = "plan"
 
-    def __init__(self, graph: PlanGraph, state_ids: list[int], tags=(), description=None):
-        self.graph = graph
+    def __init__(self, builds: PlanBuilds, state_ids: list[int], tags=(), description=None):
+        self.builds = builds
         self.state_ids = state_ids
         self.tags = set(tags)
         self.description = description
 
     def _object_meta(self) -> dict:
-        return {"kind": "plan", "type": "Plan", "name": self.graph.name, "tags": sorted(self.tags),
-                "description": self.description, "n_nodes": len(self.graph.nodes)}
+        return {"kind": "plan", "type": "Plan", "name": self.builds.name, "tags": sorted(self.tags),
+                "description": self.description, "n_nodes": len(self.builds.latest.nodes),
+                "signatures": self.builds.signatures()}
 
     def _inspection_nodes(self, owner: str, with_values: bool) -> list[dict]:
-        return [plan_node(0, self.graph.name, self.graph, owner, sorted(self.tags), self.description)]
+        return [plan_node(0, self.builds.name, self.builds.latest, owner, sorted(self.tags), self.description,
+                          signatures=self.builds.signatures(), origin="sent to this worker")]
 
     def _on_delete(self, core) -> None:
         for i in self.state_ids:
@@ -216,7 +321,7 @@ class StoredPlan:
 
 
 def plan(fn=None, *, name=None, state=None, args_shape=None, args_dtype=None):
-    """Decorator: ``@sy.plan`` or ``@sy.plan(args_shape=[(4, 3)], state=model)``."""
+    """Decorator: ``@sy.plan`` or ``@sy.plan(args_shape=[(-1, 3)], state=model)`` (-1: any batch size)."""
     if fn is None:
         return lambda f: Plan(f, name=name, state=state, args_shape=args_shape, args_dtype=args_dtype)
     return Plan(fn, name=name, state=state, args_shape=args_shape, args_dtype=args_dtype)

@@ -58,7 +58,7 @@ class PlanPointer(RemoteHandle):
         self._check_alive()
         stored = self.location._fetch(self._ref.id)
         mark_left(self.location, self._ref.id)
-        p = Plan(graph=stored.graph)
+        p = Plan(graphs=stored.builds, origin=f"fetched from worker {self.location.id}")
         p.tags, p.description = set(stored.tags), stored.description
         return p
 

@@ -2,19 +2,42 @@
 
 No real data is needed or kept: only shapes and dtypes. Module state is reparametrised to
 explicit inputs, so parameters are inputs of the graph, not data-less constants.
+
+A batch dimension (-1 in ``args_shape``) is traced as one symbolic size N (make_fx's symbolic
+tracing, only that dimension dynamic): shape arguments that depend on N become shape ops in
+the graph. Whatever the trace assumed about N (its shape guards) decides the range of batch
+sizes the graph serves; sizes outside it are traced again, and N = 1, which symbolic tracing
+treats apart, gets its own graph when its ops differ.
 """
 from __future__ import annotations
 
 import contextlib
 import operator
+import re
 import traceback
 
+import sympy
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 from ..dtypes import dtype_name
 from ..errors import SyftError
-from .graph import Node, PlanGraph, Value
+from .graph import BATCH, SHAPE_OPS, Node, PlanGraph, Value
+
+# fx targets of symbolic shape arithmetic -> their names in the plan format (graph.SHAPE_OPS)
+_SHAPE_TARGETS = {
+    torch.ops.aten.sym_size.int: "aten.sym_size.int",
+    torch.ops.aten.sym_stride.int: "aten.sym_stride.int",
+    torch.ops.aten.sym_numel.default: "aten.sym_numel.default",
+    operator.add: "sym.add", operator.sub: "sym.sub", operator.mul: "sym.mul",
+    operator.floordiv: "sym.floordiv", operator.mod: "sym.mod", operator.truediv: "sym.truediv",
+    operator.neg: "sym.neg", torch.sym_float: "sym.float", torch.sym_max: "sym.max", torch.sym_min: "sym.min",
+}
+BATCH_HINT = 7  # the size N has while tracing (symbolic tracing treats 0 and 1 apart)
+_PROBE = 1024  # batch sizes probed around a trace's size to find the range its guards allow
+_MAX_PIECES = 4  # graphs for ranges of N, besides N = 1
 
 
 class TraceError(SyftError):
@@ -44,8 +67,7 @@ def _state_tensors(state):
     raise SyftError(f"a plan's state is an nn.Module, got {type(state).__name__}")
 
 
-def trace(fn, name: str, example_args: list, arg_names: list[str], state=None) -> PlanGraph:
-    state_names, state_values = _state_tensors(state)
+def _flat_fn(fn, state, state_names):
     k = len(state_names)
 
     def flat_fn(*flat):
@@ -57,11 +79,12 @@ def trace(fn, name: str, example_args: list, arg_names: list[str], state=None) -
         with ctx:
             return fn(*flat[k:])
 
-    # Fresh uninitialised stand-ins: tracing reads only their shapes, dtypes and requires_grad.
-    examples = [torch.empty(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad) for t in state_values]
-    examples += [torch.empty(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad) for t in example_args]
+    return flat_fn
+
+
+def _make_fx(fn, name, flat_fn, examples, mode, batched=False):
     try:
-        gm = make_fx(flat_fn, tracing_mode="fake")(*examples)
+        return make_fx(flat_fn, tracing_mode=mode)(*examples)
     except SyftError:
         raise
     except Exception as e:
@@ -69,20 +92,171 @@ def trace(fn, name: str, example_args: list, arg_names: list[str], state=None) -
             raise TraceError(f"plan {name!r} branches on tensor values at {_user_line(fn, e)}: a plan is traced "
                              f"on shapes only. Move value-dependent Python control flow out of the plan "
                              f"(or use torch.where).") from None
-        raise TraceError(f"plan {name!r} could not be traced: {type(e).__name__}: {e}") from None
+        where, text = "", str(e)
+        if batched:
+            where, text = " with a batch dimension N (-1)", re.sub(r"\bs\d+\b", "N", text)
+        raise TraceError(f"plan {name!r} could not be traced{where}: {type(e).__name__}: {text}") from None
 
+
+def _input_specs(state_names, state_values, arg_names, shapes, dtypes) -> list[dict]:
     inputs = [{"name": n, "role": "state", "shape": list(t.shape), "dtype": dtype_name(t.dtype)}
               for n, t in zip(state_names, state_values)]
-    inputs += [{"name": n, "role": "input", "shape": list(t.shape), "dtype": dtype_name(t.dtype)}
-               for n, t in zip(arg_names, example_args)]
+    inputs += [{"name": n, "role": "input", "shape": list(s), "dtype": dtype_name(d)}
+               for n, s, d in zip(arg_names, shapes, dtypes)]
+    return inputs
+
+
+def trace(fn, name: str, example_args: list, arg_names: list[str], state=None) -> PlanGraph:
+    state_names, state_values = _state_tensors(state)
+    # Fresh uninitialised stand-ins: tracing reads only their shapes, dtypes and requires_grad.
+    examples = [torch.empty(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad) for t in state_values]
+    examples += [torch.empty(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad) for t in example_args]
+    gm = _make_fx(fn, name, _flat_fn(fn, state, state_names), examples, "fake")
+    inputs = _input_specs(state_names, state_values, arg_names, [t.shape for t in example_args],
+                          [t.dtype for t in example_args])
     return graph_from_fx(gm, name, inputs)
+
+
+def trace_batched(fn, name: str, shapes: list, dtypes: list, arg_names: list[str], state=None) -> list[PlanGraph]:
+    """Graphs that together serve every batch size N >= 1 of the -1 dims of ``shapes``."""
+    graphs: list[PlanGraph] = []
+    covered: list[tuple] = []  # (lo, hi or None) ranges of N that graphs serve
+    hint = BATCH_HINT
+    while True:
+        graph, (lo, hi) = _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint)
+        graph.batch_sizes = (lo, hi)
+        graphs.append(graph)
+        covered.append((lo, hi))
+        hint = _first_uncovered(covered)
+        if hint is None:
+            break
+        if len(graphs) == _MAX_PIECES:
+            raise TraceError(f"plan {name!r} cannot serve every batch size: its trace depends on the batch "
+                             f"size N (it served {', '.join(_range_text(c) for c in covered)} in "
+                             f"{_MAX_PIECES} traces). Give a fixed size instead of -1 in args_shape")
+    # N = 1: symbolic tracing assumed N >= 2; keep its own graph when it traces differently.
+    ones = [tuple(1 if s == BATCH else s for s in shape) for shape in shapes]
+    examples = [torch.empty(s, dtype=d) for s, d in zip(ones, dtypes)]
+    try:
+        single = trace(fn, name, examples, arg_names, state)
+    except TraceError:
+        return graphs  # the graphs serve N >= 2 (their batch_sizes say so)
+    first = graphs[0]
+    if first.batch_sizes[0] == 2 and _same_ops(first, single):
+        first.batch_sizes = (1, first.batch_sizes[1])
+    else:
+        graphs.insert(0, single)
+    return graphs
+
+
+def _first_uncovered(covered) -> int | None:
+    n = 2
+    for lo, hi in sorted(covered):
+        if lo > n:
+            return n
+        if hi is None:
+            return None
+        n = max(n, hi + 1)
+    return n
+
+
+def _range_text(r) -> str:
+    lo, hi = r
+    return f"N >= {lo}" if hi is None else (f"N = {lo}" if lo == hi else f"{lo} <= N <= {hi}")
+
+
+def _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint):
+    """One graph traced with N symbolic (size ``hint`` while tracing) and the range of N its guards allow."""
+    state_names, state_values = _state_tensors(state)
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env)
+
+    def fake(shape, dtype, requires_grad):
+        # DUCK: every -1 dim, traced with the same size, becomes the same symbol N
+        dims = [DimDynamic.DUCK if s == BATCH else DimDynamic.STATIC for s in shape]
+        t = torch.empty([hint if s == BATCH else s for s in shape], dtype=dtype)
+        return mode.from_tensor(t, symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims)
+                                ).requires_grad_(requires_grad)
+
+    examples = [fake(t.shape, t.dtype, t.requires_grad) for t in state_values]
+    args = [fake(s, d, False) for s, d in zip(shapes, dtypes)]
+    symbols = {d.node.expr for a in args for d in a.shape if isinstance(d, torch.SymInt)}
+    if len(symbols) != 1:
+        raise TraceError(f"plan {name!r}: the batch dimensions (-1) were not traced as one size N")
+    (n,) = symbols
+    gm = _make_fx(fn, name, _flat_fn(fn, state, state_names), examples + args, "symbolic", batched=True)
+    guards = [(g.expr, g.sloc) for g in shape_env.guards if n in g.expr.free_symbols]
+    as_text = {n: sympy.Symbol("N")}  # error messages name the batch size N, as the views do
+
+    def allowed(value: int) -> bool:
+        for expr, _ in guards:
+            truth = expr.xreplace({n: sympy.Integer(value)})
+            if truth not in (sympy.true, sympy.false):
+                raise TraceError(f"plan {name!r}: its trace assumed {expr.xreplace(as_text)} about the batch size, which "
+                                 f"plans cannot check. Give a fixed size instead of -1 in args_shape")
+            if truth is sympy.false:
+                return False
+        return True
+
+    if not allowed(hint):  # a guard the trace's own size breaks: it depends on N in a way plans cannot follow
+        expr, sloc = guards[0]
+        raise TraceError(f"plan {name!r} depends on the batch size ({expr.xreplace(as_text)} at {sloc}): give a fixed size "
+                         f"instead of -1 in args_shape")
+    lo = hint
+    while lo > 2 and allowed(lo - 1):
+        lo -= 1
+    hi = hint
+    while hi < hint + _PROBE and allowed(hi + 1):
+        hi += 1
+    if hi == hint + _PROBE and allowed(2 ** 40):
+        hi = None
+    inputs = _input_specs(state_names, state_values, arg_names, shapes, dtypes)
+    if guards and lo == hi:
+        expr, sloc = guards[0]
+        raise TraceError(f"plan {name!r} depends on the exact batch size ({expr.xreplace(as_text)} at {sloc}): give a fixed "
+                         f"size instead of -1 in args_shape")
+    return graph_from_fx(gm, name, inputs), (lo, hi)
+
+
+def _skeleton(graph: PlanGraph) -> list:
+    """The tensor ops of a graph with their literal arguments; references and shape ops left out."""
+    def lit(a):
+        if isinstance(a, Value):
+            return "ref"
+        if isinstance(a, list):
+            return [lit(b) for b in a]
+        return a
+
+    return [(n.name, lit(n.args), {k: lit(v) for k, v in n.kwargs.items()})
+            for n in graph.nodes if not n.is_shape_op]
+
+
+def _same_ops(generic: PlanGraph, concrete: PlanGraph) -> bool:
+    """Whether ``concrete`` (traced for N = 1) does what ``generic`` does, where a reference in
+    the generic graph (a size computed from N) may stand for any literal of the concrete one."""
+    def same(a, b):
+        if a == "ref":
+            return True
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return a == b
+
+    g, c = _skeleton(generic), _skeleton(concrete)
+    return len(g) == len(c) and all(
+        ng == nc and same(ag, ac) and ka.keys() == kc.keys() and all(same(ka[k], kc[k]) for k in ka)
+        for (ng, ag, ka), (nc, ac, kc) in zip(g, c))
+
+
+def _shape(t) -> tuple:
+    # a size that depends on the batch size is described by its expression, e.g. "3*N"
+    return tuple(s if type(s) is int else re.sub(r"\bs\d+\b", "N", str(s)) for s in t.shape)
 
 
 def _meta_outputs(val):
     if isinstance(val, torch.Tensor):
-        return [(tuple(val.shape), dtype_name(val.dtype))]
+        return [(_shape(val), dtype_name(val.dtype))]
     if isinstance(val, (list, tuple)):
-        return [(tuple(v.shape), dtype_name(v.dtype)) for v in val if isinstance(v, torch.Tensor)]
+        return [(_shape(v), dtype_name(v.dtype)) for v in val if isinstance(v, torch.Tensor)]
     return []
 
 
@@ -97,6 +271,8 @@ def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict]) -> Pl
             return env[a]
         if isinstance(a, (list, tuple)):
             return [conv(b) for b in a]
+        if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise TraceError(f"plan {name!r} uses the batch size in a way plans cannot record ({a})")
         return a
 
     outputs, single = [], True
@@ -112,6 +288,8 @@ def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict]) -> Pl
             target = fx_node.target
             if target is operator.getitem:
                 op = "getitem"
+            elif target in _SHAPE_TARGETS:
+                op = SHAPE_OPS[_SHAPE_TARGETS[target]][0]
             elif isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
                 op = target
             else:
@@ -124,7 +302,8 @@ def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict]) -> Pl
             single = isinstance(out, torch.fx.Node)
             outs = [out] if single else list(out)
             outputs = [conv(o) for o in outs]
-            if not all(isinstance(o, Value) for o in outputs):
+            if not all(isinstance(o, Value) and not (o.kind == "node" and nodes[o.index].is_shape_op)
+                       for o in outputs):
                 raise TraceError(f"plan {name!r} must return tensors")
     if n_inputs != len(inputs):
         raise TraceError(f"plan {name!r}: traced {n_inputs} inputs, expected {len(inputs)}")

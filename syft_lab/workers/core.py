@@ -231,12 +231,13 @@ class WorkerCore:
         return NewObject(obj_id, out.shape, out.dtype)
 
     # --- plans -----------------------------------------------------------------------------
-    def store_plan(self, graph, state: list, tags=(), description=None) -> int:
-        """Store a validated plan graph with copies of its state (owned by the plan)."""
+    def store_plan(self, builds, state: list, tags=(), description=None) -> int:
+        """Store a plan's validated graphs (a PlanBuilds, one graph per signature) with copies of its
+        state (owned by the plan)."""
         from ..plans.plan import StoredPlan
 
         state_ids = [self.store(t) for t in state]
-        return self.store(StoredPlan(graph, state_ids, tags, description))
+        return self.store(StoredPlan(builds, state_ids, tags, description))
 
     def run_plan(self, plan_id: int, arg_ids: list[int], state_ids: list[int] | None = None) -> list:
         """Run a stored plan on stored objects; its outputs are stored. One command, whole plan."""
@@ -247,8 +248,8 @@ class WorkerCore:
             raise SyftError(f"object {plan_id} on worker {self.id!r} is not a plan")
         values = [self.lookup(i) for i in (stored.state_ids if state_ids is None else state_ids)]
         values += [self.lookup(i) for i in arg_ids]
-        stored.graph.check_inputs(values)
-        return self._run_graph(stored.graph, values, None)
+        graph = stored.builds.select(values)  # the graph built for these inputs' shapes and dtypes
+        return self._run_graph(graph, values, None)
 
     def run_graph(self, graph, input_ids: list[int], output_ids: list[int]) -> list:
         """Run a one-off graph (a recorded ``sy.batch``) and store its outputs under the given ids."""

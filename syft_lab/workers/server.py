@@ -149,7 +149,7 @@ class WorkerService:
         obj = self.core.lookup(obj_id)
         out = obj
         if getattr(obj, "kind", None) == "plan":  # a stored plan travels as its JSON graph
-            out = {"plan": obj.graph.to_json(), "tags": sorted(obj.tags), "description": obj.description}
+            out = {"plan": obj.builds.to_json(), "tags": sorted(obj.tags), "description": obj.description}
         if msg.get("keep"):
             return out
         # The object leaves the store only once the reply has gone out: a connection lost
@@ -174,9 +174,9 @@ class WorkerService:
     def _store_plan(self, msg):
         import torch
 
-        from ..plans.graph import PlanGraph
+        from ..plans.graph import PlanBuilds
 
-        graph = PlanGraph.from_json(_str(msg, "g"))
+        builds = PlanBuilds.from_json(_str(msg, "g"))  # every graph of the plan, one per signature
         state = msg.get("s") or []
         tags = msg.get("tags") or []
         description = msg.get("d")
@@ -186,7 +186,7 @@ class WorkerService:
             raise SyftError("a plan's tags are strings")
         if description is not None and type(description) is not str:
             raise SyftError("a plan's description is a string")
-        return self.core.store_plan(graph, state, tags, description)
+        return self.core.store_plan(builds, state, tags, description)
 
     def _run_plan(self, msg):
         args, state = _ids(msg, "a"), msg.get("s")

@@ -47,10 +47,10 @@ _op_names: dict = {}
 def _plan_or_object(obj):
     """A fetched object; a plan arrives as its JSON graph and is validated here."""
     if type(obj) is dict and "plan" in obj:
-        from ..plans.graph import PlanGraph
+        from ..plans.graph import PlanBuilds
         from ..plans.plan import StoredPlan
 
-        return StoredPlan(PlanGraph.from_json(obj["plan"]), [], obj.get("tags") or (), obj.get("description"))
+        return StoredPlan(PlanBuilds.from_json(obj["plan"]), [], obj.get("tags") or (), obj.get("description"))
     return obj
 
 

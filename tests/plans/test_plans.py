@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 import syft_lab as sy
-from syft_lab.plans import PlanFormatError, PlanGraph, TraceError
+from syft_lab.plans import PlanBuilds, PlanFormatError, TraceError
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_build_traces_without_keeping_data_and_runs_locally(double_abs):
     example = torch.tensor([1., -2.])
     double_abs.build(example)
     assert double_abs.is_built
-    assert "data" not in json.dumps(json.loads(double_abs.to_json())["constants"])
+    assert "data" not in json.dumps(json.loads(double_abs.to_json())["graphs"][0]["constants"])
     assert torch.equal(double_abs(torch.tensor([1., -2.])), torch.tensor([2., 4.]))
     assert double_abs.code.splitlines() == [
         "def double_abs(x: float32[2]):",
@@ -113,15 +113,26 @@ def test_value_dependent_branch_is_a_trace_error_naming_the_line():
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: d["nodes"][0].update(op="builtins.eval"), "not allowed"),
-    (lambda d: d["nodes"][0].update(op="aten.from_file.default"), "denied"),
-    (lambda d: d["nodes"][1].update(args=[{"node": 7}, 2]), "points to no node"),
-    (lambda d: d["nodes"][0].update(args=[{"input": 3}]), "points to no input"),
+    (lambda d: d["graphs"][0]["nodes"][0].update(op="builtins.eval"), "not allowed"),
+    (lambda d: d["graphs"][0]["nodes"][0].update(op="aten.from_file.default"), "denied"),
+    (lambda d: d["graphs"][0]["nodes"][1].update(args=[{"node": 7}, 2]), "points to no node"),
+    (lambda d: d["graphs"][0]["nodes"][0].update(args=[{"input": 3}]), "points to no input"),
     (lambda d: d.update(version=99), "version 99"),
     (lambda d: d.update(format="pickle"), "not a syft_lab plan"),
-    (lambda d: d["nodes"][0].update(args=[{"__reduce__": "os.system"}]), "malformed plan argument"),
-    (lambda d: d.pop("nodes"), "malformed plan"),
-    (lambda d: d["inputs"][0].update(dtype="object"), "unsupported dtype"),
+    (lambda d: d["graphs"][0]["nodes"][0].update(args=[{"__reduce__": "os.system"}]), "malformed plan argument"),
+    (lambda d: d["graphs"][0].pop("nodes"), "malformed plan"),
+    (lambda d: d.pop("graphs"), "malformed plan"),
+    (lambda d: d.update(graphs=[]), "1 to 64 graphs"),
+    (lambda d: d["graphs"][0]["inputs"][0].update(dtype="object"), "unsupported dtype"),
+    (lambda d: d["graphs"][0]["inputs"][0].update(shape=[-2]), "malformed plan input"),
+    (lambda d: d["graphs"][0].update(batch_sizes=[1, None]), "batch_sizes belong to a graph with a batch"),
+    # shape arithmetic computes on integers only: no tensor or list reaches operator.mul
+    (lambda d: d["graphs"][0]["nodes"].insert(0, {"op": "sym.mul", "args": [[0], 10 ** 9]}),
+     "computes on integers"),
+    (lambda d: d["graphs"][0]["nodes"].insert(0, {"op": "sym.mul", "args": [{"input": 0}, 3]}),
+     "computes on integers"),
+    (lambda d: d["graphs"][0]["nodes"].insert(0, {"op": "aten.sym_size.int", "args": [3, 0]}),
+     "takes a tensor first"),
 ])
 def test_bad_plan_json_is_rejected_at_load(double_abs, bob, mutate, message):
     double_abs.build(torch.ones(2))
@@ -131,7 +142,7 @@ def test_bad_plan_json_is_rejected_at_load(double_abs, bob, mutate, message):
         sy.Plan.from_json(json.dumps(d))
     before = dict(bob.objects)
     with pytest.raises(sy.SyftError, match=message):
-        bob.core.store_plan(PlanGraph.from_json(json.dumps(d)), [])
+        bob.core.store_plan(PlanBuilds.from_json(json.dumps(d)), [])
     assert bob.objects == before
 
 
