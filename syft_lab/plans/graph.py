@@ -356,9 +356,13 @@ class PlanGraph:
     def graph_dict(self) -> dict:
         """Nodes and edges for the plan view: inputs, state, constants, ops, outputs."""
         nodes, edges = [], []
+
+        def shown(shape):  # the batch dimension as the views name it
+            return ["N" if d == BATCH else d for d in shape]
+
         for i, s in enumerate(self.inputs):
             nodes.append({"id": f"in{i}", "role": s["role"], "label": s["name"], "op": None,
-                          "shape": s["shape"], "dtype": s["dtype"]})
+                          "shape": shown(s["shape"]), "dtype": s["dtype"]})
         for i, c in enumerate(self.constants):
             nodes.append({"id": f"c{i}", "role": "constant", "label": f"const {dtype_name(c.dtype)}{list(c.shape)}",
                           "op": None, "shape": list(c.shape), "dtype": dtype_name(c.dtype)})
@@ -366,7 +370,7 @@ class PlanGraph:
         def shape_of(v: Value):
             if v.kind == "input":
                 s = self.inputs[v.index]
-                return s["shape"], s["dtype"]
+                return shown(s["shape"]), s["dtype"]
             if v.kind == "const":
                 c = self.constants[v.index]
                 return list(c.shape), dtype_name(c.dtype)

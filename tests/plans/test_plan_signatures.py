@@ -88,6 +88,8 @@ def test_args_shape_with_minus_one_builds_one_graph_for_every_batch_size():
     plan = sy.plan(classify, state=model, args_shape=[(-1, 4)])
     assert plan.signatures == ["(x: float32[N, 4], N >= 1)"]
     assert "x: float32[N, 4]" in plan.code and "aten.sym_size.int(x, 0)" in plan.code
+    view = {n["id"]: n for n in plan.graph["nodes"]}
+    assert view["in2"]["shape"] == ["N", 4] and view["out0"]["shape"] == ["3*N"]  # the plan view's sizes
     for n in (1, 3, 17):
         x = torch.randn(n, 4)
         torch.testing.assert_close(plan(x), classify(x))
