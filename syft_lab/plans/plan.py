@@ -71,9 +71,11 @@ class Plan:
             origin = f"class {type(self).__name__}"
         elif fn is not None and not callable(fn):
             raise TypeError(f"sy.plan wraps a function, got {type(fn).__name__}")
+        if name is None:
+            name = (type(self).__name__ if self._holder is not None
+                    else getattr(fn, "__name__", None) or (graphs.name if graphs else "plan"))
         self.fn = fn
-        self.name = name or (type(self).__name__ if self._holder is not None else None) \
-            or getattr(fn, "__name__", None) or (graphs.name if graphs else "plan")
+        self.name = name
         self.origin = origin or (f"function {self.name}" if fn is not None else "loaded from JSON")
         self.state = state
         self.id = new_id()

@@ -141,9 +141,9 @@ def trace_batched(fn, name: str, shapes: list, dtypes: list, arg_names: list[str
         single = trace(fn, name, examples, arg_names, state)
     except TraceError:
         return graphs  # the graphs serve N >= 2 (their batch_sizes say so)
-    first = graphs[0]
-    if first.batch_sizes[0] == 2 and _same_ops(first, single):
-        first.batch_sizes = (1, first.batch_sizes[1])
+    smallest = next(g for g in graphs if g.batch_sizes[0] == 2)  # the ranges cover N >= 2
+    if _same_ops(smallest, single):
+        smallest.batch_sizes = (1, smallest.batch_sizes[1])
     else:
         graphs.insert(0, single)
     return graphs

@@ -163,11 +163,37 @@ def test_code_that_depends_on_the_batch_size_gets_a_graph_per_range():
         return x if x.shape[0] > 3 else -x
 
     plan = sy.plan(flip_small, args_shape=[(-1, 2)])
-    assert plan.signatures == ["(x: float32[1, 2])", "(x: float32[N, 2], 2 <= N <= 3)",
-                               "(x: float32[N, 2], N >= 4)"]
+    assert plan.signatures == ["(x: float32[N, 2], 1 <= N <= 3)", "(x: float32[N, 2], N >= 4)"]
     for n in range(1, 7):
         x = torch.randn(n, 2)
         assert torch.equal(plan(x), flip_small(x))
+
+
+def test_batch_size_one_gets_its_own_graph_when_the_code_treats_it_apart():
+    def scale(x):
+        return x * (2 if x.shape[0] == 1 else 3)  # symbolic tracing alone would assume N >= 2
+
+    plan = sy.plan(scale, args_shape=[(-1, 2)])
+    assert plan.signatures == ["(x: float32[1, 2])", "(x: float32[N, 2], N >= 2)"]
+    for n in (1, 2, 5):
+        x = torch.randn(n, 2)
+        assert torch.equal(plan(x), scale(x))
+
+
+def test_a_convolution_plan_serves_every_batch_size(bob):
+    torch.manual_seed(0)
+    conv = nn.Conv2d(1, 2, 3)
+
+    def features(x):
+        return F.max_pool2d(conv(x), 2).flatten(1)
+
+    plan = sy.plan(features, state=conv, args_shape=[(-1, 1, 8, 8)])
+    assert plan.signatures[-1] == "(x: float32[N, 1, 8, 8], N >= 16)"  # the layout choice of a conv at 16
+    pp = plan.send(bob)
+    for n in (1, 3, 16, 17):
+        x = torch.randn(n, 1, 8, 8)
+        torch.testing.assert_close(plan(x), features(x))
+        torch.testing.assert_close(pp(x.send(bob)).get(), features(x).detach())
 
 
 def test_a_plan_that_needs_one_exact_batch_size_fails_at_build_time():
