@@ -42,3 +42,9 @@ __all__ = ["Plan", "PlanPointer", "batch", "plan", "BaseWorker", "Chain", "Local
 # (The inspection model lives in syft_lab.inspection, so sy.inspect names only the function.)
 from .widget import inspect, show  # noqa: E402
 __all__ += ["inspect", "show"]
+
+# --- federated learning (syft_lab/federated) ---
+# Datasets held by workers, a loader that batches them where they are, averaging and rounds.
+from . import federated  # noqa: E402
+from .federated import BaseDataset, FederatedDataLoader, FederatedDataset, federated_avg  # noqa: E402
+__all__ += ["BaseDataset", "FederatedDataLoader", "FederatedDataset", "federated", "federated_avg"]

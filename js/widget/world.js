@@ -42,14 +42,31 @@ export function objectRowHTML(laneId, o, target) {
       + `${o.owning === false ? '<span class="syft-muted" title="does not own its target: dropping it deletes nothing"> weak</span>' : ""}</span>`;
   }
   if (o.held) main += '<span class="syft-held" title="held by the worker itself (worker.load): no pointer owns it">held</span>';
-  for (const t of o.tags || []) main += `<span class="syft-tag">${esc(t)}</span>`;
+  const ds = o.dataset;
+  if (ds) main += datasetHTML(ds);
+  const shownTags = ds ? (o.tags || []).filter((t) => !datasetTags(ds).includes(t)) : o.tags || [];
+  for (const t of shownTags) main += `<span class="syft-tag">${esc(t)}</span>`;
   if (o.refcount > 1) main += `<span class="syft-muted" title="owning pointers">×${o.refcount}</span>`;
   const tip = [names.length ? names.join(", ") + " =" : "", o.type ?? o.kind, shortId(o.id), shape,
     o.kind === "pointer" ? `→ ${o.location}:${shortId(o.id_at_location)}` : "", ...(o.tags || []),
     o.description ? `— ${o.description}` : ""].filter(Boolean).join(" ");
-  return `<li class="syft-obj syft-obj-${kind}" data-key="${esc(objKey(laneId, o.id))}" data-kind="${kind}"`
+  return `<li class="syft-obj syft-obj-${kind}${ds ? " syft-obj-dataset" : ""}" data-key="${esc(objKey(laneId, o.id))}" data-kind="${kind}"`
     + ` data-names="${esc(names.join(","))}"><span class="syft-obj-main" title="${esc(tip)}">${main}</span>`
     + `${actionBarHTML(laneId, o, names[0])}</li>`;
+}
+
+// A part of a federated dataset (inspection model: entry.dataset, from the tags #dataset,
+// #<name> and #data or #target): one badge with its name, part, samples and sample shape,
+// instead of the three tags.
+function datasetTags(ds) {
+  return ["#dataset", `#${ds.name}`, ds.part === "targets" ? "#target" : "#data"];
+}
+
+function datasetHTML(ds) {
+  const shape = (ds.sample_shape || []).length ? ` × ${ds.sample_shape.join("×")}` : "";
+  const tip = `part of dataset ${ds.name}: its ${ds.part}, ${ds.samples} samples${shape ? ` of shape [${ds.sample_shape.join(", ")}]` : ""}`;
+  return `<span class="syft-dataset" title="${esc(tip)}"><span class="syft-dataset-name">${esc(ds.name)}</span>`
+    + ` ${esc(ds.part)} · ${esc(ds.samples)}${esc(shape)}</span>`;
 }
 
 /** Elements from row HTML strings, in order (one parse for many rows). */

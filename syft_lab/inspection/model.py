@@ -117,6 +117,25 @@ def chain(obj) -> Chain:
 
 # --- the world: every worker, its objects, and the pointers between them -------------------
 
+# A part of a federated dataset (syft_lab/federated) is a tensor a worker holds with the tags
+# DATASET_TAG, "#<name>" and one of DATASET_PARTS: search finds it PySyft's way
+# (bob.search("#digits", "#data")) and the views show it as a dataset row.
+DATASET_TAG = "#dataset"
+DATASET_PARTS = {"#data": "data", "#target": "targets"}
+
+
+def dataset_of(tags, shape) -> dict | None:
+    """The dataset a tensor with these tags is part of: name, part, samples, sample shape."""
+    tags = set(tags)
+    if DATASET_TAG not in tags:
+        return None
+    parts = [DATASET_PARTS[t] for t in tags if t in DATASET_PARTS]
+    names = [t[1:] for t in tags - {DATASET_TAG} - set(DATASET_PARTS)]
+    if len(parts) != 1 or len(names) != 1 or not shape:
+        return None
+    return {"name": names[0], "part": parts[0], "samples": shape[0], "sample_shape": list(shape[1:])}
+
+
 def object_meta(obj) -> dict:
     """What a worker tells about one stored object without revealing its values."""
     describe = getattr(obj, "_object_meta", None)
@@ -129,6 +148,9 @@ def object_meta(obj) -> dict:
         m = tensor_meta(obj)
         del m["grad_fn"]
         meta.update(m)
+        dataset = dataset_of(m["tags"], m["shape"])
+        if dataset is not None:
+            meta["dataset"] = dataset
     return meta
 
 

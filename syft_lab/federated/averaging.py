@@ -1,0 +1,121 @@
+"""Federated averaging: one model from several, weighted by how many samples each saw.
+
+    avg = sy.federated_avg({"bob": m1, "alice": m2}, fds)       # weights: fds.counts
+    avg = sy.federated_avg(models, {"bob": 600, "alice": 300})   # or given counts
+
+Each floating tensor of the result is ``sum_k (n_k / N) * theta_k``, summed in the models'
+order (a plain mean without weights); integer buffers (BatchNorm's batch counter) come from
+the first model. The input models are left as they are.
+
+Where it happens:
+- local models: here, and the result is a local module;
+- models on workers: on one worker, ``to`` (by default the first model's worker). The other
+  models' tensors are copied there worker to worker (over websockets their bytes pass through
+  this client's connection, never into the notebook as tensors); the result's parameters are
+  pointers on that worker, and ``avg.get()`` brings only the average here. That worker sees
+  every model: name a trusted aggregator, as PySyft's Part 4 does with ``secure_worker``.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from ..errors import SyftError
+from ..tensors.pointer import PointerTensor
+from ..workers.base import BaseWorker
+from .datasets import FederatedDataset, check_alive
+
+
+def _weights(models: dict, weights) -> dict[str, float]:
+    if weights is None:
+        counts = {k: 1 for k in models}
+    elif isinstance(weights, FederatedDataset):
+        counts = weights.counts
+    elif isinstance(weights, dict):
+        counts = weights
+    else:
+        raise SyftError(f"weights are a dict of sample counts or a sy.FederatedDataset, got {type(weights).__name__}")
+    missing = [k for k in models if k not in counts]
+    if missing:
+        raise SyftError(f"no weight (sample count) for {', '.join(map(repr, missing))}; weights are given for "
+                        f"{', '.join(map(repr, counts)) or 'none'}")
+    bad = {k: counts[k] for k in models if isinstance(counts[k], bool) or not isinstance(counts[k], (int, float))
+           or not counts[k] > 0}
+    if bad:
+        raise SyftError(f"weights are positive numbers, got {bad}")
+    total = float(sum(counts[k] for k in models))
+    return {k: counts[k] / total for k in models}
+
+
+def _tensors(model: nn.Module) -> dict:
+    return {**dict(model.named_parameters()), **dict(model.named_buffers())}
+
+
+def _location(t):
+    return t.location if isinstance(t, PointerTensor) else None
+
+
+def _to(t, worker):
+    """``t`` on ``worker`` (itself if it is there already; else a copy, the source untouched)."""
+    t = t.detach() if not isinstance(t, PointerTensor) else t
+    if worker is None:
+        if isinstance(t, PointerTensor):
+            raise SyftError("internal: a remote tensor in a local average")
+        return t
+    if isinstance(t, PointerTensor):
+        if t.location is worker:
+            return t
+        t._check_alive()
+        return worker._receive_from(t.location, t.id_at_location, requires_grad=False, keep_source=True)
+    return worker.send(t, requires_grad=False)
+
+
+def federated_avg(models: dict, weights=None, *, to: BaseWorker | None = None) -> nn.Module:
+    """The weighted average of ``models`` (a dict such as ``{"bob": m1, "alice": m2}``): a new module.
+
+    ``weights``: sample counts by the same keys, or a FederatedDataset (its counts), or None
+    for a plain mean. ``to``: the worker that averages remote models (see the module doc)."""
+    if not isinstance(models, dict) or not models:
+        raise SyftError("federated_avg takes a non-empty dict of models, e.g. {'bob': m1, 'alice': m2}")
+    bad = [k for k, m in models.items() if not isinstance(m, nn.Module)]
+    if bad:
+        raise SyftError(f"federated_avg averages nn.Modules; {bad[0]!r} is a {type(models[bad[0]]).__name__}")
+    w = _weights(models, weights)
+    tensors = {k: _tensors(m) for k, m in models.items()}
+    first_key = next(iter(models))
+    layout = {n: tuple(t.shape) for n, t in tensors[first_key].items()}
+    for k, ts in tensors.items():
+        if {n: tuple(t.shape) for n, t in ts.items()} != layout:
+            raise SyftError(f"model {k!r} does not have the same parameters and shapes as {first_key!r}")
+    locations = {id(loc): loc for ts in tensors.values() for t in ts.values() if (loc := _location(t)) is not None}
+    if to is None and locations:
+        to = next((loc for t in tensors[first_key].values() if (loc := _location(t)) is not None),
+                  next(iter(locations.values())))
+    if to is not None:
+        if not isinstance(to, BaseWorker):
+            raise SyftError(f"to= is the worker that averages, got {type(to).__name__}")
+        check_alive(to)
+    averaged = {}
+    with torch.no_grad():
+        for name, t0 in tensors[first_key].items():
+            if not t0.is_floating_point():
+                averaged[name] = _to(t0, to).clone()  # a counter, not a weight: the first model's
+                continue
+            acc = None
+            for k in models:
+                term = _to(tensors[k][name], to) * w[k]
+                acc = term if acc is None else acc + term
+            averaged[name] = acc
+    # A copy of the first model whose tensors are the averages (deepcopy's memo swaps them in).
+    memo = {}
+    for name, t0 in tensors[first_key].items():
+        value = averaged[name]
+        memo[id(t0)] = nn.Parameter(value, requires_grad=t0.requires_grad) if isinstance(t0, nn.Parameter) else value
+    result = copy.deepcopy(models[first_key], memo)
+    if to is not None:
+        result.location = to
+    else:
+        result.__dict__.pop("location", None)
+    return result

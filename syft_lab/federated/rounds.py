@@ -1,0 +1,235 @@
+"""Rounds of federated averaging: sample clients, train locally, average, evaluate.
+
+    fl = sy.federated.FedAvg(model, fds, loss=F.cross_entropy, lr=0.1, batch_size=32)
+    fl.run(5, evaluate=(test_x, test_y), chart=chart)   # a progress bar per round
+    fl.round()                                          # one more round; retry after an error
+
+Each client keeps a copy of the model on its worker for the whole training (its parameters
+are pointers there). A round copies the global weights into it (one send per tensor), trains it
+for ``local_epochs`` on the client's data, op by op through pointers or, with ``plans=True``,
+one plan message per batch, and averages the clients on one worker (``aggregator``, by default
+the first client's; see ``federated_avg``). Only the average comes back here: it becomes the
+global model, which is then evaluated here. Local training is plain SGD with ``lr``, the same in
+both modes.
+
+A round that fails (a worker that went away, a bad batch) raises ``FederatedRoundError``
+naming the worker; the global model is only replaced at the end of a successful round, so it is
+unchanged, and ``round()`` may be called again (with ``clients=`` to leave a worker out).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..errors import SyftError
+from ..plans import plan as make_plan
+from ..tensors.pointer import PointerTensor
+from .averaging import federated_avg
+from .datasets import FederatedDataset, check_alive
+from .loader import FederatedDataLoader
+
+
+class FederatedRoundError(SyftError):
+    """A round failed on one worker; the global model is unchanged and the round can be run again."""
+
+    def __init__(self, round_no: int, worker_id: str, phase: str, cause: BaseException):
+        self.round, self.worker_id, self.phase, self.cause = round_no, worker_id, phase, cause
+        super().__init__(f"round {round_no}: worker {worker_id!r} failed during {phase}: {type(cause).__name__}: "
+                         f"{cause}. The global model is unchanged: run the round again (fl.round()), leaving "
+                         f"{worker_id!r} out (fl.round(clients=[...])) or once it is back")
+
+
+@dataclasses.dataclass
+class RoundResult:
+    round: int
+    clients: dict  # worker id -> {"loss": mean training loss, "accuracy": training accuracy, "samples": n}
+    global_: dict  # {"loss", "accuracy"} of the averaged model (empty without evaluate)
+    seconds: float
+
+    def as_dict(self) -> dict:
+        return {"round": self.round, "clients": self.clients, "global": self.global_, "seconds": self.seconds}
+
+
+def evaluate_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss=F.cross_entropy) -> dict:
+    """Loss and accuracy of a local model on local test data."""
+    with torch.no_grad():
+        out = model(x)
+        return {"loss": float(loss(out, y)), "accuracy": float((out.argmax(1) == y).float().mean())}
+
+
+class _Client:
+    """One worker's copy of the model, its optimizer and (with plans) its sent training step."""
+
+    def __init__(self, worker, global_model: nn.Module, lr: float, build_step=None):
+        self.worker = worker
+        self.model = global_model.copy()
+        plan = build_step(self.model) if build_step is not None else None  # traced on local tensors
+        self.model.send(worker)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr)
+        # the plan's state is self.model, on the worker now: calls use its pointers, nothing else is sent
+        self.step = plan.send(worker) if plan is not None else None
+
+    def alive(self) -> bool:
+        return all(not p._ref.released for p in self.model.parameters() if isinstance(p, PointerTensor))
+
+    def load(self, global_model: nn.Module) -> None:
+        """Copy the global weights into this client's model, on its worker (in place)."""
+        with torch.no_grad():
+            for mine, theirs in zip(self.model.state_dict(keep_vars=True).values(),
+                                    global_model.state_dict(keep_vars=True).values()):
+                mine.copy_(self.worker.send(theirs.detach()))
+
+
+class FedAvg:
+    """Federated averaging of ``model`` (local; it becomes the global model) over ``fds``."""
+
+    def __init__(self, model: nn.Module, fds: FederatedDataset, *, loss=F.cross_entropy, lr: float = 0.1,
+                 batch_size: int = 32, local_epochs: int = 1, clients_per_round: int | None = None,
+                 plans: bool = False, aggregator=None, accuracy: bool = True, seed: int | None = 0):
+        if not isinstance(model, nn.Module) or any(isinstance(p, PointerTensor) for p in model.parameters()):
+            raise SyftError("FedAvg trains a local nn.Module (call model.get() first if it was sent)")
+        if not isinstance(fds, FederatedDataset):
+            raise SyftError(f"FedAvg takes a sy.FederatedDataset, got {type(fds).__name__}")
+        if clients_per_round is not None and not 1 <= clients_per_round <= len(fds.workers):
+            raise SyftError(f"clients_per_round is between 1 and {len(fds.workers)}, got {clients_per_round}")
+        self.model, self.fds, self.loss, self.lr = model, fds, loss, lr
+        self.local_epochs, self.clients_per_round, self.plans = local_epochs, clients_per_round, plans
+        self.aggregator, self.accuracy = aggregator, accuracy
+        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        self.loader = FederatedDataLoader(fds, batch_size=batch_size, shuffle=True, generator=self.generator)
+        self.history: list[RoundResult] = []
+        self._clients: dict[str, _Client] = {}
+
+    # --- one round ------------------------------------------------------------------------
+    def sample_clients(self) -> list[str]:
+        workers = self.fds.workers
+        if self.clients_per_round is None:
+            return workers
+        picked = torch.randperm(len(workers), generator=self.generator)[:self.clients_per_round]
+        return [workers[i] for i in sorted(picked.tolist())]
+
+    def round(self, *, clients=None, evaluate=None, chart=None, progress: bool = True) -> RoundResult:
+        """One round; on failure FederatedRoundError, with the global model unchanged."""
+        number = len(self.history) + 1
+        clients = list(clients) if clients is not None else self.sample_clients()
+        unknown = [c for c in clients if c not in self.fds.workers]
+        if not clients or unknown:
+            raise SyftError(f"clients are some of {', '.join(self.fds.workers)}; got {clients}")
+        t0 = time.perf_counter()
+        total = sum(self.loader.num_batches(c) for c in clients) * self.local_epochs
+        bar = tqdm(total=total, desc=f"round {number}", unit="batch", leave=True, disable=not progress)
+        try:
+            metrics = {}
+            for wid in clients:
+                client = self._client(number, wid)
+                metrics[wid] = self._guard(number, wid, "local training", lambda: self._train(client, bar))
+            trained = {wid: self._clients[wid].model for wid in clients}
+            where = self.aggregator or self._clients[clients[0]].worker
+            average = self._guard(number, where.id, "averaging", lambda: federated_avg(
+                trained, {wid: len(self.fds[wid]) for wid in clients}, to=where).get())
+        finally:
+            bar.close()
+        self.model.load_state_dict(average.state_dict())  # only now: a failed round changes nothing
+        scores = {}
+        if evaluate is not None:
+            scores = evaluate(self.model) if callable(evaluate) else evaluate_classifier(self.model, *evaluate,
+                                                                                        loss=self.loss)
+        result = RoundResult(number, metrics, scores, time.perf_counter() - t0)
+        self.history.append(result)
+        if chart is not None:
+            chart.add(result)
+        return result
+
+    def run(self, rounds: int, *, evaluate=None, chart=None, progress: bool = True) -> list[RoundResult]:
+        """``rounds`` more rounds; returns their results (also in ``history``)."""
+        return [self.round(evaluate=evaluate, chart=chart, progress=progress) for _ in range(rounds)]
+
+    # --- the steps --------------------------------------------------------------------------
+    @staticmethod
+    def _guard(number, worker_id, phase, fn):
+        try:
+            return fn()
+        except FederatedRoundError:
+            raise
+        except SyftError as e:
+            raise FederatedRoundError(number, worker_id, phase, e) from e
+
+    def _client(self, number, wid) -> _Client:
+        """The client's model on its worker, holding the global weights."""
+        worker = self.fds[wid].location
+
+        def prepare():
+            check_alive(worker)
+            client = self._clients.get(wid)
+            if client is not None and client.worker is worker and client.alive():
+                try:
+                    client.load(self.model)
+                    return client
+                except SyftError:  # its copy is gone (the worker restarted): make a new one
+                    pass
+            build = (lambda m: self._plan_for(m, wid)) if self.plans else None
+            client = self._clients[wid] = _Client(worker, self.model, self.lr, build)
+            return client
+
+        return self._guard(number, wid, "sending the model", prepare)
+
+    def _plan_for(self, model: nn.Module, wid: str):
+        """A training step of ``model`` (plain SGD) as a plan, built for every batch size of ``wid``."""
+        loss_fn, lr, with_acc = self.loss, self.lr, self.accuracy
+
+        def train_step(x, y):
+            out = model(x)
+            loss = loss_fn(out, y)
+            grads = torch.autograd.grad(loss, list(model.parameters()))
+            with torch.no_grad():
+                for p, g in zip(model.parameters(), grads):
+                    p.sub_(lr * g)
+            correct = (out.argmax(1) == y).sum() if with_acc else loss.detach() * 0
+            return loss.detach(), correct
+
+        ds, bs = self.fds[wid], self.loader.batch_size
+        sizes = {min(bs, len(ds))} | ({len(ds) % bs} if len(ds) % bs else set())
+        step = make_plan(train_step, state=model, name="train_step")
+        for n in sorted(sizes):
+            step.build(torch.empty((n, *ds.sample_shape), dtype=ds.data.dtype),
+                       torch.empty((n, *ds.targets.shape[1:]), dtype=ds.targets.dtype))
+        return step
+
+    def _train(self, client: _Client, bar) -> dict:
+        losses, corrects, sizes = [], [], []
+        model, opt = client.model, client.opt
+        for _ in range(self.local_epochs):
+            for x, y in self.loader.batches(client.worker.id):
+                if client.step is not None:
+                    loss, correct = client.step(x, y)
+                else:
+                    opt.zero_grad()
+                    out = model(x)
+                    loss = self.loss(out, y)
+                    loss.backward()
+                    opt.step()
+                    with torch.no_grad():
+                        correct = (out.argmax(1) == y).sum() if self.accuracy else None
+                    loss = loss.detach()
+                losses.append(loss)
+                corrects.append(correct)
+                sizes.append(x.shape[0])
+                bar.update(1)
+        n = sum(sizes)
+        batch_losses = torch.stack(losses).get()
+        result = {"loss": float((batch_losses * torch.tensor(sizes, dtype=batch_losses.dtype)).sum() / n),
+                  "samples": n // self.local_epochs}
+        if self.accuracy:
+            result["accuracy"] = float(torch.stack(corrects).sum().get()) / n
+        return result
+
+
+def run_rounds(model: nn.Module, fds: FederatedDataset, rounds: int, *, evaluate=None, chart=None,
+               progress: bool = True, **options) -> list[RoundResult]:
+    """``FedAvg(model, fds, **options).run(rounds, ...)``: the global model is ``model``, trained in place."""
+    return FedAvg(model, fds, **options).run(rounds, evaluate=evaluate, chart=chart, progress=progress)
