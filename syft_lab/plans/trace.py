@@ -188,33 +188,29 @@ def _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint):
     guards = [(g.expr, g.sloc) for g in shape_env.guards if n in g.expr.free_symbols]
     as_text = {n: sympy.Symbol("N")}  # error messages name the batch size N, as the views do
 
-    def allowed(value: int) -> bool:
-        for expr, _ in guards:
+    def broken(value: int):
+        """The first guard that batch size ``value`` breaks (as text), or None."""
+        for expr, sloc in guards:
             truth = expr.xreplace({n: sympy.Integer(value)})
             if truth not in (sympy.true, sympy.false):
-                raise TraceError(f"plan {name!r}: its trace assumed {expr.xreplace(as_text)} about the batch size, which "
-                                 f"plans cannot check. Give a fixed size instead of -1 in args_shape")
+                raise TraceError(f"plan {name!r}: its trace assumed {expr.xreplace(as_text)} about the batch "
+                                 f"size, which plans cannot check. Give a fixed size instead of -1 in args_shape")
             if truth is sympy.false:
-                return False
-        return True
+                return f"{expr.xreplace(as_text)} at {sloc}"
+        return None
 
-    if not allowed(hint):  # a guard the trace's own size breaks: it depends on N in a way plans cannot follow
-        expr, sloc = guards[0]
-        raise TraceError(f"plan {name!r} depends on the batch size ({expr.xreplace(as_text)} at {sloc}): give a fixed size "
-                         f"instead of -1 in args_shape")
     lo = hint
-    while lo > 2 and allowed(lo - 1):
+    while lo > 2 and broken(lo - 1) is None:
         lo -= 1
     hi = hint
-    while hi < hint + _PROBE and allowed(hi + 1):
+    while hi < hint + _PROBE and broken(hi + 1) is None:
         hi += 1
-    if hi == hint + _PROBE and allowed(2 ** 40):
+    if hi == hint + _PROBE and broken(2 ** 40) is None:
         hi = None
+    if lo == hi:  # e.g. x.view(4, -1) or int(x.shape[0]): the graph is for one size only
+        raise TraceError(f"plan {name!r} depends on the exact batch size ({broken(hi + 1) or broken(lo - 1)}): "
+                         f"give a fixed size instead of -1 in args_shape")
     inputs = _input_specs(state_names, state_values, arg_names, shapes, dtypes)
-    if guards and lo == hi:
-        expr, sloc = guards[0]
-        raise TraceError(f"plan {name!r} depends on the exact batch size ({expr.xreplace(as_text)} at {sloc}): give a fixed "
-                         f"size instead of -1 in args_shape")
     return graph_from_fx(gm, name, inputs), (lo, hi)
 
 
