@@ -1,0 +1,145 @@
+"""FedAvg rounds: equal to local SGD plus the weighted average, plans or op by op, and a
+failed round leaves the global model as it was and can be run again."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import syft_lab as sy
+
+
+def blobs(n=30, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % 3
+    x = torch.randn(n, 4, generator=g) + F.one_hot(y, 4).float() * 2
+    return x, y
+
+
+def net(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+@pytest.fixture
+def setup(trio):
+    x, y = blobs()
+    fds = sy.BaseDataset(x, y, name="blobs").federate(trio, indices=[range(0, 12), range(12, 21), range(21, 30)])
+    yield x, y, fds
+    fds.unload()
+
+
+def by_hand(model, x, y, slices, rounds, *, lr, batch_size, seed):
+    """The same training here: each client runs SGD on its shuffled batches, then the
+    sample-weighted average becomes the global model."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(rounds):
+        trained = {}
+        for wid, idx in slices.items():
+            client = net()
+            client.load_state_dict(model.state_dict())
+            opt = torch.optim.SGD(client.parameters(), lr=lr)
+            order = torch.tensor(idx)[torch.randperm(len(idx), generator=g)]
+            for b in order.split(batch_size):
+                opt.zero_grad()
+                F.cross_entropy(client(x[b]), y[b]).backward()
+                opt.step()
+            trained[wid] = client
+        model.load_state_dict(sy.federated_avg(trained, {w: len(i) for w, i in slices.items()}).state_dict())
+    return model
+
+
+SLICES = {"bob": list(range(0, 12)), "alice": list(range(12, 21)), "carol": list(range(21, 30))}
+
+
+@pytest.mark.parametrize("plans", [False, True], ids=["op_by_op", "plans"])
+def test_rounds_equal_local_sgd_and_the_weighted_average(setup, plans):
+    x, y, fds = setup
+    model = net()
+    fl = sy.federated.FedAvg(model, fds, lr=0.2, batch_size=5, plans=plans, seed=7)
+    results = fl.run(3, evaluate=(x, y), progress=False)
+    expected = by_hand(net(), x, y, SLICES, 3, lr=0.2, batch_size=5, seed=7)
+    for p, q in zip(model.parameters(), expected.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    assert [r.round for r in results] == [1, 2, 3] and fl.history == results
+    assert set(results[0].clients) == {"bob", "alice", "carol"}
+    assert [results[0].clients[w]["samples"] for w in ("bob", "alice", "carol")] == [12, 9, 9]
+    assert results[-1].global_ == sy.federated.evaluate_classifier(model, x, y)
+    assert results[-1].global_["loss"] < results[0].global_["loss"]
+    assert all(0 <= c["accuracy"] <= 1 and c["loss"] > 0 for r in results for c in r.clients.values())
+    assert type(model[0].weight) is nn.Parameter  # the global model stayed here
+
+
+def test_client_metrics_are_the_training_loss_and_accuracy(setup):
+    x, y, fds = setup
+    model = net()
+    fl = sy.federated.FedAvg(model, fds, lr=0.0, batch_size=100, clients_per_round=None)  # lr 0: nothing moves
+    r = fl.round(progress=False)
+    with torch.no_grad():
+        for wid, idx in SLICES.items():
+            out = model(x[idx])
+            assert r.clients[wid]["loss"] == pytest.approx(float(F.cross_entropy(out, y[idx])), rel=1e-6)
+            assert r.clients[wid]["accuracy"] == pytest.approx(float((out.argmax(1) == y[idx]).float().mean()))
+
+
+def test_clients_per_round_samples_distinct_clients_repeatably(setup):
+    _, _, fds = setup
+    picks = [sy.federated.FedAvg(net(), fds, clients_per_round=2, seed=s).sample_clients() for s in (0, 0, 1, 2, 3)]
+    assert picks[0] == picks[1]
+    assert all(len(set(p)) == 2 and set(p) <= {"bob", "alice", "carol"} for p in picks)
+    assert len({tuple(p) for p in picks}) > 1
+    fl = sy.federated.FedAvg(net(), fds, clients_per_round=1, lr=0.1)
+    assert len(fl.round(progress=False).clients) == 1
+
+
+def test_a_worker_that_goes_away_mid_round_is_named_and_the_round_can_be_retried(setup, trio):
+    x, y, fds = setup
+    carol = trio[2]
+    model = net()
+    fl = sy.federated.FedAvg(model, fds, lr=0.2, batch_size=5)
+    fl.round(progress=False)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def loss_that_loses_carol(out, target):
+        if out.location is carol:
+            carol.close()  # carol goes away after her first batch
+        return F.cross_entropy(out, target)
+
+    fl.loss = loss_that_loses_carol
+    with pytest.raises(sy.federated.FederatedRoundError,
+                       match="round 2: worker 'carol' failed during local training: WorkerUnavailableError: "
+                             "worker 'carol' is closed.*global model is unchanged") as e:
+        fl.round(progress=False)
+    assert e.value.worker_id == "carol" and e.value.round == 2
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert len(fl.history) == 1
+    fl.loss = F.cross_entropy
+    retry = fl.round(clients=["bob", "alice"], progress=False)
+    assert retry.round == 2 and set(retry.clients) == {"bob", "alice"}
+    assert not torch.equal(before["0.weight"], model[0].weight)
+    with pytest.raises(sy.federated.FederatedRoundError, match="worker 'carol' failed during sending the model"):
+        fl.round(progress=False)
+
+
+def test_the_chart_gets_every_round(setup):
+    x, y, fds = setup
+    chart = sy.federated.RoundChart()
+    sy.federated.run_rounds(net(), fds, 2, evaluate=(x, y), chart=chart, progress=False, lr=0.1)
+    assert [r["round"] for r in chart.rounds] == [1, 2]
+    assert set(chart.rounds[0]["clients"]) == {"bob", "alice", "carol"}
+    assert set(chart.rounds[0]["global"]) == {"loss", "accuracy"}
+    lines = chart.text().splitlines()
+    assert lines[0].startswith("round") and len(lines) == 3 and "bob" in lines[1]
+
+
+def test_bad_arguments(setup, bob):
+    _, _, fds = setup
+    sent = net().send(bob)
+    with pytest.raises(sy.SyftError, match="trains a local nn.Module"):
+        sy.federated.FedAvg(sent, fds)
+    sent.get()
+    with pytest.raises(sy.SyftError, match="takes a sy.FederatedDataset"):
+        sy.federated.FedAvg(net(), [1])
+    with pytest.raises(sy.SyftError, match="clients_per_round is between 1 and 3"):
+        sy.federated.FedAvg(net(), fds, clients_per_round=4)
+    with pytest.raises(sy.SyftError, match="clients are some of bob, alice, carol"):
+        sy.federated.FedAvg(net(), fds).round(clients=["dave"], progress=False)
