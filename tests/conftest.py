@@ -1,11 +1,30 @@
 import ast
+import gc
+import os
 import queue
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+from jupyter_client.manager import start_new_kernel
 
 import syft_lab as sy
+from venv_kernel import install_kernelspec
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"  # git-ignored: the only place in the tree tests write to
+
+# Hypothesis keeps its example database in the working directory by default.
+settings.register_profile("syft_lab", database=DirectoryBasedExampleDatabase(str(ARTIFACTS / "hypothesis")))
+settings.load_profile("syft_lab")
+
+_LEAK_CHECKED = pytest.StashKey[list]()
+_CALL_FAILED = pytest.StashKey[bool]()
 
 
 @pytest.fixture(autouse=True)
@@ -15,9 +34,11 @@ def hooked():
 
 
 @pytest.fixture
-def workers():
-    """Fresh bob and alice for one test; their stores must be empty again at the end."""
+def workers(request):
+    """Fresh bob and alice for one test; their stores must be empty again at the end (checked
+    after every fixture of the test is torn down: see pytest_runtest_teardown)."""
     bob, alice = sy.VirtualWorker("bob"), sy.VirtualWorker("alice")
+    request.node.stash.setdefault(_LEAK_CHECKED, []).extend([bob, alice])
     yield bob, alice
     bob.close()
     alice.close()
@@ -33,8 +54,71 @@ def alice(workers):
     return workers[1]
 
 
+def leaked(worker) -> list[str]:
+    """What ``worker`` still stores that no test asked it to keep (``load``ed data is held by
+    the worker on purpose and does not count)."""
+    core = worker.core
+    return [f"{worker.id}:{obj_id} {type(obj).__name__}{list(getattr(obj, 'shape', []))} "
+            f"(refcount {core.refcounts.get(obj_id)})"
+            for obj_id, obj in core.objects.items() if obj_id not in core.held]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.stash[_CALL_FAILED] = report.failed
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """The leak detector: once the test and all its fixtures (widgets, namespaces) are gone,
+    the workers of the ``workers`` fixture store nothing. Not checked after a failed test
+    (its traceback keeps its pointers alive)."""
+    result = yield
+    checked = item.stash.get(_LEAK_CHECKED, [])
+    if checked and not item.stash.get(_CALL_FAILED, False):
+        item.funcargs.clear()  # the fixtures' values (pytest drops them right after this hook)
+        gc.collect()
+        leaks = [entry for w in checked for entry in leaked(w)]
+        checked.clear()
+        if leaks:
+            pytest.fail(f"objects left on the test's workers after it ended ({len(leaks)}): " + "; ".join(leaks),
+                        pytrace=False)
+    return result
+
+
+_kernelspec_dir = None
+
+
 def pytest_configure(config):
+    global _kernelspec_dir
     torch.manual_seed(0)
+    # Kernels started by tests (jupyter_client, nbclient) run this interpreter: JUPYTER_PATH
+    # comes first in the kernelspec search, before the user's own "python3".
+    _kernelspec_dir = tempfile.mkdtemp(prefix="syft-lab-kernels-")
+    install_kernelspec(Path(_kernelspec_dir))
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (_kernelspec_dir, os.environ.get("JUPYTER_PATH")) if p)
+
+
+def pytest_unconfigure(config):
+    if _kernelspec_dir is not None:
+        shutil.rmtree(_kernelspec_dir, ignore_errors=True)
+
+
+# What Kernel.reset runs: the kernel as a fresh one would be, without a restart (the closed
+# workers and widgets are gone from every view; syft_lab stays imported and loaded).
+RESET = """\
+from syft_lab.widget import live as _live
+from syft_lab.workers import registry as _registry
+for _w in _live.widgets():
+    _w.close()
+for _w in _registry.all_workers():
+    _w.close()
+get_ipython().run_line_magic("reset", "-f")
+__import__("gc").collect()
+"""
 
 
 class Kernel:
@@ -49,7 +133,8 @@ class Kernel:
             self.comm_msgs.append(msg)
 
     def run(self, code: str, timeout: float = 120, silent: bool = False) -> dict:
-        """Execute code; returns {"stdout", "stderr", "error", "data" (display bundles), "reply"}."""
+        """Execute code; returns {"stdout", "stderr", "error", "data" (display bundles), "reply"}.
+        Every iopub message the cell caused (its comm messages too) has been read on return."""
         msg_id = self.client.execute(code, silent=silent, store_history=not silent)
         out = {"stdout": "", "stderr": "", "error": None, "data": []}
         while True:
@@ -81,25 +166,28 @@ class Kernel:
         assert r["error"] is None, r["error"]
         return ast.literal_eval(r["stdout"].strip())
 
-    def drain(self, seconds: float = 0.3) -> None:
-        """Read iopub for a while (messages pushed between cells)."""
-        end = time.monotonic() + seconds
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                return
+    def read_iopub(self, timeout: float) -> None:
+        """Read iopub messages for up to ``timeout`` seconds (used only while waiting for one)."""
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
             try:
                 self._collect(self.client.get_iopub_msg(timeout=left))
             except queue.Empty:
                 return
 
+    def reset(self) -> None:
+        """Forget every variable, worker and widget of earlier tests."""
+        r = self.run(RESET, silent=True)
+        assert r["error"] is None and r["reply"]["status"] == "ok", r
+        assert self.eval("get_ipython().run_line_magic('who_ls', '')") == []
+        assert self.eval("__import__('syft_lab').all_workers()") == []
+
 
 @pytest.fixture(scope="module")
-def kernel():
-    """One real kernel per test module (magics, sidebar comm)."""
-    from jupyter_client.manager import start_new_kernel
-
-    km, kc = start_new_kernel(kernel_name="python3")
+def kernel(tmp_path_factory):
+    """One real kernel per test module (magics, sidebar comm), of the venv's kernelspec, in a
+    temporary working directory. Tests that must not see earlier tests' state call reset()."""
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path_factory.mktemp("kernel")))
     try:
         yield Kernel(kc)
     finally:

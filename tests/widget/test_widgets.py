@@ -1,7 +1,10 @@
 """Widget state: the model JSON in the traits, live updates as patches, messages, displays."""
+import gc
 import json
+import re
 import shutil
 import subprocess
+import weakref
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from hypothesis import strategies as st
 import syft_lab as sy
 from syft_lab import events
 from syft_lab.inspection.model import world_dict
+from syft_lab.plans import Plan
 from syft_lab.widget import ChainWidget, PlanWidget, WorldWidget, diff, live, mimebundle, svg
 from syft_lab.widget.widgets import STATIC
 
@@ -145,8 +149,6 @@ def test_plan_widget_from_a_plan_node(plan_node):
 
 
 def test_real_plan_displays_as_plan_view(bob):
-    Plan = pytest.importorskip("syft_lab.plans").Plan
-
     @sy.plan
     def f(x):
         return (x * 2).relu() + 1
@@ -157,10 +159,10 @@ def test_real_plan_displays_as_plan_view(bob):
     node = w.plan_node()
     roles = {n["role"] for n in node["graph"]["nodes"]}
     assert {"input", "op", "output"} <= roles
+    assert node["sent_to"] == []  # the view says "not sent to any worker"
     ptr = f.send(bob)
     w2 = sy.widget.widget_for(ptr)
     assert isinstance(w2, PlanWidget) and w2.plan_node() is not None
-    assert w.chains[0]["nodes"][0]["sent_to"] == [] or True
     w.refresh()
     assert w.plan_node()["sent_to"] == ["bob"]
 
@@ -313,7 +315,11 @@ def test_js_unit_tests_pass():
         pytest.fail("npm install has not run (scripts/setup runs it)")
     out = subprocess.run([node, "--test", "tests/js/"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    assert "# fail 0" in out.stdout
+    # every test( ... ) of the JS files ran and passed: a run of zero tests is no pass
+    written = sum(len(re.findall(r"^\s*test\(", f.read_text(), re.M)) for f in (ROOT / "tests" / "js").glob("*.test.js"))
+    summary = dict(re.findall(r"^# (tests|pass|fail|skipped|todo|cancelled) (\d+)$", out.stdout, re.M))
+    assert written >= 20 and summary == {"tests": str(written), "pass": str(written), "fail": "0", "skipped": "0",
+                                         "todo": "0", "cancelled": "0"}, out.stdout[-2000:]
 
 
 def test_messages_from_a_subshell_thread_run_on_the_main_thread(bob, capture):
@@ -372,8 +378,6 @@ def test_sy_inspect_is_one_live_widget_and_show_displays(bob, monkeypatch):
 
 
 def test_a_plan_is_sent_from_its_view(bob):
-    pytest.importorskip("syft_lab.plans")
-
     @sy.plan
     def g(x):
         return x + 1
@@ -408,3 +412,16 @@ def test_one_world_is_computed_per_refresh_for_every_view_of_a_namespace(bob, ca
         assert view.world["rev"] == 1 and any(o.get("names") == ["x_ptr"] for lane in view.world["workers"]
                                               for o in lane["objects"])
     assert views[0].world is not views[1].world  # each view keeps its own copy
+
+
+def test_a_closed_view_lets_go_of_its_namespace(bob):
+    """Closing a view frees what it showed: the worker's object goes with the last pointer."""
+    ns = {"p": torch.ones(2).send(bob)}
+    views = [ChainWidget(ns["p"], namespace=ns), WorldWidget(namespace=ns)]
+    refs = [weakref.ref(v) for v in views]
+    for v in views:
+        v.close()
+    del views, ns
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    assert bob.objects == {}
