@@ -2,6 +2,8 @@
 
     syft-lab worker --id bob [--host 127.0.0.1] [--port 8777] [--token-file F]
                     [--certfile C --keyfile K] [--max-message-size N] [--max-connections N]
+                    [--max-pending-handshakes N] [--handshake-timeout S] [--allow-origin URL ...]
+                    [--session-grace S] [--max-memory N] [--max-objects N] [--threads N]
 
 The token comes from --token-file or the SYFT_LAB_TOKEN environment variable. Without one the
 worker only listens on a loopback address. Once listening it prints one line:
@@ -14,18 +16,39 @@ import sys
 
 
 def _size(text: str) -> int:
-    """A byte count such as 1048576, 512MiB, 2GiB or 1GB."""
-    units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
+    """A byte count such as 1048576, 512MiB, 512M, 2GiB, 2G or 1GB (K, M, G, T: powers of 1024)."""
+    units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9,
+             "tb": 10**12, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
     t = text.strip().lower()
-    for u, mult in units.items():
-        if t.endswith(u):
-            return int(float(t[: -len(u)]) * mult)
-    return int(t)
+    try:
+        for u, mult in units.items():
+            if t.endswith(u):
+                n = int(float(t[: -len(u)]) * mult)
+                break
+        else:
+            n = int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 512M or 2G)") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"a size is positive, got {text!r}")
+    return n
+
+
+def _seconds(text: str) -> float:
+    try:
+        s = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not s >= 0:
+        raise argparse.ArgumentTypeError(f"a duration is zero or more seconds, got {text!r}")
+    return s
 
 
 def worker_parser(prog="syft-lab worker") -> argparse.ArgumentParser:
     from .wire.format import DEFAULT_MAX_MESSAGE_SIZE
-    from .workers.server import DEFAULT_MAX_CONNECTIONS
+    from .workers.limits import DEFAULT_MAX_OBJECTS
+    from .workers.server import (DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PENDING_HANDSHAKES,
+                                 DEFAULT_SESSION_GRACE)
 
     p = argparse.ArgumentParser(prog=prog, description="Run a syft_lab worker that clients reach with "
                                 "sy.WebSocketWorker(url, id=..., token=...).")
@@ -39,7 +62,24 @@ def worker_parser(prog="syft-lab worker") -> argparse.ArgumentParser:
     p.add_argument("--max-message-size", type=_size, default=DEFAULT_MAX_MESSAGE_SIZE,
                    help="largest message (header + tensors) accepted, e.g. 512MiB (default 2GiB)")
     p.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
-                   help=f"concurrent client connections (default {DEFAULT_MAX_CONNECTIONS})")
+                   help=f"concurrent connections, unfinished handshakes included (default {DEFAULT_MAX_CONNECTIONS})")
+    p.add_argument("--max-pending-handshakes", type=int, default=DEFAULT_MAX_PENDING_HANDSHAKES,
+                   help=f"connections still in their opening handshake; a new one drops the oldest "
+                        f"(default {DEFAULT_MAX_PENDING_HANDSHAKES})")
+    p.add_argument("--handshake-timeout", type=_seconds, default=DEFAULT_HANDSHAKE_TIMEOUT,
+                   help=f"seconds a connection may take to finish its opening handshake "
+                        f"(default {DEFAULT_HANDSHAKE_TIMEOUT:g})")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="URL",
+                   help="accept websockets opened by web pages from this origin, e.g. "
+                        "https://lab.example.org (repeatable; default: refuse every browser Origin)")
+    p.add_argument("--session-grace", type=_seconds, default=DEFAULT_SESSION_GRACE,
+                   help=f"seconds a client whose connection dropped may take to come back before the "
+                        f"objects it stored are released (default {DEFAULT_SESSION_GRACE:g})")
+    p.add_argument("--max-memory", type=_size, default=None,
+                   help="bytes the stored objects may take, e.g. 4G (default: 8 GiB or half of the "
+                        "memory this process may use, whichever is less)")
+    p.add_argument("--max-objects", type=int, default=DEFAULT_MAX_OBJECTS,
+                   help=f"objects the worker may hold (default {DEFAULT_MAX_OBJECTS})")
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads (default: torch's choice). Use 1 when clients or other "
                         "workers share this machine's cores: oversubscribed threads make small ops 10-50x slower")
@@ -51,6 +91,7 @@ def run_worker(argv) -> int:
 
     from .errors import SyftError
     from .workers.base import check_worker_id
+    from .workers.limits import Limits
     from .workers.server import WorkerServer, read_token
 
     args = worker_parser().parse_args(argv)
@@ -71,9 +112,17 @@ def run_worker(argv) -> int:
 
             ssl_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ssl_ctx.load_cert_chain(args.certfile, args.keyfile)
+        for origin in args.allow_origin:
+            if not origin.startswith(("http://", "https://")) or origin.count("/") != 2:
+                raise SyftError(f"--allow-origin takes an origin such as https://lab.example.org "
+                                f"(scheme and host, no path), got {origin!r}")
+        limits = Limits(max_bytes=args.max_memory, max_objects=args.max_objects)
         server = WorkerServer(args.id, args.host, args.port, token=token, ssl=ssl_ctx,
-                              max_message_size=args.max_message_size, max_connections=args.max_connections)
-    except (SyftError, OSError) as e:
+                              max_message_size=args.max_message_size, max_connections=args.max_connections,
+                              max_pending_handshakes=args.max_pending_handshakes,
+                              handshake_timeout=args.handshake_timeout, allow_origins=args.allow_origin,
+                              session_grace=args.session_grace, limits=limits)
+    except (SyftError, OSError, ValueError) as e:
         print(f"syft-lab worker: {e}", file=sys.stderr)
         return 2
     if not token:

@@ -5,6 +5,8 @@ methods, so the semantics cannot drift between in-process and remote workers.
 """
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from .. import events
@@ -308,13 +310,15 @@ class WorkerCore:
         nodes[0]["id"] = obj_id  # a stored object is known by its id in the store
         return nodes
 
-    def summary(self) -> list[dict]:
-        """One entry per stored object, for the world view."""
+    def summary(self, offset: int = 0, limit: int | None = None) -> list[dict]:
+        """One entry per stored object, for the world view; ``offset``/``limit``: one page of
+        them, in store order (a remote worker's reply stays small however many objects it holds)."""
         from ..inspection.model import object_entry
 
         held = self.held
+        items = list(itertools.islice(self.objects.items(), offset, None if limit is None else offset + limit))
         return [object_entry(obj_id, obj, self.id, self.refcounts.get(obj_id, 0), obj_id in held)
-                for obj_id, obj in list(self.objects.items())]
+                for obj_id, obj in items]
 
 
 # Imported last: syft_lab.wire.format imports this module, and the wire package imports format.

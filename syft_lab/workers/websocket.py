@@ -16,12 +16,21 @@ them raise ObjectNotFoundError with a note saying so.
 Garbage collection: a pointer's ``__del__`` may run at any moment, even in the middle of
 another request on this connection, so ``_release`` only queues the id; the queue travels
 with the next request (or on close). Never re-entrant, never lost on a failed send.
+
+Sessions: the client names a session in its hello (a random id it keeps across reconnects).
+Everything this client stores belongs to that session; the worker releases it all when the
+client closes the connection, or after its grace period when the connection dropped and the
+client did not come back. An interpreter that exits without ``close()`` closes every open
+worker on the way out (atexit).
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import os
+import secrets
 import threading
+import weakref
 
 from ..errors import ObjectNotFoundError, RemoteError, SyftError, WorkerUnavailableError
 from ..wire.allowlist import op_name
@@ -33,6 +42,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 PROGRESS_THRESHOLD = 8 * 2**20  # show a progress bar for transfers above this many bytes
+SUMMARY_PAGE = 10000  # entries per summary request (the worker's maximum)
+SUMMARY_CAP = 100_000  # summary() lists at most this many objects (the views stay usable)
 
 CONNECTED, DISCONNECTED, CLOSED = "connected", "disconnected", "closed"
 
@@ -78,6 +89,7 @@ class WebSocketWorker(BaseWorker):
         self._releases: collections.deque = collections.deque()
         self.instance = None  # the server process's instance id; changes when it restarts
         self.restarted = False
+        self.session = secrets.token_urlsafe(24)  # kept across reconnects: see the module docstring
         self.id = "?"  # for error messages until the worker tells its id
         if id is not None:
             super().__init__(id)
@@ -86,6 +98,7 @@ class WebSocketWorker(BaseWorker):
         if id is None:
             super().__init__(hello["worker"])
         registry.register(self)
+        _open.add(self)
 
     # --- connection ----------------------------------------------------------------------
     @property
@@ -127,7 +140,7 @@ class WebSocketWorker(BaseWorker):
         self._decoder = Decoder(self.max_message_size)
         self._state = CONNECTED
         try:
-            hello = self._exchange({"c": "hello"}, flush=False)
+            hello = self._exchange({"c": "hello", "session": self.session}, flush=False)
         except BaseException:
             self._drop()
             raise
@@ -154,7 +167,8 @@ class WebSocketWorker(BaseWorker):
                 pass
 
     def close(self) -> None:
-        """Send the queued releases, close the connection and forget this worker."""
+        """Send the queued releases, close the connection and forget this worker. The worker then
+        releases every object this client stored (pointers still alive turn stale)."""
         with self._lock:
             if self._state == CONNECTED and self._releases:
                 try:
@@ -163,6 +177,7 @@ class WebSocketWorker(BaseWorker):
                     pass
             self._drop()
             self._state = CLOSED
+        _open.discard(self)
         super().close()
 
     def __enter__(self):
@@ -292,6 +307,11 @@ class WebSocketWorker(BaseWorker):
     def _store_object(self, obj) -> int:
         return self._store_copy(obj)
 
+    def _load(self, obj, tags, description) -> int:
+        """Store ``obj`` as data the worker itself holds (no session or pointer releases it)."""
+        return self._request({"c": "load", "o": obj, "tags": list(tags), "d": description}, detach=True,
+                             label="load")
+
     def _receive_from(self, source, obj_id, requires_grad, keep_source=False):
         """Move (or, with ``keep_source``, copy): copy the object here through this client, then
         delete it at the source, so a failure on the way loses nothing."""
@@ -357,8 +377,20 @@ class WebSocketWorker(BaseWorker):
                      "dtype": dtype, "preview": None}]
         return self._request({"c": "describe", "id": obj_id})
 
-    def summary(self) -> list[dict]:
-        return self._request({"c": "summary"})
+    def summary(self, limit: int = SUMMARY_CAP) -> list[dict]:
+        """One entry per object on the worker (at most ``limit``), fetched in pages."""
+        entries, seen, offset = [], set(), 0
+        while len(entries) < limit:
+            page = self._request({"c": "summary", "offset": offset, "limit": min(SUMMARY_PAGE, limit - len(entries))})
+            objects = page["objects"]
+            for e in objects:
+                if e["id"] not in seen:  # objects that came or went between pages shift the offsets
+                    seen.add(e["id"])
+                    entries.append(e)
+            offset += len(objects)
+            if not objects or offset >= page["total"]:
+                break
+        return entries
 
     def ping(self) -> bool:
         """True if the worker answers (reconnecting if needed); raises WorkerUnavailableError if not."""
@@ -371,3 +403,17 @@ class WebSocketWorker(BaseWorker):
 
     def __repr__(self):
         return f"<WebSocketWorker {self.id!r} at {self.url}: {self._state}>"
+
+
+_open: weakref.WeakSet = weakref.WeakSet()  # workers not closed yet
+
+
+@atexit.register
+def _close_all():
+    """An interpreter that exits without close(): flush releases and close, so the worker
+    ends this client's session at once instead of after its grace period."""
+    for w in list(_open):
+        try:
+            w.close()
+        except Exception:
+            pass

@@ -21,8 +21,9 @@ READY_TIMEOUT = 60
 class WorkerProcess:
     """One ``python -m syft_lab.worker`` process."""
 
-    def __init__(self, worker_id: str, token_file: Path | None, extra=(), port: int = 0):
+    def __init__(self, worker_id: str, token_file: Path | None, extra=(), port: int = 0, preexec_fn=None):
         self.worker_id, self.token_file, self.extra = worker_id, token_file, list(extra)
+        self.preexec_fn = preexec_fn  # e.g. resource limits for the worker process
         self.port = port
         self.proc = None
         self.url = None
@@ -36,7 +37,7 @@ class WorkerProcess:
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("SYFT_LAB_TOKEN", None)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                     cwd=str(ROOT))
+                                     cwd=str(ROOT), preexec_fn=self.preexec_fn)
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         line = [None]
 
@@ -105,8 +106,8 @@ def spawn(token_file):
     """Start extra workers for one test: spawn("carol", extra=[...], token=True)."""
     started = []
 
-    def start(worker_id, extra=(), use_token=True):
-        p = WorkerProcess(worker_id, token_file if use_token else None, extra).start()
+    def start(worker_id, extra=(), use_token=True, preexec_fn=None):
+        p = WorkerProcess(worker_id, token_file if use_token else None, extra, preexec_fn=preexec_fn).start()
         started.append(p)
         return p
 

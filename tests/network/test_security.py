@@ -353,7 +353,7 @@ _values = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63) | 
                        | st.builds(Ref, st.integers(0, 2**53)) | st.builds(lambda n: torch.ones(n), st.integers(0, 3)),
                        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
                        max_leaves=8)
-_commands = st.sampled_from(["hello", "ping", "store", "run", "fetch", "delete", "incref", "release", "search",
+_commands = st.sampled_from(["hello", "ping", "store", "load", "run", "fetch", "delete", "incref", "release", "search",
                              "describe", "summary", "store_plan", "run_plan", "run_graph", "nope", ""])
 _ops = st.sampled_from(["aten.add.Tensor", "aten.mul.Tensor", "aten.view.default", "aten.cat.default",
                         "aten.from_file.default", "aten.zeros.default", "x"])
@@ -371,10 +371,11 @@ def test_fuzz_server_command_handling(messages):
     for m in messages:
         if m.get("id") == "keep":
             m["id"] = keep
-        reply, after = service.handle(m)
+        reply, then = service.handle(m)
         assert set(reply) in ({"r", "ok"}, {"r", "err"})
         encode(reply)  # every reply can travel
-        if after is not None:
-            after()
-    for obj_id, obj in service.core.objects.items():  # no partial or foreign object was stored
-        assert isinstance(obj, torch.Tensor) and obj_id in service.core.refcounts
+        if then is not None and then.sent is not None:
+            then.sent()
+    core = service.core
+    for obj_id, obj in core.objects.items():  # no partial or foreign object was stored
+        assert isinstance(obj, torch.Tensor) and (obj_id in core.refcounts or obj_id in core.held)
