@@ -1,4 +1,5 @@
 """Every teaching notebook runs top to bottom in a real kernel (nbclient), as a learner would."""
+import sys
 from pathlib import Path
 
 import nbformat
@@ -27,3 +28,11 @@ def test_notebook_runs_top_to_bottom(path, tmp_path):
     assert errors == []
     texts = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "Traceback" not in texts
+
+
+def test_notebooks_run_in_this_venv(tmp_path):
+    """The "python3" kernel of the tests is this interpreter, not one from the user's Jupyter paths."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import sys, syft_lab\nprint(sys.executable)")]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert nb.cells[0].outputs[0]["text"].strip() == sys.executable

@@ -1,16 +1,15 @@
 """Where widgets cannot run: a notebook executed without widget state and exported to HTML
 with nbconvert shows the static SVG of each syft output (text/html); plain tensors keep
 torch's text."""
+import nbclient
 import nbformat
 import pytest
+from nbconvert import HTMLExporter
 
 pytestmark = pytest.mark.slow
 
 
 def test_nbconvert_html_shows_the_static_svgs(tmp_path):
-    nbclient = pytest.importorskip("nbclient")
-    from nbconvert import HTMLExporter
-
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in [
         "import torch, syft_lab as sy\nsy.hook()\nbob = sy.VirtualWorker('bob')\nx = torch.ones(3)\n"

@@ -419,9 +419,9 @@ def test_a_closed_view_lets_go_of_its_namespace(bob):
     ns = {"p": torch.ones(2).send(bob)}
     views = [ChainWidget(ns["p"], namespace=ns), WorldWidget(namespace=ns)]
     refs = [weakref.ref(v) for v in views]
-    for v in views:
-        v.close()
-    del views, ns
+    for view in views:
+        view.close()
+    del views, view, ns
     gc.collect()
     assert [r() for r in refs] == [None, None]
     assert bob.objects == {}
