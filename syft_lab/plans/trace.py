@@ -121,16 +121,16 @@ def trace_batched(fn, name: str, shapes: list, dtypes: list, arg_names: list[str
     """Graphs that together serve every batch size N >= 1 of the -1 dims of ``shapes``."""
     graphs: list[PlanGraph] = []
     covered: list[tuple] = []  # (lo, hi or None) ranges of N that graphs serve
-    hint = BATCH_HINT
+    hint, floor = BATCH_HINT, 2
     while True:
-        graph, (lo, hi) = _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint)
+        graph, (lo, hi) = _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint, floor)
         graph.batch_sizes = (lo, hi)
         graphs.append(graph)
         covered.append((lo, hi))
-        hint = _first_uncovered(covered)
+        hint = floor = _first_uncovered(covered)
         if hint is None:
             break
-        if len(graphs) == _MAX_PIECES:
+        if len(graphs) == _MAX_PIECES:  # e.g. int(x.shape[0]): every size would need its own graph
             raise TraceError(f"plan {name!r} cannot serve every batch size: its trace depends on the batch "
                              f"size N (it served {', '.join(_range_text(c) for c in covered)} in "
                              f"{_MAX_PIECES} traces). Give a fixed size instead of -1 in args_shape")
@@ -142,7 +142,7 @@ def trace_batched(fn, name: str, shapes: list, dtypes: list, arg_names: list[str
     except TraceError:
         return graphs  # the graphs serve N >= 2 (their batch_sizes say so)
     smallest = next(g for g in graphs if g.batch_sizes[0] == 2)  # the ranges cover N >= 2
-    if _same_ops(smallest, single):
+    if _replays_as(smallest, single, ones, dtypes, state):
         smallest.batch_sizes = (1, smallest.batch_sizes[1])
     else:
         graphs.insert(0, single)
@@ -165,8 +165,9 @@ def _range_text(r) -> str:
     return f"N >= {lo}" if hi is None else (f"N = {lo}" if lo == hi else f"{lo} <= N <= {hi}")
 
 
-def _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint):
-    """One graph traced with N symbolic (size ``hint`` while tracing) and the range of N its guards allow."""
+def _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint, floor):
+    """One graph traced with N symbolic (size ``hint`` while tracing) and the range of N, from
+    ``floor`` up, that its guards allow."""
     state_names, state_values = _state_tensors(state)
     shape_env = ShapeEnv()
     mode = FakeTensorMode(shape_env=shape_env)
@@ -199,48 +200,80 @@ def _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint):
                 return f"{expr.xreplace(as_text)} at {sloc}"
         return None
 
-    lo = hint
-    while lo > 2 and broken(lo - 1) is None:
-        lo -= 1
-    hi = hint
-    while hi < hint + _PROBE and broken(hi + 1) is None:
-        hi += 1
-    if hi == hint + _PROBE and broken(2 ** 40) is None:
-        hi = None
-    if lo == hi:  # e.g. x.view(4, -1) or int(x.shape[0]): the graph is for one size only
-        raise TraceError(f"plan {name!r} depends on the exact batch size ({broken(hi + 1) or broken(lo - 1)}): "
-                         f"give a fixed size instead of -1 in args_shape")
+    solved = _solved_range(guards, n, hint, floor)
+    if solved is not None:
+        lo, hi = solved
+    else:  # a guard sympy cannot solve (e.g. on N % 4): probe sizes around the trace's, never open-ended
+        lo = hint
+        while lo > floor and broken(lo - 1) is None:
+            lo -= 1
+        hi = hint
+        while hi < hint + _PROBE and broken(hi + 1) is None:
+            hi += 1
     inputs = _input_specs(state_names, state_values, arg_names, shapes, dtypes)
     return graph_from_fx(gm, name, inputs), (lo, hi)
 
 
-def _skeleton(graph: PlanGraph) -> list:
-    """The tensor ops of a graph with their literal arguments; references and shape ops left out."""
-    def lit(a):
+def _solved_range(guards, n, hint: int, floor: int) -> tuple | None:
+    """The integer range of N around ``hint`` (from ``floor`` up) where every guard holds, solved
+    exactly by sympy; None when a guard is beyond what it solves."""
+    valid = sympy.Interval(floor, sympy.oo)
+    for expr, _ in guards:
+        try:
+            part = sympy.solveset(expr, n, sympy.S.Reals)
+        except (NotImplementedError, ValueError, TypeError):
+            return None
+        if not isinstance(part, (sympy.Interval, sympy.Union, sympy.FiniteSet)):
+            return None
+        valid = valid.intersect(part)
+    for piece in valid.args if isinstance(valid, sympy.Union) else [valid]:
+        if isinstance(piece, sympy.FiniteSet) and sympy.Integer(hint) in piece:
+            return hint, hint
+        if isinstance(piece, sympy.Interval) and piece.contains(hint) is sympy.true:
+            start, end = piece.start, piece.end
+            lo = int(start) + 1 if piece.left_open and start.is_integer else int(sympy.ceiling(start))
+            if end is sympy.oo:
+                return lo, None
+            return lo, int(end) - 1 if piece.right_open and end.is_integer else int(sympy.floor(end))
+    return None
+
+
+def _replays_as(generic: PlanGraph, concrete: PlanGraph, shapes, dtypes, state) -> bool:
+    """Whether ``generic``, replayed on meta tensors shaped like ``concrete``'s inputs, issues the
+    same tensor ops with the same arguments (its shape ops evaluated) as ``concrete`` does."""
+    _, state_values = _state_tensors(state)
+    inputs = [torch.empty(t.shape, dtype=t.dtype, device="meta") for t in state_values]
+    inputs += [torch.empty(s, dtype=d, device="meta") for s, d in zip(shapes, dtypes)]
+    env = {"input": inputs, "const": [c.to("meta") for c in generic.constants], "node": []}
+
+    def resolve(a):
         if isinstance(a, Value):
-            return "ref"
-        if isinstance(a, list):
-            return [lit(b) for b in a]
-        return a
+            return env[a.kind][a.index]
+        return [resolve(b) for b in a] if isinstance(a, list) else a
 
-    return [(n.name, lit(n.args), {k: lit(v) for k, v in n.kwargs.items()})
-            for n in graph.nodes if not n.is_shape_op]
+    def same(g, c):  # a tensor of the generic replay stands where the concrete graph has a reference
+        if isinstance(c, Value):
+            return isinstance(g, torch.Tensor) or (isinstance(g, (list, tuple)) and c.kind == "node")
+        if isinstance(c, list):
+            return isinstance(g, list) and len(g) == len(c) and all(same(x, y) for x, y in zip(g, c))
+        return not isinstance(g, torch.Tensor) and type(g) is type(c) and g == c
 
-
-def _same_ops(generic: PlanGraph, concrete: PlanGraph) -> bool:
-    """Whether ``concrete`` (traced for N = 1) does what ``generic`` does, where a reference in
-    the generic graph (a size computed from N) may stand for any literal of the concrete one."""
-    def same(a, b):
-        if a == "ref":
-            return True
-        if isinstance(a, list) and isinstance(b, list):
-            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-        return a == b
-
-    g, c = _skeleton(generic), _skeleton(concrete)
-    return len(g) == len(c) and all(
-        ng == nc and same(ag, ac) and ka.keys() == kc.keys() and all(same(ka[k], kc[k]) for k in ka)
-        for (ng, ag, ka), (nc, ac, kc) in zip(g, c))
+    ops = iter(concrete.nodes)
+    try:
+        for node in generic.nodes:
+            args, kwargs = resolve(node.args), {k: resolve(v) for k, v in node.kwargs.items()}
+            fn = (lambda seq, i: seq[i]) if node.op == "getitem" else node.op
+            if not node.is_shape_op:
+                other = next(ops, None)
+                if (other is None or other.name != node.name or len(other.args) != len(args)
+                        or not all(same(g, c) for g, c in zip(args, other.args))
+                        or other.kwargs.keys() != kwargs.keys()
+                        or not all(same(kwargs[k], other.kwargs[k]) for k in kwargs)):
+                    return False
+            env["node"].append(fn(*args, **kwargs))
+    except Exception:  # an op the meta replay cannot run: treat the sizes apart
+        return False
+    return next(ops, None) is None
 
 
 def _shape(t) -> tuple:
