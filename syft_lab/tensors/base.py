@@ -15,6 +15,7 @@ from ..ids import tensor_id
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _Tensor = torch.Tensor
+_strided = torch.strided
 
 
 def make_layer(cls, shape, dtype, device, requires_grad=False):
@@ -22,6 +23,17 @@ def make_layer(cls, shape, dtype, device, requires_grad=False):
     if device.type == "cpu":  # the default: skipping the argument saves a parse per op
         return _make_wrapper(cls, shape, dtype=dtype, requires_grad=requires_grad)
     return _make_wrapper(cls, shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def layer_like(cls, t: torch.Tensor, requires_grad=False):
+    """A new, empty wrapper instance of ``cls`` with ``t``'s size, strides, storage offset,
+    dtype, layout and device: composite ops (``reshape``, attention's ``view``s) decide on
+    the wrapper's strides what they then do to the child, so the two must agree."""
+    if t.layout is _strided:
+        strides, offset = t.stride(), t.storage_offset()
+    else:  # sparse, mkldnn, ...: no strides to mirror
+        strides = offset = None
+    return _make_wrapper(cls, t.shape, strides, offset, None, t.dtype, t.layout, t.device, False, requires_grad)
 
 
 def require_tensor(layer_name: str, obj) -> torch.Tensor:

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import torch
 
-from .base import ChainLayer, make_layer, require_tensor
+from .base import ChainLayer, layer_like, require_tensor
 
 _Tensor = torch.Tensor
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _seq = (list, tuple)
+_no_python_dispatch = torch._C._DisableTorchDispatch
+_strided = torch.strided
 
 
 _writes: dict = {}  # op -> whether its schema writes to an argument (memoised: checked per op)
@@ -15,6 +17,31 @@ _writes: dict = {}  # op -> whether its schema writes to an argument (memoised: 
 
 def _schema_writes(func) -> bool:
     return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+
+def _unwrap_seq(cls, seq, inputs, log):
+    """The children of the layers in one list argument, noting tensor inputs; and the log."""
+    inner = []
+    for b in seq:
+        if isinstance(b, cls):
+            if log is None:
+                log = b.log
+            b = b.child
+        if isinstance(b, _Tensor):
+            inputs.append((b.shape, b.dtype))
+        inner.append(b)
+    return inner, log
+
+
+def _synced(cls, layer, child):
+    """``layer`` after an in-place op on ``child``: ops like ``t_``, ``unsqueeze_`` and
+    ``resize_`` change the child's shape, which the wrapper must then take over."""
+    if isinstance(layer, cls) and (
+            layer.shape != child.shape or layer.stride() != child.stride()
+            or layer.storage_offset() != child.storage_offset()):
+        with _no_python_dispatch():  # set_ on the wrapper itself, not forwarded to the child
+            _Tensor.set_(layer, layer_like(cls, child))
+    return layer
 
 
 class OpRecord:
@@ -83,12 +110,14 @@ class LoggingTensor(ChainLayer):
     """
 
     kind = "logging"
+    # Slots: read and written on every op, found before torch.Tensor's long attribute lookup.
+    __slots__ = ("child", "log")
 
     @staticmethod
     def __new__(cls, child, log=None):
         require_tensor(cls.__name__, child)
         rg = child.requires_grad
-        r = make_layer(cls, child.shape, child.dtype, child.device, rg)
+        r = layer_like(cls, child, rg)
         r.child = child.detach() if rg else child
         r.log = OpLog() if log is None else log
         return r
@@ -104,27 +133,15 @@ class LoggingTensor(ChainLayer):
         inputs = []
         for a in args:
             if isinstance(a, cls):
-                a = a.child
                 if log is None:
-                    log = args[len(unwrapped)].log
-                unwrapped.append(a)
+                    log = a.log
+                a = a.child
                 inputs.append((a.shape, a.dtype))
             elif isinstance(a, _Tensor):
-                unwrapped.append(a)
                 inputs.append((a.shape, a.dtype))
             elif type(a) in _seq:
-                inner = []
-                for b in a:
-                    if isinstance(b, cls):
-                        if log is None:
-                            log = b.log
-                        b = b.child
-                    if isinstance(b, _Tensor):
-                        inputs.append((b.shape, b.dtype))
-                    inner.append(b)
-                unwrapped.append(inner)
-            else:
-                unwrapped.append(a)
+                a, log = _unwrap_seq(cls, a, inputs, log)
+            unwrapped.append(a)
         kw = None
         if kwargs:
             kw = {}
@@ -133,8 +150,11 @@ class LoggingTensor(ChainLayer):
                     if log is None:
                         log = v.log
                     v = v.child
-                if isinstance(v, _Tensor):
                     inputs.append((v.shape, v.dtype))
+                elif isinstance(v, _Tensor):
+                    inputs.append((v.shape, v.dtype))
+                elif type(v) in _seq:
+                    v, log = _unwrap_seq(cls, v, inputs, log)
                 kw[k] = v
             out = func._op(*unwrapped, **kw)
         else:
@@ -149,29 +169,35 @@ class LoggingTensor(ChainLayer):
         if writes:  # in-place and out= ops return an input: give back the caller's own object
             for orig, u in zip(args, unwrapped):
                 if out is u:
-                    return orig
+                    return _synced(cls, orig, u)
             if kw:
                 for k, u in kw.items():
                     if out is u:
-                        return kwargs[k]
+                        return _synced(cls, kwargs[k], u)
         if isinstance(out, _Tensor):
-            if out.is_cpu:
-                r = _make_wrapper(cls, out.shape, dtype=out.dtype)
+            # layer_like inline for the common case (a strided CPU tensor): this runs on every op.
+            if out.is_cpu and out.layout is _strided:
+                r = _make_wrapper(cls, out.shape, out.stride(), out.storage_offset(), None, out.dtype)
             else:
-                r = _make_wrapper(cls, out.shape, dtype=out.dtype, device=out.device)
+                r = layer_like(cls, out)
             r.child = out
             r.log = log
             return r
         if type(out) in _seq:
-            return type(out)(cls._rewrap(o, args, unwrapped, log) if isinstance(o, _Tensor) else o for o in out)
+            return type(out)(cls._rewrap(o, args, unwrapped, log) for o in out)
         return out
 
     @classmethod
     def _rewrap(cls, out, args, unwrapped, log):
+        """One element of an op's tuple or list result, as a layer (lists inside too)."""
+        if type(out) in _seq:
+            return type(out)(cls._rewrap(o, args, unwrapped, log) for o in out)
+        if not isinstance(out, _Tensor):
+            return out
         for orig, u in zip(args, unwrapped):
             if out is u:
                 return orig
-        r = make_layer(cls, out.shape, out.dtype, out.device)
+        r = layer_like(cls, out)
         r.child = out
         r.log = log
         return r
@@ -194,6 +220,75 @@ class LoggingTensor(ChainLayer):
     def __reduce_ex__(self, protocol):
         # A LoggingTensor is local data plus its log: both pickle safely and come back whole.
         return (_rebuild_logging_tensor, (type(self), self.child, self.requires_grad, [r for r in self.log]))
+
+
+# --- Recurrent layers -------------------------------------------------------------------------
+# torch's RNN ops (``_VF.rnn_tanh``, ``_VF.lstm``, the cells...) are composite: they decompose
+# above __torch_dispatch__, into steps like ``linear(hx).add_(input)``. When ``nn.RNN`` made the
+# initial state itself (``torch.zeros``), that in-place add writes the LoggingTensor input's
+# values into a plain tensor, so the output came back plain and unlogged. A kernel at the
+# PythonTLSSnapshot key, which only tensors with a Python key (wrapper subclasses, fake tensors)
+# or an active dispatch mode carry, gives a plain state the input's chain of LoggingTensors
+# first. Plain tensors never reach it and other ops pay nothing (a __torch_function__ on the
+# class would cost every op about 1 us).
+
+_RNN_OPS = ("rnn_tanh.input", "rnn_tanh.data", "rnn_relu.input", "rnn_relu.data", "lstm.input", "lstm.data",
+            "gru.input", "gru.data", "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell")
+_AFTER_SNAPSHOT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.PythonTLSSnapshot)
+
+
+def _logs_of(args) -> list | None:
+    """The logs of the first LoggingTensor chain among ``args`` (outermost first), or None."""
+    for a in args:
+        for t in (a if type(a) in _seq else (a,)):
+            if isinstance(t, LoggingTensor):
+                logs = []
+                while isinstance(t, LoggingTensor):
+                    logs.append(t.log)
+                    t = t.child
+                return logs
+    return None
+
+
+def _in_chain(t, logs):
+    """``t`` as LoggingTensors with ``logs``, differentiably when ``t`` requires grad."""
+    if not isinstance(t, _Tensor) or isinstance(t, LoggingTensor):
+        return t
+    for log in reversed(logs):
+        if t.requires_grad:  # wrapping would cut t's history: add it to a logged zero instead
+            t = LoggingTensor(t.new_zeros(()), log) + t
+        else:
+            t = LoggingTensor(t, log)
+    return t
+
+
+def _rnn_kernel(op):
+    names = [a.name for a in op._schema.arguments]
+    hx_at = names.index("hx")
+
+    def kernel(keyset, *args, **kwargs):
+        logs = _logs_of(list(args) + list(kwargs.values()))
+        if logs is not None:
+            if "hx" in kwargs:
+                kwargs["hx"] = _in_chain_all(kwargs["hx"], logs)
+            elif len(args) > hx_at:
+                args = (*args[:hx_at], _in_chain_all(args[hx_at], logs), *args[hx_at + 1:])
+        return op.redispatch(keyset & _AFTER_SNAPSHOT, *args, **kwargs)
+
+    return kernel
+
+
+def _in_chain_all(hx, logs):
+    if type(hx) in _seq:  # lstm: [h, c]
+        return [_in_chain(t, logs) for t in hx]
+    return _in_chain(hx, logs)
+
+
+_rnn_library = torch.library.Library("aten", "IMPL")
+for _name in _RNN_OPS:
+    _packet, _, _overload = _name.partition(".")
+    _op = getattr(getattr(torch.ops.aten, _packet), _overload or "default")
+    _rnn_library.impl(_name, _rnn_kernel(_op), "PythonTLSSnapshot", with_keyset=True)
 
 
 def _rebuild_logging_tensor(cls, child, requires_grad, records):

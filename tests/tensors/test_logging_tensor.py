@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import syft_lab as sy
+from syft_lab.tensors import OpLog
 
 
 def test_head_is_a_real_tensor_and_results_stay_in_the_chain():
@@ -171,3 +172,160 @@ def test_hook_patches_no_torch_op():
     assert added == set() and changed == set()  # hook() was already applied by the fixture
     assert torch._C._len_torch_function_stack() == 0  # no global mode
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+# --- strides, storage offsets, layouts ---------------------------------------------------------
+
+def _meta(t):
+    return t.shape, t.stride(), t.storage_offset(), t.dtype, t.layout, t.device
+
+
+def test_layer_mirrors_strides_and_storage_offset_of_a_non_contiguous_child():
+    x = torch.arange(12.).reshape(3, 4)
+    for child in (x.t(), x[1:, 2:], x[:, ::2], x.expand(2, 3, 4)):
+        lx = sy.LoggingTensor(child)
+        assert _meta(lx) == _meta(child)
+        assert lx.is_contiguous() == child.is_contiguous()
+    lx = sy.LoggingTensor(x)
+    for view in (lx.t(), lx[1:, 1:], lx.transpose(0, 1)[1:], lx.unfold(1, 2, 2)):
+        assert isinstance(view, sy.LoggingTensor) and _meta(view) == _meta(view.child)
+    assert lx[1:, 1:].storage_offset() == 5
+
+
+def test_reshape_of_a_transposed_layer_copies_as_plain_torch_does():
+    x = torch.arange(12.).reshape(3, 4)
+    lt = sy.LoggingTensor(x).t()
+    assert torch.equal(lt.reshape(-1).child, x.t().reshape(-1))
+    assert "aten.clone.default" in lt.log.ops()  # reshape of a non-contiguous tensor copies
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        lt.view(-1)  # the same error as plain torch's x.t().view(-1)
+    assert torch.equal(lt.contiguous().view(-1).child, x.t().contiguous().view(-1))
+
+
+def test_in_place_ops_that_change_shape_update_the_layer():
+    lx = sy.LoggingTensor(torch.arange(6.).reshape(2, 3))
+    assert lx.t_() is lx and _meta(lx) == _meta(lx.child) and lx.shape == (3, 2)
+    lx.unsqueeze_(0)
+    assert lx.shape == (1, 3, 2) and _meta(lx) == _meta(lx.child)
+    ly = sy.LoggingTensor(torch.ones(2))
+    ly.resize_(2, 5)
+    assert ly.shape == (2, 5) and _meta(ly) == _meta(ly.child)
+    assert lx.log.ops() == ["aten.t_.default", "aten.unsqueeze_.default"]
+
+
+def test_sparse_child_keeps_its_layout():
+    s = torch.tensor([[0., 1.], [2., 0.]]).to_sparse()
+    ls = sy.LoggingTensor(s)
+    assert ls.layout == torch.sparse_coo
+    out = ls + ls
+    assert isinstance(out, sy.LoggingTensor) and out.layout == torch.sparse_coo
+    assert torch.equal(out.to_dense().child, torch.tensor([[0., 2.], [4., 0.]]))
+
+
+# --- nn modules on LoggingTensor inputs equal plain torch --------------------------------------
+
+def _grads(module, inputs):
+    return [t.grad for t in inputs] + [p.grad for p in module.parameters()]
+
+
+def _unwrapped(t):
+    return t.child if isinstance(t, sy.LoggingTensor) else t
+
+
+@pytest.mark.parametrize("make, n_inputs", [
+    (lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 1),
+    (lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=True), 1),
+    (lambda: nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0), 2),
+    (lambda: nn.Transformer(8, 2, 1, 1, 16, dropout=0.0), 2),
+], ids=["encoder", "encoder-batch-first-norm-first", "decoder", "transformer"])
+def test_transformer_layers_forward_and_backward_equal_plain_torch(make, n_inputs):
+    torch.manual_seed(0)
+    plain = make()
+    logged = copy.deepcopy(plain)
+    xs = [torch.randn(5, 3, 8, requires_grad=True) for _ in range(n_inputs)]
+    log = OpLog()
+    lxs = [sy.LoggingTensor(x.detach().clone().requires_grad_(True), log) for x in xs]
+    out = plain(*xs)
+    lout = logged(*lxs)
+    assert isinstance(lout, sy.LoggingTensor)
+    torch.testing.assert_close(lout.child, out)
+    g = torch.randn_like(out)
+    out.backward(g)
+    lout.backward(sy.LoggingTensor(g, lout.log))  # backward ops join the same log
+    for got, want in zip(_grads(logged, lxs), _grads(plain, xs)):
+        assert isinstance(got, sy.LoggingTensor)
+        torch.testing.assert_close(got.child, want)
+    ops = log.ops()
+    assert "aten.native_layer_norm.default" in ops and "aten.native_layer_norm_backward.default" in ops
+
+
+def test_multihead_attention_with_a_mask_equals_plain_torch():
+    torch.manual_seed(0)
+    plain = nn.MultiheadAttention(8, 2)
+    logged = copy.deepcopy(plain)
+    q, k = torch.randn(4, 2, 8), torch.randn(6, 2, 8)
+    mask = torch.rand(4, 6) > 0.7
+    out, weights = plain(q, k, k, attn_mask=mask)
+    lq, lk = sy.LoggingTensor(q), sy.LoggingTensor(k)
+    lout, lweights = logged(lq, lk, lk, attn_mask=mask)
+    assert isinstance(lout, sy.LoggingTensor) and isinstance(lweights, sy.LoggingTensor)
+    torch.testing.assert_close(lout.child, out)
+    torch.testing.assert_close(lweights.child, weights)
+
+
+@pytest.mark.parametrize("make, step_op", [
+    (lambda: nn.RNN(4, 3, num_layers=2), "aten.tanh.default"),
+    (lambda: nn.RNN(4, 3, nonlinearity="relu", bidirectional=True), "aten.relu.default"),
+    (lambda: nn.LSTM(4, 3, num_layers=2), "aten.mkldnn_rnn_layer.default"),  # one fused op per layer
+    (lambda: nn.LSTM(4, 3, proj_size=2, batch_first=True), "aten.sigmoid_.default"),
+    (lambda: nn.GRU(4, 3, bidirectional=True), "aten.sigmoid_.default"),
+], ids=["rnn", "rnn-relu-bidirectional", "lstm", "lstm-proj", "gru"])
+def test_recurrent_outputs_and_hidden_states_are_logged_and_equal_plain_torch(make, step_op):
+    torch.manual_seed(0)
+    plain = make()
+    logged = copy.deepcopy(plain)
+    x = torch.randn(5, 2, 4)
+    out, hidden = plain(x)
+    lx = sy.LoggingTensor(x)
+    lout, lhidden = logged(lx)
+    hidden, lhidden = (hidden, lhidden) if isinstance(hidden, tuple) else ((hidden,), (lhidden,))
+    for got, want in zip((lout, *lhidden), (out, *hidden)):
+        assert isinstance(got, sy.LoggingTensor)
+        assert got.log is lx.log
+        torch.testing.assert_close(got.child, want)
+    assert step_op in lx.log.ops()  # the steps that make the state are logged too
+
+
+@pytest.mark.parametrize("cell", [nn.RNNCell, nn.GRUCell, nn.LSTMCell])
+def test_recurrent_cells_without_a_state_give_logged_results(cell):
+    torch.manual_seed(0)
+    plain = cell(4, 3)
+    logged = copy.deepcopy(plain)
+    x = torch.randn(2, 4)
+    want = plain(x)
+    got = logged(sy.LoggingTensor(x))
+    want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+    for g, w in zip(got, want):
+        assert isinstance(g, sy.LoggingTensor)
+        torch.testing.assert_close(g.child, w)
+
+
+def test_plain_initial_state_that_requires_grad_still_gets_its_gradient():
+    torch.manual_seed(0)
+    plain = nn.RNN(4, 3)
+    logged = copy.deepcopy(plain)
+    x = torch.randn(5, 2, 4)
+    h0 = torch.randn(1, 2, 3, requires_grad=True)
+    h0_for_logged = h0.detach().clone().requires_grad_(True)
+    plain(x, h0)[0].sum().backward()
+    lout, _ = logged(sy.LoggingTensor(x), h0_for_logged)
+    assert isinstance(lout, sy.LoggingTensor)
+    lout.sum().backward()
+    torch.testing.assert_close(_unwrapped(h0_for_logged.grad), h0.grad)
+
+
+def test_recurrent_ops_on_plain_tensors_are_untouched():
+    torch.manual_seed(0)
+    rnn = nn.LSTM(4, 3)
+    out, (h, c) = rnn(torch.randn(5, 2, 4))
+    assert type(out) is torch.Tensor and type(h) is torch.Tensor and type(c) is torch.Tensor
