@@ -9,7 +9,10 @@
     pp = double_abs.send(bob)                   # eager: bob holds the plan after this line
     pp(x_ptr)                                   # one message runs the whole plan on bob
 
-``send`` really sends (PySyft first made it lazy because building needed real data).
+``send`` really sends (PySyft first made it lazy because building needed real data), and it
+sends every signature the plan was built for. ``@sy.plan(args_shape=[(-1, 784)])`` builds for
+any batch size; ``class Net(sy.Plan)`` with a ``forward`` method is a plan whose modules are
+its state, as in PySyft's Part 8.
 """
 from __future__ import annotations
 
