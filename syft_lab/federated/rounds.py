@@ -122,7 +122,7 @@ class FedAvg:
             raise SyftError(f"clients are some of {', '.join(self.fds.workers)}; got {clients}")
         t0 = time.perf_counter()
         total = sum(self.loader.num_batches(c) for c in clients) * self.local_epochs
-        bar = tqdm(total=total, desc=f"round {number}", unit="batch", leave=True, disable=not progress)
+        bar = tqdm(total=total, desc=f"round {number}", unit="batch", leave=False, disable=not progress)
         try:
             metrics = {}
             for wid in clients:
