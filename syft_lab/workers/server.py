@@ -30,6 +30,7 @@ import ipaddress
 import logging
 import os
 import re
+import resource
 import secrets
 import signal
 import sys
@@ -54,6 +55,7 @@ DEFAULT_MAX_PENDING_HANDSHAKES = 16
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 DEFAULT_SESSION_GRACE = 30.0
 MAX_HANDSHAKE_BYTES = 32 * 2**10  # request line + headers of one opening handshake
+RESERVED_FDS = 32  # file descriptors kept for the worker's own files, pipes and libraries
 LOG_INTERVAL = 10.0  # one log line per kind of event per this many seconds
 DEFAULT_SUMMARY_LIMIT = 1000
 MAX_SUMMARY_LIMIT = 10000
@@ -408,19 +410,30 @@ class RateLimitedLog:
 
     def __init__(self, write, interval: float = LOG_INTERVAL, clock=time.monotonic):
         self._write, self.interval, self._clock = write, interval, clock
-        self._last: dict[str, float] = {}
+        self._last: dict[str, tuple[float, str]] = {}  # kind -> when and what was last written
         self._suppressed: collections.Counter = collections.Counter()
 
     def __call__(self, kind: str, line: str | None = None) -> None:
+        line = line or kind
         now = self._clock()
         last = self._last.get(kind)
-        if last is not None and now - last < self.interval:
+        if last is not None and now - last[0] < self.interval:
             self._suppressed[kind] += 1
             return
-        self._last[kind] = now
+        self._emit(kind, line, now)
+
+    def flush(self) -> None:
+        """Report the lines left out of kinds whose interval has passed (the server calls this
+        every interval, so a flood that stops still gets its count)."""
+        now = self._clock()
+        for kind in [k for k, (t, _) in self._last.items() if self._suppressed[k] and now - t >= self.interval]:
+            self._emit(kind, self._last[kind][1], now)
+
+    def _emit(self, kind, line, now):
         n = self._suppressed.pop(kind, 0)
-        more = f" ({n} more like this in the last {now - last:.0f} s)" if n else ""
-        self._write(f"{line or kind}{more}")
+        more = f" ({n} more like this in the last {now - self._last[kind][0]:.0f} s)" if n else ""
+        self._last[kind] = (now, line)
+        self._write(f"{line}{more}")
 
     def handler(self) -> logging.Handler:
         """A logging handler feeding this log (for websockets' and asyncio's loggers)."""
@@ -694,7 +707,14 @@ class WorkerServer:
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
         self._commands = ThreadPoolExecutor(1, thread_name_prefix="syft-lab-commands")
+        self._guard.max_connections = self._fd_budget(self._guard.max_connections)
         guard = self._guard
+
+        def flush_log():
+            self._log.flush()
+            loop.call_later(self._log.interval, flush_log)
+
+        loop.call_later(self._log.interval, flush_log)
         try:
             async with serve(self._handler, self.host, self.port, compression=None, max_size=WS_MAX_SIZE,
                              max_queue=8, process_request=self._process_request, ssl=self.ssl,
@@ -707,6 +727,18 @@ class WorkerServer:
                 await self._stop.wait()
         finally:
             self._commands.shutdown(wait=False, cancel_futures=True)
+
+    def _fd_budget(self, max_connections: int) -> int:
+        """Connections fit in the file descriptors this process may open (RLIMIT_NOFILE), with
+        room for its own files: past it, accept() fails and every client waits."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY or soft - RESERVED_FDS >= max_connections:
+            return max_connections
+        budget = max(soft - RESERVED_FDS, 1)
+        self._log("fd budget", f"syft-lab worker {self.service.core.id}: at most {budget} connections "
+                               f"(the file descriptor limit is {soft})")
+        self.max_connections = budget
+        return budget
 
     def stop(self) -> None:
         if self._stop is not None:

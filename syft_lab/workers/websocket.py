@@ -46,6 +46,9 @@ SUMMARY_PAGE = 10000  # entries per summary request (the worker's maximum)
 SUMMARY_CAP = 100_000  # summary() lists at most this many objects (the views stay usable)
 
 CONNECTED, DISCONNECTED, CLOSED = "connected", "disconnected", "closed"
+# Close codes: 1000 says this client is done (the worker ends its session now); a connection
+# dropped to start afresh (a timeout, a reply out of step) keeps the session for a reconnect.
+CLOSE_DONE, CLOSE_RECONNECT = 1000, 4000
 
 
 class AuthenticationError(SyftError):
@@ -156,13 +159,14 @@ class WebSocketWorker(BaseWorker):
             self.max_message_size = min(self.max_message_size, limit)
         return hello
 
-    def _drop(self) -> None:
+    def _drop(self, code: int = CLOSE_RECONNECT) -> None:
+        """Close the connection; with CLOSE_RECONNECT the session lives on for the next one."""
         ws, self._ws = self._ws, None
         if self._state != CLOSED:
             self._state = DISCONNECTED
         if ws is not None:
             try:
-                ws.close()
+                ws.close(code)
             except Exception:
                 pass
 
@@ -175,7 +179,7 @@ class WebSocketWorker(BaseWorker):
                     self._exchange({"c": "release", "ids": []})
                 except SyftError:
                     pass
-            self._drop()
+            self._drop(CLOSE_DONE)
             self._state = CLOSED
         _open.discard(self)
         super().close()

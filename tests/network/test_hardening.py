@@ -314,6 +314,14 @@ def test_repeated_log_lines_are_rate_limited_with_a_count():
     log("emfile", "accept failed: EMFILE")
     assert lines == ["accept failed: EMFILE", "a different kind",
                      "accept failed: EMFILE (999 more like this in the last 10 s)"]
+    log("emfile", "accept failed: EMFILE")  # a flood that then stops
+    log.flush()
+    assert len(lines) == 3  # not yet: its interval runs
+    now[0] = 21
+    log.flush()
+    assert lines[3:] == ["accept failed: EMFILE (1 more like this in the last 10 s)"]
+    log.flush()
+    assert len(lines) == 4
 
 
 # --- item 4: browsers -----------------------------------------------------------------------
@@ -422,6 +430,21 @@ def test_a_client_that_reconnects_within_the_grace_period_keeps_its_objects(spaw
     wait_until(lambda: b.state == "disconnected", 30, "the client notices the drop")
     assert torch.equal((p + 1).get(), torch.arange(4.0) + 1)  # reconnected into its session
     assert torch.equal(p.get(), torch.arange(4.0))
+    b.close()
+
+
+def test_a_client_whose_request_timed_out_keeps_its_objects(spawn, token):
+    w = spawn("sess6", extra=["--session-grace", "600"], preexec_fn=limited())
+    b = client(w.url, token)
+    x = torch.randn(3000, 3000)
+    p = x.send(b)
+    b.timeout = 0.05  # shorter than the mm below: the client drops the connection to start afresh
+    with pytest.raises(SyftError, match="no reply within"):
+        p @ p
+    # once the product is stored, the worker has seen the old connection go (its reply failed)
+    wait_until(lambda: len(stored_ids(w.url, token)) == 2, 60, "the product is stored")
+    b.timeout = 60
+    assert torch.equal(p.get(), x)  # its session lived on through the reconnect
     b.close()
 
 
