@@ -111,13 +111,15 @@ def pytest_unconfigure(config):
 # workers and widgets are gone from every view; syft_lab stays imported and loaded).
 RESET = """\
 from syft_lab.widget import live as _live
+from syft_lab.widget.widgets import SyftWidget as _SyftWidget
 from syft_lab.workers import registry as _registry
 for _w in _live.widgets():
-    _w.close()
+    if isinstance(_w, _SyftWidget):  # not the sidebar's panels (closed by their comm)
+        _w.close()
 for _w in _registry.all_workers():
-    _w.close()
+    if _w.kind != "local":  # "me" stays
+        _w.close()
 get_ipython().run_line_magic("reset", "-f")
-__import__("gc").collect()
 """
 
 
@@ -180,7 +182,7 @@ class Kernel:
         r = self.run(RESET, silent=True)
         assert r["error"] is None and r["reply"]["status"] == "ok", r
         assert self.eval("get_ipython().run_line_magic('who_ls', '')") == []
-        assert self.eval("__import__('syft_lab').all_workers()") == []
+        assert self.eval("[w.id for w in __import__('syft_lab').all_workers()]") == ["me"]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
+from playwright.sync_api import sync_playwright
+
+from venv_kernel import install_kernelspec
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -61,6 +65,7 @@ def lab(tmp_path_factory):
                JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]), JUPYTERLAB_WORKSPACES_DIR=str(dirs["workspaces"]),
                JUPYTER_DATA_DIR=str(dirs["data"]), PYTHONPATH=str(ROOT), JUPYTER_PLATFORM_DIRS="1")
     env.pop("JUPYTER_PATH", None)
+    install_kernelspec(dirs["data"])  # notebooks' "python3" is this venv's, not the user's
     cmd = [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
            f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={dirs['root']}",
            "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0",
@@ -100,8 +105,7 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def browser(tmp_path_factory):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    pw = sync_api.sync_playwright().start()
+    pw = sync_playwright().start()
     profile = tmp_path_factory.mktemp("chromium-profile")
     ctx = pw.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, headless=True,
                                                 args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000})
@@ -118,8 +122,6 @@ def artifacts() -> Path:
 
 
 def write_notebook(path: Path, cells: list[str]) -> None:
-    import nbformat
-
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

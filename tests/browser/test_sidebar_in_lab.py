@@ -174,12 +174,10 @@ def widen_sidebar(page, width: int):
 
 
 def update_readme_image(shot: Path) -> None:
-    """docs/images/sidebar.png is the README's: written when missing, or when asked for with
-    SYFT_LAB_UPDATE_SCREENSHOTS=1 (not on every run: it is a tracked file)."""
-    docs = ROOT / "docs" / "images" / "sidebar.png"
-    if not docs.exists() or os.environ.get("SYFT_LAB_UPDATE_SCREENSHOTS") == "1":
-        docs.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(shot, docs)
+    """docs/images/sidebar.png is the README's, a tracked file: tests write into the source tree
+    only when asked to with SYFT_LAB_UPDATE_SCREENSHOTS=1."""
+    if os.environ.get("SYFT_LAB_UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(shot, ROOT / "docs" / "images" / "sidebar.png")
 
 
 def lane(panel, worker):

@@ -2,6 +2,7 @@
 Send and Get, and the plan view. Screenshots of each view go to test-artifacts/."""
 import ast
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -169,12 +170,21 @@ def test_plan_view_send_it_and_dark_theme(open_notebook, artifacts):
     # dark theme: the same views in JupyterLab Dark's colours
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
-    page.wait_for_timeout(500)
-    bg = page.evaluate("() => getComputedStyle(document.querySelector('.syft-lane-head')).backgroundColor")
-    assert sum(_rgb(bg)) < 3 * 110, bg  # a dark background, from the theme's variables
+    bg = _wait_for_dark(page, ".syft-lane-head")  # from the theme's variables, once its CSS is in
+    assert sum(_rgb(bg)) < 3 * 110, bg
     out.screenshot(path=str(artifacts / "plan-view-dark.png"))
     world.screenshot(path=str(artifacts / "world-dark.png"))
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+
+
+def _wait_for_dark(page, selector: str, timeout: float = 30) -> str:
+    """The computed background of ``selector`` once it is dark (or the last one seen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        bg = page.evaluate("(s) => getComputedStyle(document.querySelector(s)).backgroundColor", selector)
+        if sum(_rgb(bg)) < 3 * 110 or time.monotonic() > deadline:
+            return bg
+        page.wait_for_timeout(100)
 
 
 def _rgb(css: str) -> tuple:

@@ -62,4 +62,19 @@ class Comm:
             left = end - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"no such message from the sidebar comm (got {skipped!r:.2000})")
-            self.kernel.drain(min(left, 0.2))
+            self.kernel.read_iopub(min(left, 0.2))
+
+    def sync(self) -> list[dict]:
+        """Every message the kernel sent on this comm before it handled a sentinel sent now.
+
+        The sentinel is a message the sidebar does not understand, so it answers it with an error
+        reply carrying the sentinel's req and changes nothing. Messages are handled in order, so
+        whatever the kernel pushed before (after a cell, an action) has arrived before that reply:
+        an empty list means it pushed nothing, with no waiting for time to pass."""
+        Comm._sentinels += 1
+        req = f"sync-{Comm._sentinels}"
+        self.send({"type": "sync", "req": req})
+        _, before = self.wait(lambda d: d.get("type") == "reply" and d.get("req") == req)
+        return before
+
+    _sentinels = 0

@@ -1,6 +1,10 @@
 """The sidebar's comm protocol in a real kernel (syft_lab/sidebar.py), driven the way the lab
 extension drives it: a silent bootstrap, a comm to "syft_lab.sidebar", a snapshot, patches
-pushed after cells, actions and worker events, and errors (with no change) for bad messages."""
+pushed after cells, actions and worker events, and errors (with no change) for bad messages.
+
+The kernel is shared by the module (a start costs seconds) and reset at the start of every
+test, which then makes what it needs: each test passes alone and in any order. That nothing was
+pushed is checked with a sentinel message (Comm.sync), never by waiting a while."""
 import pytest
 
 from syft_lab.widget import diff
@@ -9,6 +13,10 @@ from sidebar_kernel import BOOTSTRAP, Comm
 
 WORLD = ("{k: v for k, v in __import__('syft_lab.inspection.model', fromlist=['w']).world_dict(globals()).items()"
          " if k != 'rev'}")
+NAMES = "get_ipython().run_line_magic('who_ls', '')"
+PANELS = "len(__import__('syft_lab.sidebar', fromlist=['x']).panels())"
+BOB_X = "import torch\n%load_ext syft_lab\n%syft worker bob\nx = torch.tensor([1., 2., 3.])"
+BOB_X_PTR = BOB_X + "\nx_ptr = x.send(bob)"
 
 
 class Panel:
@@ -39,21 +47,23 @@ class Panel:
                 applied.append(d)
         return applied
 
-    def follow(self) -> list[dict]:
-        """Apply what arrived (reading iopub a little longer); returns the patches applied."""
-        self.kernel.drain(0.2)
-        return self._apply(self.comm.new())
+    def sync(self) -> list[dict]:
+        """Apply every message the kernel sent so far (a sentinel marks the end); returns them."""
+        msgs = self.comm.sync()
+        self._apply(msgs)
+        return msgs
 
     def wait_patch(self, timeout=20) -> list[dict]:
-        """Wait for a patch; returns it and every patch after it that arrived (applied)."""
+        """Wait for a patch pushed without a request (a worker event); returns it and the rest."""
         d, before = self.comm.wait(lambda d: d.get("type") in ("world_patch", "snapshot"), timeout)
-        return self._apply(before) + self._apply([d]) + self.follow()
+        return self._apply(before) + self._apply([d]) + self._apply(self.comm.sync())
 
     def request(self, msg, timeout=30) -> dict:
+        """Send a message, wait for its reply, and apply what was pushed before and after it."""
         self.comm.send(msg)
         reply, before = self.comm.wait(lambda d: d.get("type") == "reply", timeout)
         self._apply(before)
-        self.follow()
+        self.sync()
         return reply
 
     def lane(self, worker):
@@ -68,27 +78,42 @@ class Panel:
         return mine == self.kernel.eval(WORLD)
 
 
-@pytest.fixture(scope="module")
-def booted(kernel):
-    r = kernel.run(BOOTSTRAP, silent=True)
-    assert r["reply"]["status"] == "ok", r
+def run(kernel, code):
+    r = kernel.run(code)
+    assert r["error"] is None, r
+    return r
+
+
+@pytest.fixture
+def fresh(kernel):
+    """The shared kernel with nothing left from earlier tests."""
+    kernel.reset()
     return kernel
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
+def booted(fresh):
+    r = fresh.run(BOOTSTRAP, silent=True)
+    assert r["reply"]["status"] == "ok", r
+    return fresh
+
+
+@pytest.fixture
 def panel(booted):
     p = Panel(booted)
     p.open()
-    return p
+    yield p
+    p.comm.close()
 
 
-def test_bootstrap_is_silent_binds_nothing_and_can_run_again(kernel):
-    before = kernel.eval("sorted(k for k in globals() if not k.startswith('_'))")
+def test_bootstrap_is_silent_binds_nothing_and_can_run_again(fresh):
+    run(fresh, "x = 1")
+    before = fresh.eval(NAMES)
     for _ in range(2):
-        r = kernel.run(BOOTSTRAP, silent=True)
+        r = fresh.run(BOOTSTRAP, silent=True)
         assert r["reply"]["status"] == "ok" and r["stdout"] == "" and r["error"] is None
-    assert kernel.eval("sorted(k for k in globals() if not k.startswith('_'))") == before
-    assert kernel.eval("__import__('syft_lab.sidebar', fromlist=['x'])._state['registered']") is True
+    assert fresh.eval(NAMES) == before == ["x"]
+    assert fresh.eval("__import__('syft_lab.sidebar', fromlist=['x'])._state['registered']") is True
 
 
 def test_open_sends_a_snapshot_of_the_world(booted):
@@ -101,14 +126,13 @@ def test_open_sends_a_snapshot_of_the_world(booted):
 
 
 def test_a_cell_running_syft_send_pushes_the_change(panel, kernel):
-    r = kernel.run("import torch\n%load_ext syft_lab\nx = torch.tensor([1., 2., 3.])\n%syft worker bob")
-    assert r["error"] is None, r
-    patches = panel.wait_patch()
-    assert patches[0]["type"] == "world_patch"
+    run(kernel, BOB_X)
+    patches = panel.sync()
+    assert patches and patches[0]["type"] == "world_patch"
     assert panel.lane("bob") is not None and panel.entry("me", "x") is not None
-    r = kernel.run("%syft send x bob")
+    r = run(kernel, "%syft send x bob")
     assert r["stdout"].startswith("x_ptr = x.send(bob)"), r
-    panel.wait_patch()
+    assert panel.sync()
     ptr = panel.entry("me", "x_ptr")
     assert ptr["kind"] == "pointer" and ptr["location"] == "bob"
     assert [o["id"] for o in panel.lane("bob")["objects"]] == [ptr["id_at_location"]]
@@ -116,8 +140,10 @@ def test_a_cell_running_syft_send_pushes_the_change(panel, kernel):
 
 
 def test_plain_code_pushes_only_what_changed(panel, kernel):
-    kernel.run("y_ptr = x_ptr * 2")
-    patches = panel.wait_patch()
+    run(kernel, BOB_X_PTR)
+    panel.sync()
+    run(kernel, "y_ptr = x_ptr * 2")
+    patches = panel.sync()
     # the new pointer and the new object on bob; x, x_ptr and x's object are not resent
     sent = [op[3]["id"] for p in patches for op in p["ops"] if op[0] == "put"]
     assert panel.entry("me", "y_ptr")["id"] in sent
@@ -126,49 +152,54 @@ def test_plain_code_pushes_only_what_changed(panel, kernel):
 
 
 def test_a_cell_that_changes_nothing_pushes_nothing(panel, kernel):
-    panel.follow()
-    kernel.run("1 + 1")
-    assert panel.follow() == []
+    run(kernel, BOB_X_PTR)
+    assert panel.sync()
+    shown = panel.world
+    run(kernel, "1 + 1")
+    assert panel.sync() == [] and panel.world is shown
+    assert panel.matches_kernel()
 
 
 def test_worker_events_between_cells_push_without_a_cell(panel, kernel):
-    """A tensor sent from a timer thread after the cell ended: the event alone brings the patch."""
-    kernel.run("import threading\nlate = torch.tensor([7.])\n"
-               "threading.Timer(0.5, lambda: globals().__setitem__('late_ptr', late.send(bob))).start()")
-    panel.follow()  # the cell's own change (late, on me)
-    assert not [o for o in panel.lane("bob")["objects"] if o.get("shape") == [1]]
+    """A tensor sent from another thread after the cell ended: the event alone brings the patch."""
+    run(kernel, BOB_X + "\nimport threading\ngo = threading.Event()\nlate = torch.tensor([7.])\n"
+                "threading.Thread(target=lambda: go.wait(60) and globals().__setitem__('late_ptr', late.send(bob)),"
+                " daemon=True).start()")
+    panel.sync()  # the cell's own change (late, on me)
+    assert panel.lane("bob")["objects"] == []
+    # a silent execute runs no cell hooks (as the lab extension's own requests): it only lets the thread go
+    r = kernel.run("go.set()", silent=True)
+    assert r["reply"]["status"] == "ok", r
     panel.wait_patch()
-    # no cell ran since, yet the sidebar shows the object on bob
-    assert [o for o in panel.lane("bob")["objects"] if o.get("shape") == [1]], panel.lane("bob")
+    assert [o["shape"] for o in panel.lane("bob")["objects"]] == [[1]], panel.lane("bob")
     assert panel.matches_kernel()
 
 
 def test_get_action_runs_through_actions_perform_and_pushes(panel, kernel):
+    run(kernel, BOB_X_PTR + "\ny_ptr = x_ptr * 2")
+    panel.sync()
     ptr = panel.entry("me", "y_ptr")
     reply = panel.request({"type": "action", "req": "s-1", "action": "get",
                            "target": {"worker": "me", "id": ptr["id"]}})
     assert reply["ok"] is True and reply["req"] == "s-1", reply
     assert reply["code"] == "y = y_ptr.get()"
     assert kernel.eval("y.tolist()") == [2.0, 4.0, 6.0]
-    panel.follow()
     assert panel.entry("me", "y_ptr") is None  # a stale pointer leaves the world
     assert panel.matches_kernel()
 
 
 def test_send_and_move_actions(panel, kernel):
-    kernel.run("%syft worker alice")
-    panel.wait_patch()
+    run(kernel, BOB_X + "\n%syft worker alice")
+    panel.sync()
     x = panel.entry("me", "x")
     reply = panel.request({"type": "action", "req": 2, "action": "send",
                            "target": {"worker": "me", "id": x["id"]}, "worker": "alice", "name": "x_on_alice"})
     assert reply["ok"] and reply["code"] == "x_on_alice = x.send(alice)", reply
-    panel.follow()
     on_alice = panel.entry("me", "x_on_alice")
     assert on_alice["location"] == "alice"
     reply = panel.request({"type": "action", "req": 3, "action": "move",
                            "target": {"worker": "me", "id": on_alice["id"]}, "worker": "bob"})
     assert reply["ok"] and reply["code"] == "x_on_alice = x_on_alice.move(bob)", reply
-    panel.follow()
     assert panel.entry("me", "x_on_alice")["location"] == "bob"
     assert panel.matches_kernel()
 
@@ -192,20 +223,23 @@ BAD = [
 
 @pytest.mark.parametrize("msg, error", BAD, ids=[str(i) for i in range(len(BAD))])
 def test_bad_messages_get_an_error_reply_and_change_nothing(panel, kernel, msg, error):
-    panel.follow()
-    names = kernel.eval("sorted(k for k in globals() if not k.startswith('_'))")
+    run(kernel, BOB_X_PTR)
+    panel.sync()
+    names = kernel.eval(NAMES)
     world = kernel.eval(WORLD)
     panel.comm.send(msg)
     reply, before = panel.comm.wait(lambda d: d.get("type") == "reply")
     assert reply["ok"] is False and error in reply["error"], reply
-    assert before == [] and panel.follow() == []
-    assert kernel.eval("sorted(k for k in globals() if not k.startswith('_'))") == names
+    assert before == [] and panel.sync() == []
+    assert kernel.eval(NAMES) == names
     assert kernel.eval(WORLD) == world
 
 
 def test_a_refused_action_on_a_known_object_changes_nothing(panel, kernel):
+    run(kernel, BOB_X)
+    panel.sync()
     x = panel.entry("me", "x")
-    names = kernel.eval("sorted(k for k in globals() if not k.startswith('_'))")
+    names = kernel.eval(NAMES)
     for msg, error in [
         ({"type": "action", "req": "a", "action": "get", "target": {"worker": "me", "id": x["id"]}},
          "works on a pointer"),
@@ -216,35 +250,45 @@ def test_a_refused_action_on_a_known_object_changes_nothing(panel, kernel):
     ]:
         reply = panel.request(msg)
         assert reply["ok"] is False and error in reply["error"], reply
-    assert kernel.eval("sorted(k for k in globals() if not k.startswith('_'))") == names
+    assert kernel.eval(NAMES) == names
     assert panel.matches_kernel()
 
 
-def test_resync_sends_a_fresh_snapshot(panel):
+def test_resync_sends_a_fresh_snapshot(panel, kernel):
+    run(kernel, BOB_X_PTR)
+    panel.sync()
+    panel.world = None  # the panel lost track
     panel.comm.send({"type": "resync"})
-    panel.wait_patch()
+    snap, before = panel.comm.wait(lambda d: d.get("type") == "snapshot")
+    assert before == [] and snap["protocol"] == 1
+    panel.world = snap["world"]
+    assert panel.entry("me", "x_ptr")["location"] == "bob"
     assert panel.matches_kernel()
 
 
 def test_two_panels_follow_the_same_kernel_and_closed_ones_are_dropped(panel, kernel):
     other = Panel(kernel)
     other.open()
-    n = kernel.eval("len(__import__('syft_lab.sidebar', fromlist=['x']).panels())")
-    kernel.run("z = torch.ones(2)")
-    panel.wait_patch()
-    other.wait_patch()
+    assert kernel.eval(PANELS) == 2
+    run(kernel, "import torch\nz = torch.ones(2)")
+    panel.sync()
+    other.sync()
     assert other.entry("me", "z") is not None and panel.entry("me", "z") is not None
     other.comm.close()
-    kernel.drain(0.3)
-    assert kernel.eval("len(__import__('syft_lab.sidebar', fromlist=['x']).panels())") == n - 1
+    # the kernel handles the close before the next request on the same channel
+    assert kernel.eval(PANELS) == 1
+    run(kernel, "z2 = torch.ones(3)")
+    assert panel.sync() and panel.entry("me", "z2") is not None
+    assert other.comm.new() == []  # everything up to panel's sentinel has arrived: none for the closed one
 
 
 def test_widget_actions_show_in_the_sidebar_too(panel, kernel):
     """An action from a notebook world widget (the same runtime): the sidebar follows."""
-    panel.follow()
-    r = kernel.run("import syft_lab as sy\nfrom syft_lab.ids import tensor_id\nw = sy.inspect()\n"
-                   "r = w.handle_message({'type': 'action', 'req': 1, 'action': 'send',"
-                   " 'target': {'worker': 'me', 'id': tensor_id(z)}, 'worker': 'alice'})")
-    assert r["error"] is None and kernel.eval("r['ok']") is True, r
-    panel.wait_patch()
+    run(kernel, BOB_X + "\n%syft worker alice\nz = torch.ones(2)")
+    panel.sync()
+    run(kernel, "import syft_lab as sy\nfrom syft_lab.ids import tensor_id\nw = sy.inspect()\n"
+                "r = w.handle_message({'type': 'action', 'req': 1, 'action': 'send',"
+                " 'target': {'worker': 'me', 'id': tensor_id(z)}, 'worker': 'alice'})")
+    assert kernel.eval("r['ok']") is True
+    panel.sync()
     assert panel.entry("me", "z_ptr")["location"] == "alice"
