@@ -242,12 +242,30 @@ def _batch_norm(name, args, kwargs):
         g = _arg(args, kwargs, 0, "grad_out")
         if not isinstance(g, torch.Tensor) or g.shape != x.shape:
             raise OpNotAllowedError(f"{name}: grad_out must have the input's shape {list(x.shape)}")
+    given = {}
     for i, arg_name in enumerate(schema_args):
         if arg_name in _NORM_ARGS:
-            v = _arg(args, kwargs, i, arg_name)
+            v = given[arg_name] = _arg(args, kwargs, i, arg_name)
             if v is not None and (not isinstance(v, torch.Tensor) or v.dim() != 1 or v.shape[0] != channels):
                 raise OpNotAllowedError(f"{name}: {arg_name} must be None or a 1-d tensor of {channels} "
                                         f"(the input's channels)")
+    # The kernels read the statistics their mode needs without checking that they were given.
+    flag = next((i for i, n in enumerate(schema_args) if n in ("training", "train", "update")), None)
+    training = bool(_arg(args, kwargs, flag, schema_args[flag])) if flag is not None else "no_update" not in name
+    if schema_args[0] == "grad_out":
+        save = ("save_mean", "save_invstd" if "save_invstd" in schema_args else "save_var")
+        needed = save if training else ("running_mean", "running_var")
+    elif name.endswith(".no_stats"):
+        if not training:
+            raise OpNotAllowedError(f"{name}: runs in training mode only (training=True): it has no running "
+                                    f"statistics to evaluate with")
+        needed = ()
+    else:
+        needed = () if training else ("running_mean", "running_var")
+    missing = [n for n in needed if given.get(n) is None]
+    if missing:
+        raise OpNotAllowedError(f"{name}: {' and '.join(missing)} must be given "
+                                f"({'training' if training else 'evaluation'} mode needs them)")
 
 
 def _max_pool_backward(name, args, kwargs):
@@ -269,6 +287,57 @@ def _embedding_backward(name, args, kwargs):
         raise OpNotAllowedError(f"{name}: indices must be an integer tensor")
     if n < 0 or (indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= n)):
         raise OpNotAllowedError(f"{name}: every index must lie in [0, num_weights={n})")
+
+
+def _tensors(name, *ts) -> None:
+    if not all(isinstance(t, torch.Tensor) for t in ts):
+        raise OpNotAllowedError(f"{name}: expected tensors")
+
+
+def _softmax_backward(name, args, kwargs):
+    """The kernel reads ``output`` with ``grad_output``'s sizes."""
+    grad, out = _arg(args, kwargs, 0, "grad_output"), _arg(args, kwargs, 1, "output")
+    _tensors(name, grad, out)
+    if grad.shape != out.shape:
+        raise OpNotAllowedError(f"{name}: grad_output {list(grad.shape)} and output {list(out.shape)} must have "
+                                f"the same shape")
+
+
+def _group_norm(name, args, kwargs):
+    """N, C and HxW are given apart from the input: they must describe it."""
+    backward = name.startswith("aten.native_group_norm_backward")
+    x = _arg(args, kwargs, 1 if backward else 0, "input")
+    first = 5 if backward else 3
+    n, c, hxw = (_int(_arg(args, kwargs, first + i, key), name) for i, key in enumerate(("N", "C", "HxW")))
+    group = _int(_arg(args, kwargs, first + 3, "group"), name)
+    _tensors(name, x)
+    if min(n, c, hxw) < 0 or group <= 0 or n * c * hxw != x.numel() or (x.dim() >= 2 and x.shape[1] != c):
+        raise OpNotAllowedError(f"{name}: N, C, HxW must describe the input {list(x.shape)} (N*C*HxW elements, "
+                                f"C its channels), and group must be positive")
+    weight = _arg(args, kwargs, 4 if backward else 1, "weight")
+    if weight is not None and (not isinstance(weight, torch.Tensor) or weight.numel() != c):
+        raise OpNotAllowedError(f"{name}: weight must be None or hold C={c} elements")
+    if backward:
+        grad, mean, rstd = _arg(args, kwargs, 0, "grad_out"), _arg(args, kwargs, 2, "mean"), _arg(args, kwargs, 3, "rstd")
+        _tensors(name, grad, mean, rstd)
+        if grad.shape != x.shape or mean.numel() != n * group or rstd.numel() != n * group:
+            raise OpNotAllowedError(f"{name}: grad_out must have the input's shape, mean and rstd N*group elements")
+
+
+def _layer_norm_backward(name, args, kwargs):
+    grad, x, shape = _arg(args, kwargs, 0, "grad_out"), _arg(args, kwargs, 1, "input"), _arg(args, kwargs, 2, "normalized_shape")
+    mean, rstd = _arg(args, kwargs, 3, "mean"), _arg(args, kwargs, 4, "rstd")
+    _tensors(name, grad, x, mean, rstd)
+    shape = _sizes(shape, "normalized_shape", name)
+    if not shape or len(shape) > x.dim() or list(x.shape[x.dim() - len(shape):]) != shape or grad.shape != x.shape:
+        raise OpNotAllowedError(f"{name}: normalized_shape must be the input's trailing sizes, grad_out its shape")
+    rows = math.prod(x.shape[:x.dim() - len(shape)])
+    if mean.numel() != rows or rstd.numel() != rows:
+        raise OpNotAllowedError(f"{name}: mean and rstd must hold one value per normalized row ({rows})")
+    for i, key in ((5, "weight"), (6, "bias")):
+        v = _arg(args, kwargs, i, key)
+        if v is not None and (not isinstance(v, torch.Tensor) or list(v.shape) != shape):
+            raise OpNotAllowedError(f"{name}: {key} must be None or of shape {shape}")
 
 
 def _int(v, name) -> int:
@@ -295,6 +364,11 @@ CHECKS = {
     **_checks_for("aten.new_empty_strided", _strided_factory(1)),
     **_checks_for("aten.max_pool2d_with_indices_backward", _max_pool_backward),
     **_checks_for("aten.embedding_dense_backward", _embedding_backward),
+    **_checks_for("aten._softmax_backward_data", _softmax_backward),
+    **_checks_for("aten._log_softmax_backward_data", _softmax_backward),
+    **_checks_for("aten.native_group_norm", _group_norm),
+    **_checks_for("aten.native_group_norm_backward", _group_norm),
+    **_checks_for("aten.native_layer_norm_backward", _layer_norm_backward),
     **{n: _batch_norm for base in ("native_batch_norm", "_native_batch_norm_legit",
                                    "_native_batch_norm_legit_no_training", "_batch_norm_with_update",
                                    "_batch_norm_no_update", "native_batch_norm_backward", "batch_norm_backward")

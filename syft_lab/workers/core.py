@@ -12,7 +12,7 @@ import torch
 from .. import events
 from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError
 from ..ids import new_id
-from .limits import Estimate, Limits, OutputEstimator, StorageLedger, check_quota, output_count
+from .limits import Estimate, Limits, OutputEstimator, StorageLedger, check_input_sizes, check_quota, output_count
 
 _Tensor = torch.Tensor
 _seq = (list, tuple)
@@ -194,6 +194,7 @@ class WorkerCore:
     def _check_quota(self, op, args, kwargs, extra_bytes: int) -> int:
         """Refuse (QuotaExceededError) an op whose outputs would not fit the quotas; returns the
         estimated new bytes. ``extra_bytes``: held outside the store (a running plan's values)."""
+        check_input_sizes(self.limits, op, args, kwargs)
         n = output_count(op, args, kwargs)
         if n is not None:  # a list-returning op (unbind): counted before any meta run makes n tensors
             check_quota(self.limits, 0, len(self.objects), op, Estimate(0, n))

@@ -198,6 +198,24 @@ class Estimate:
 _UNKNOWN = Estimate(0, 0)
 
 
+def _repeat_interleave_bytes(op, args, kwargs) -> int:
+    """repeat_interleave with tensor repeats: its size is in the data (a meta run cannot tell)."""
+    name = str(op)
+    repeats = args[0] if name == "aten.repeat_interleave.Tensor" else (args[1] if len(args) > 1 else None)
+    if not isinstance(repeats, torch.Tensor) or repeats.is_floating_point() or repeats.is_complex():
+        return 0  # the op refuses it itself
+    total = int(repeats.sum()) if repeats.numel() else 0
+    if name == "aten.repeat_interleave.Tensor":
+        return max(total, 0) * 8
+    x = args[0]
+    per_repeat = x.numel() if repeats.numel() == 1 else x.numel() // max(repeats.numel(), 1)
+    return max(total, 0) * max(per_repeat, 1) * x.element_size()
+
+
+_DATA_SIZED = {"aten.repeat_interleave.Tensor": _repeat_interleave_bytes,
+               "aten.repeat_interleave.self_Tensor": _repeat_interleave_bytes}
+
+
 class OutputEstimator:
     """Output bytes and count of an op, from a memoised run on meta tensors."""
 
@@ -208,6 +226,9 @@ class OutputEstimator:
         """The op's new bytes (outputs that alias an input count 0) and its number of tensor
         outputs. Unknown (0, 0) when the op has no meta kernel or its output depends on data;
         ``WorkerCore`` then checks the result after the op instead."""
+        data_sized = _DATA_SIZED.get(str(op))
+        if data_sized is not None:
+            return Estimate(data_sized(op, args, kwargs), 1)
         try:
             key = (op, _key(args), _key(kwargs) if kwargs else None)
             hash(key)
@@ -265,6 +286,28 @@ def output_count(op, args, kwargs) -> int | None:
         return count(args, kwargs)
     except (IndexError, TypeError, AttributeError, ZeroDivisionError):
         return None
+
+
+def _tensors_in(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif type(a) in (list, tuple):
+            yield from (b for b in a if isinstance(b, torch.Tensor))
+
+
+def check_input_sizes(limits: Limits, op, args, kwargs) -> None:
+    """Refuse computing on a tensor larger than the memory limit: only a broadcast view (an
+    ``expand`` to 2**40 elements of one stored number) can be, and a reduction over it would
+    occupy the worker for hours. View ops on it stay allowed (they compute nothing)."""
+    if any(r.alias_info is not None for r in op._schema.returns):
+        return
+    for t in _tensors_in(list(args) + list(kwargs.values() if kwargs else ())):
+        if t.numel() * t.element_size() > limits.max_bytes:
+            raise QuotaExceededError(
+                f"{op} would compute on {t.numel()} elements ({fmt_bytes(t.numel() * t.element_size())}, a broadcast "
+                f"view), more than the worker's {fmt_bytes(limits.max_bytes)} memory limit holds: nothing ran. "
+                f"Compute on the tensor before expanding it")
 
 
 def check_quota(limits: Limits, held_bytes: int, held_objects: int, op, est: Estimate) -> None:
