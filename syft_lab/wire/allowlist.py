@@ -84,9 +84,11 @@ NN_BACKWARD = """
 SHAPE_AND_VIEW = """
     view _unsafe_view _reshape_alias reshape as_strided expand permute transpose t unsqueeze squeeze
     flatten unflatten select slice narrow split split_with_sizes chunk unbind cat stack flip roll
-    repeat repeat_interleave alias detach clone contiguous _to_copy view_as expand_as movedim
+    repeat repeat_interleave alias detach clone contiguous _to_copy view_as expand_as movedim unsafe_split unsafe_chunk
     lift_fresh lift_fresh_copy slice_scatter select_scatter diagonal diagonal_scatter
 """
+# unsafe_split, unsafe_chunk: what LSTM and GRU cells split their gates with. "unsafe" there
+# means autograd does not track the pieces as views; they are ordinary in-bounds slices.
 # _unique2: what torch.unique reaches.
 # _to_copy: what .to(dtype) and .float() reach. _reshape_alias and _unsafe_view: what reshape
 # and matmul emit; both are checked (their view stays inside the input's storage).

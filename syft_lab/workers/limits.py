@@ -183,6 +183,8 @@ _COUNTS = {
     "aten.chunk.default": _count_chunk,
     "aten.unbind.int": _count_unbind,
     "aten.split.Tensor": _count_split,
+    "aten.unsafe_split.Tensor": _count_split,
+    "aten.unsafe_chunk.default": _count_chunk,
     "aten.split.sizes": _count_split,
     "aten.split_with_sizes.default": _count_split,
 }

@@ -10,12 +10,16 @@ a fresh worker to name the culprit.
 """
 from __future__ import annotations
 
-import math
+import copy
 import resource
 import time
 
 import pytest
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import syft_lab as sy
 
 from syft_lab.wire.allowlist import ALLOWED
 from syft_lab.wire.format import decode, encode
@@ -262,3 +266,106 @@ def test_every_allowed_op_survives_edge_arguments(spawn, token, record_property)
     record_property("fuzz_cases", len(cases))
     assert len(cases) > 5 * len(ALLOWED)  # every overload got its baseline and variations
     assert not crashes, f"{summary}: " + "; ".join(f"{n}{tuple(a)} {k}" for n, a, k in crashes[:20])
+
+
+# --- the list admits what training needs ------------------------------------------------------
+
+class CnnLstm(nn.Module):
+    """Conv2d, BatchNorm, ReLU, max-pool, Embedding, LSTM and GRU cells, Dropout, Linear."""
+
+    def __init__(self, p_drop=0.0):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1, bias=False)  # no bias before a BatchNorm
+        self.bn = nn.BatchNorm2d(4)
+        self.emb = nn.Embedding(10, 6)
+        self.lstm = nn.LSTMCell(4 * 4 * 4 + 6, 8)
+        self.gru = nn.GRUCell(8, 8)
+        self.drop = nn.Dropout(p_drop)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, img, tok, h0):
+        h = F.max_pool2d(F.relu(self.bn(self.conv(img))), 2).flatten(1)
+        hx, _ = self.lstm(torch.cat([h, self.emb(tok)], dim=1), (h0, h0))
+        return self.fc(self.drop(self.gru(hx, h0)))
+
+
+def training_data():
+    g = torch.Generator().manual_seed(0)
+    img, tok, y = torch.randn(6, 1, 8, 8, generator=g), torch.randint(0, 10, (6,), generator=g), torch.randint(0, 3, (6,), generator=g)
+    return img, tok, y, F.one_hot(y, 3).float(), torch.zeros(6, 8)
+
+
+def loss_of(out, y, target):
+    return (F.cross_entropy(out, y) + F.mse_loss(F.softmax(out, 1), target)
+            + F.nll_loss(F.log_softmax(out, 1), y))
+
+
+def train_eagerly(model, batch, make_opt, steps=3):
+    img, tok, y, target, h0 = batch
+    opt = make_opt(model.parameters())
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = loss_of(model(img, tok, h0), y, target)
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+    return losses
+
+
+@pytest.mark.parametrize("make_opt", [lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+                                      lambda p: torch.optim.Adam(p, lr=0.01)], ids=["sgd-momentum", "adam"])
+def test_cnn_lstm_trains_through_remote_pointers_as_it_does_locally(remote, make_opt):
+    bob, _ = remote
+    torch.manual_seed(0)
+    local = CnnLstm()
+    far = copy.deepcopy(local)
+    batch = training_data()
+    local_losses = [loss.item() for loss in train_eagerly(local, batch, make_opt)]
+    far.send(bob)
+    far_losses = [loss.get().item() for loss in train_eagerly(far, [t.send(bob) for t in batch], make_opt)]
+    far.get()
+    assert far_losses == pytest.approx(local_losses, rel=1e-5) and far_losses[-1] < far_losses[0]
+    for (name, a), (_, b) in zip(local.state_dict().items(), far.state_dict().items()):
+        assert torch.allclose(a.float(), b.float(), atol=1e-5), name
+
+
+def test_dropout_trains_through_remote_pointers(remote):
+    bob, _ = remote
+    torch.manual_seed(0)
+    model = CnnLstm(p_drop=0.5)
+    model.send(bob)
+    loss = train_eagerly(model, [t.send(bob) for t in training_data()], lambda p: torch.optim.SGD(p, lr=0.05), 1)[0]
+    assert torch.isfinite(loss.get())
+    model.get()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_cnn_lstm_training_step_plan_runs_on_a_remote_worker(remote):
+    bob, _ = remote
+    torch.manual_seed(0)
+    model = CnnLstm()
+    eager = copy.deepcopy(model)
+    batch = training_data()
+
+    def train_step(img, tok, y, target, h0):
+        loss = loss_of(model(img, tok, h0), y, target)
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        with torch.no_grad():
+            for p, g in zip(model.parameters(), grads):
+                p.sub_(0.05 * g)
+        return loss
+
+    step = sy.plan(train_step, state=model).build(*batch)
+    plan_ops = {n.name for n in step._graph.nodes}
+    assert {"aten.convolution_backward.default", "aten.native_batch_norm_backward.default",
+            "aten.max_pool2d_with_indices_backward.default", "aten.embedding_dense_backward.default"} <= plan_ops
+    far_step = step.send(bob)  # the worker validates every node against its allow-list here
+    args = [t.send(bob) for t in batch]
+    model.send(bob)
+    plan_losses = [far_step(*args).get().item() for _ in range(3)]
+    model.get()
+    eager_losses = [loss.item() for loss in train_eagerly(eager, batch, lambda p: torch.optim.SGD(p, lr=0.05))]
+    assert plan_losses == pytest.approx(eager_losses, rel=1e-5)
+    for (name, a), (_, b) in zip(eager.state_dict().items(), model.state_dict().items()):
+        assert torch.allclose(a.float(), b.float(), atol=1e-5), name
