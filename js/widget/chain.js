@@ -53,38 +53,118 @@ function previewBlock(node) {
     h("div", { class: "syft-stats" }, `${p.numel} value${p.numel === 1 ? "" : "s"}`, stats ? ` · ${stats}` : ""));
 }
 
+// --- the op log of a LoggingTensor ------------------------------------------------------------
+// Records are {op, inputs, backward?, cell?} (or an op name, from log_tail): `backward` says the
+// op ran inside autograd's backward pass, `cell` the notebook cell (execution count) that ran
+// it, where the kernel recorded them.
+
+/** The phase of a record: "backward", "forward", or null when it was not recorded. */
+export function phaseOf(r) {
+  if (typeof r !== "object" || r === null || r.backward === undefined) return null;
+  return r.backward ? "backward" : "forward";
+}
+
+/** Records with their 1-based index, kept by a text filter (on the op and its inputs) and a phase. */
+export function filterLog(records, { text = "", phase = "all", start = 0 } = {}) {
+  const needle = text.trim().toLowerCase();
+  const out = [];
+  records.forEach((r, i) => {
+    if (phase !== "all" && phaseOf(r) !== phase) return;
+    if (needle && !opLine(r).toLowerCase().includes(needle)) return;
+    out.push({ record: r, index: start + i + 1 });
+  });
+  return out;
+}
+
+function opLine(r) {
+  return typeof r === "string" ? r : opText(r);
+}
+
+/** Scroll the notebook cell with execution count `n` (the one holding `from`) into view. */
+export function showCell(from, n) {
+  const nb = from.closest?.(".jp-Notebook") || globalThis.document?.querySelector(".jp-Notebook");
+  if (!nb) return false;
+  for (const prompt of nb.querySelectorAll(".jp-InputArea-prompt")) {
+    if (prompt.textContent.trim() === `[${n}]:`) {
+      const cell = prompt.closest(".jp-Cell");
+      cell.scrollIntoView({ block: "center" });
+      cell.classList.add("syft-cell-flash");
+      setTimeout(() => cell.classList.remove("syft-cell-flash"), 1200);
+      return true;
+    }
+  }
+  return false;
+}
+
+function logItem({ record, index }) {
+  const phase = phaseOf(record);
+  const cell = typeof record === "object" && record !== null && Number.isInteger(record.cell) ? record.cell : null;
+  const link = cell === null ? null : h("button", {
+    class: "syft-btn syft-log-cell", type: "button", title: `ran in cell [${cell}]: show it`, "data-cell": cell,
+    onclick: (ev) => { ev.stopPropagation(); showCell(ev.currentTarget, cell); },
+  }, `[${cell}]`);
+  return h("li", { value: index, class: phase ? `syft-phase-${phase}` : null, "data-phase": phase }, opLine(record), link);
+}
+
 function logBlock(node, ctx) {
   const n = node.log_length ?? 0;
+  const state = { records: node.log_tail || [], total: n, text: "", phase: "all" };
   const list = h("ol", { class: "syft-log", hidden: true });
-  const fill = (ops, total, start) => {
-    list.replaceChildren(...ops.map((op, i) =>
-      h("li", { value: start + i + 1 }, typeof op === "string" ? op : opText(op))));
-    if (!ops.length) list.append(h("li", { class: "syft-empty" }, "no ops yet"));
-    if (total > ops.length) list.prepend(h("li", { class: "syft-more", value: 0 }, `… ${total - ops.length} earlier`));
-  };
+  const count = h("span", { class: "syft-log-count syft-muted" });
+  const filter = h("input", { class: "syft-log-filter", type: "search", placeholder: "filter ops, e.g. mm",
+    "aria-label": "filter the op log" });
+  const phaseBtns = ["all", "forward", "backward"].map((p) => h("button", {
+    class: "syft-btn syft-log-phase", type: "button", "data-phase": p, "aria-pressed": String(p === "all"),
+    onclick: () => { state.phase = p; draw(); },
+  }, p));
+  const phases = h("span", { class: "syft-log-phases", role: "group", "aria-label": "forward or backward ops" }, phaseBtns);
+  const tools = h("div", { class: "syft-log-tools", hidden: true }, filter, phases, count);
+  filter.addEventListener("input", () => { state.text = filter.value; draw(); });
+
+  function draw() {
+    const { records, total } = state;
+    const start = total - records.length;
+    const known = records.some((r) => phaseOf(r) !== null);
+    phases.hidden = !known;
+    for (const b of phaseBtns) b.setAttribute("aria-pressed", String(b.dataset.phase === state.phase));
+    const shown = filterLog(records, { text: state.text, phase: known ? state.phase : "all", start });
+    const items = [];
+    if (start > 0) items.push(h("li", { class: "syft-more", value: 0 }, `… ${start} earlier`));
+    let last = null;
+    for (const it of shown) {
+      const phase = phaseOf(it.record);
+      if (known && phase !== last) {
+        items.push(h("li", { class: `syft-log-section syft-phase-${phase}`, "data-section": phase, "aria-hidden": "true" },
+          phase === "backward" ? "backward (autograd)" : "forward"));
+        last = phase;
+      }
+      items.push(logItem(it));
+    }
+    if (!records.length) items.push(h("li", { class: "syft-empty" }, "no ops yet"));
+    else if (!shown.length) items.push(h("li", { class: "syft-empty" }, "no op matches"));
+    list.replaceChildren(...items);
+    count.textContent = shown.length === records.length ? `${records.length} op${records.length === 1 ? "" : "s"}`
+      : `${shown.length} of ${records.length} shown`;
+    ctx?.layoutChanged?.();
+  }
+
   const btn = h("button", {
     class: "syft-btn syft-log-toggle", type: "button", "aria-expanded": "false",
     "aria-label": `op log of LoggingTensor ${shortId(node.id)}`,
   }, `log: ${n} op${n === 1 ? "" : "s"}`);
   btn.addEventListener("click", async () => {
     const open = list.hidden;
-    list.hidden = !open;
+    list.hidden = tools.hidden = !open;
     btn.setAttribute("aria-expanded", String(open));
-    if (!open) return;
-    const tail = node.log_tail || [];
-    fill(tail, n, n - tail.length);
-    if (ctx && ctx.request && n > tail.length) {
+    if (!open) { ctx?.layoutChanged?.(); return; }
+    draw();
+    if (ctx && ctx.request && n > state.records.length) {
       const reply = await ctx.request("oplog", { worker: node.owner ?? "me", id: node.id });
-      if (reply.ok) fill(reply.log, reply.total, reply.total - reply.log.length);
+      if (reply.ok) Object.assign(state, { records: reply.log, total: reply.total });
+      draw();
     }
-    ctx?.layoutChanged?.();
   });
-  return h("div", { class: "syft-logbox" }, btn, list);
-}
-
-function opText(r) {
-  const ins = (r.inputs || []).map((i) => `${i.dtype}[${i.shape.join(", ")}]`).join(", ");
-  return `${r.op}(${ins})`;
+  return h("div", { class: "syft-logbox" }, btn, tools, list);
 }
 
 /** One box of the chain view. `actions` (element or null) goes in its header. */

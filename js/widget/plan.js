@@ -1,52 +1,114 @@
 // The plan view: the op graph of a plan laid out with dagre (top to bottom), inputs, state,
-// constants and outputs marked by role, output shapes on the edges, and where it was sent.
+// constants (scalar operands too) and outputs marked by role, forward / backward / update
+// regions grouped, in-place writes marked, output shapes beside the edges, and where the plan
+// is now. The graph opens fitted (never below a readable scale); drag pans, Ctrl+wheel and the
+// buttons zoom (a viewBox, no library), a minimap shows where you are in a large graph, and a
+// click on a node opens its details.
 
 import { Graph, layout } from "@dagrejs/dagre";
 import { h, hueClass, s, shapeText, shortId } from "./dom.js";
 
 export const ROLES = ["input", "state", "constant", "op", "output"];
-const CHAR_W = 7; // px per character of the 11-12px monospace labels
+export const REGIONS = { forward: "forward", backward: "backward", update: "optimizer update" };
+const LABEL_PX = 12; // the node label's font size (style.css .syft-plan-label)
+const SUB_PX = 10; // the second line's, and the edge labels'
+const MAX_LABEL = 30; // characters; longer labels end in "…" (the full text is in the details)
+const MAX_SUB = 36;
 const NODE_H = 40;
+const SCALAR_H = 22;
+const PAD_X = 10; // each side of a node's text
+export const READABLE = 0.6; // the smallest scale a graph opens at: 12px labels stay >= 7px
+const MAX_SCALE = 2.5;
+const VIEW_H = 560; // the most height the view takes in a notebook
+const MINIMAP_W = 150;
 
 export function nodeLabel(n) {
   return n.label ?? (n.op ? String(n.op).replace(/^aten\./, "").replace(/\.default$/, "") : n.id);
+}
+
+/** ``text`` cut to ``max`` characters, ending in "…" when cut. */
+export function clip(text, max) {
+  const t = String(text ?? "");
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t;
+}
+
+/** The second line of a node: its shape, what it overwrites, or its role. */
+export function subLabel(n) {
+  const role = n.role || "op";
+  if (n.scalar) return "";
+  if (role === "op") return n.inplace ? `in-place → ${(n.writesLabels || n.writes || []).join(", ")}` : shapeText(n);
+  return `${role} ${shapeText(n)}`.trim();
 }
 
 function shapeLabel(shape) {
   return Array.isArray(shape) ? `[${shape.join(", ")}]` : "";
 }
 
+// Text widths: the canvas measures with the page's monospace font; without a canvas (node
+// tests) a monospace character is taken as 0.62 em, a little wider than common mono fonts.
+let measureCtx;
+function textWidth(text, px, weight = 400) {
+  if (measureCtx === undefined) {
+    measureCtx = null;
+    try {
+      const c = globalThis.document?.createElement("canvas");
+      const ctx = c && typeof c.getContext === "function" ? c.getContext("2d") : null;
+      if (ctx && typeof ctx.measureText === "function") measureCtx = ctx;
+    } catch { /* no canvas */ }
+  }
+  if (!measureCtx) return text.length * px * 0.62;
+  const fam = (globalThis.getComputedStyle?.(document.documentElement)
+    ?.getPropertyValue("--jp-code-font-family") || "").trim() || "monospace";
+  measureCtx.font = `${weight} ${px}px ${fam}`;
+  return measureCtx.measureText(text).width * 1.04 + 1; // a margin for hinting differences
+}
+
 /**
- * Lay out a plan graph ({nodes:[{id, op|label, shape, dtype, role}], edges:[{from, to, shape}]}).
- * Pure: returns {width, height, nodes:[{id, x, y, width, height, node}], edges:[{from, to,
- * points:[{x,y}], label, x, y}]}, where x, y are centres (dagre's convention).
+ * Lay out a plan graph ({nodes:[{id, op|label, shape, dtype, role, region?, scalar?}], edges:
+ * [{from, to, shape}]}). Pure: returns {width, height, nodes:[{id, x, y, width, height, node,
+ * label, sub}], edges:[{from, to, points:[{x,y}], label, x, y}], clusters:[{region, x, y,
+ * width, height}]}; x, y are centres (dagre's convention). Each box is as wide as its text;
+ * edge labels sit to the right of their edge, not on it; ops of a training step are grouped
+ * by region when the graph has more than one.
  */
 export function layoutPlan(graph, { rankdir = "TB" } = {}) {
-  const g = new Graph({ multigraph: true });
-  g.setGraph({ rankdir, nodesep: 22, ranksep: 34, edgesep: 12, marginx: 10, marginy: 10 });
-  g.setDefaultEdgeLabel(() => ({}));
   const nodes = graph?.nodes || [];
-  const known = new Set();
+  const present = new Set(nodes.map((n) => n.region).filter(Boolean));
+  const grouped = present.size > 1;
+  const g = new Graph({ multigraph: true, compound: grouped });
+  g.setGraph({ rankdir, nodesep: 24, ranksep: 30, edgesep: 14, marginx: 12, marginy: 12 });
+  g.setDefaultEdgeLabel(() => ({}));
+  const known = new Map();
+  const labelOf = Object.fromEntries(nodes.map((n) => [n.id, nodeLabel(n)]));
+  if (grouped) for (const r of present) g.setNode(`region:${r}`, { label: r, clusterLabelPos: "top" });
   for (const n of nodes) {
-    const text = Math.max(nodeLabel(n).length, shapeText(n).length + 2);
-    g.setNode(n.id, { width: Math.max(72, 18 + CHAR_W * Math.min(text, 28)), height: NODE_H });
-    known.add(n.id);
+    const view = n.writes?.length ? { ...n, writesLabels: n.writes.map((w) => labelOf[w] ?? w) } : n;
+    const label = clip(nodeLabel(n), MAX_LABEL);
+    const sub = clip(subLabel(view), MAX_SUB);
+    const width = Math.max(n.scalar ? 28 : 56,
+      2 * PAD_X + Math.max(textWidth(label, n.scalar ? SUB_PX + 1 : LABEL_PX, 600), textWidth(sub, SUB_PX)));
+    g.setNode(n.id, { width: Math.ceil(width), height: n.scalar ? SCALAR_H : NODE_H });
+    if (grouped && n.region) g.setParent(n.id, `region:${n.region}`);
+    known.set(n.id, { label, sub });
   }
   (graph?.edges || []).forEach((e, i) => {
     if (!known.has(e.from) || !known.has(e.to)) return;
     const label = shapeLabel(e.shape);
-    g.setEdge(e.from, e.to, label ? { width: CHAR_W * label.length, height: 14, labelpos: "c", label } : {}, `e${i}`);
+    g.setEdge(e.from, e.to, label
+      ? { width: Math.ceil(textWidth(label, SUB_PX)) + 4, height: 14, labelpos: "r", labeloffset: 6, label }
+      : {}, `e${i}`);
   });
   layout(g);
   const info = g.graph();
   return {
     width: Math.ceil(info.width || 0),
     height: Math.ceil(info.height || 0),
-    nodes: nodes.map((n) => ({ id: n.id, ...pick(g.node(n.id)), node: n })),
+    nodes: nodes.map((n) => ({ id: n.id, ...pick(g.node(n.id)), node: n, ...known.get(n.id) })),
     edges: g.edges().map((e) => {
       const d = g.edge(e);
       return { from: e.v, to: e.w, points: d.points || [], label: d.label || "", x: d.x, y: d.y };
     }),
+    clusters: grouped ? [...present].map((r) => ({ region: r, ...pick(g.node(`region:${r}`)) })) : [],
   };
 }
 
@@ -59,39 +121,290 @@ function pathOf(points) {
   return points.map((p, i) => `${i ? "L" : "M"} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`).join(" ");
 }
 
-/** The SVG drawing of a laid-out plan graph. */
+function nodeClass(n) {
+  const role = n.role || "op";
+  return ["syft-plan-node", `syft-role-${role}`, n.region ? `syft-region-${n.region}` : "",
+    n.inplace ? "syft-plan-inplace" : "", n.scalar ? "syft-plan-scalar" : ""].filter(Boolean).join(" ");
+}
+
+/** The SVG drawing of a laid-out plan graph (its viewBox is the whole graph). */
 export function planSvg(laid, idPrefix = "syft-plan") {
   const marker = `${idPrefix}-arrow`;
   const svg = s("svg", {
     class: "syft-plan-graph", width: laid.width, height: laid.height,
-    viewBox: `0 0 ${laid.width} ${laid.height}`, role: "img", "aria-label": "plan graph",
+    viewBox: `0 0 ${laid.width} ${laid.height}`, role: "group", "aria-label": "plan graph",
   }, s("defs", null, s("marker", {
     id: marker, viewBox: "0 0 8 8", refX: "7", refY: "4", markerWidth: "7", markerHeight: "7", orient: "auto",
   }, s("path", { d: "M0,0 L8,4 L0,8 z", class: "syft-arrowhead" }))));
+  for (const c of laid.clusters || []) {
+    svg.append(s("g", { class: `syft-plan-region syft-region-${c.region}`, "data-region": c.region },
+      s("rect", { x: c.x - c.width / 2, y: c.y - c.height / 2, width: c.width, height: c.height, rx: 8 }),
+      s("text", { x: c.x - c.width / 2 + 8, y: c.y - c.height / 2 + 12, class: "syft-plan-region-label" },
+        REGIONS[c.region] || c.region)));
+  }
+  const labels = [];
   for (const e of laid.edges) {
     svg.append(s("path", { class: "syft-plan-edge", d: pathOf(e.points), "marker-end": `url(#${marker})`,
       "data-from": e.from, "data-to": e.to }));
     if (e.label) {
-      svg.append(s("text", { class: "syft-plan-edge-label", x: e.x, y: e.y + 4, "text-anchor": "middle" }, e.label));
+      labels.push(s("text", { class: "syft-plan-edge-label", x: e.x, y: e.y + 4, "text-anchor": "middle",
+        "data-from": e.from, "data-to": e.to }, e.label));
     }
   }
+  svg.append(...labels); // above every edge, so no other line runs through them
   for (const n of laid.nodes) {
     const role = n.node.role || "op";
     const x = n.x - n.width / 2;
     const y = n.y - n.height / 2;
-    const title = [n.node.op, shapeText(n.node), role].filter(Boolean).join(" · ");
-    svg.append(s("g", { class: `syft-plan-node syft-role-${role}`, "data-id": n.id, "data-role": role },
-      s("title", null, title),
-      s("rect", { x, y, width: n.width, height: n.height, rx: 6 }),
-      s("text", { x: n.x, y: y + 16, "text-anchor": "middle", class: "syft-plan-label" }, nodeLabel(n.node)),
-      s("text", { x: n.x, y: y + 31, "text-anchor": "middle", class: "syft-plan-sub" },
-        role === "op" ? shapeText(n.node) || "" : `${role} ${shapeText(n.node)}`.trim())));
+    const label = n.label ?? clip(nodeLabel(n.node), MAX_LABEL);
+    const sub = n.sub ?? clip(subLabel(n.node), MAX_SUB);
+    const title = [n.node.op || nodeLabel(n.node), shapeText(n.node), role, n.node.region].filter(Boolean).join(" · ");
+    const parts = [s("title", null, title), s("rect", { x, y, width: n.width, height: n.height, rx: n.node.scalar ? 11 : 6 })];
+    if (n.node.scalar) {
+      parts.push(s("text", { x: n.x, y: n.y + 4, "text-anchor": "middle", class: "syft-plan-label" }, label));
+    } else {
+      parts.push(s("text", { x: n.x, y: y + 16, "text-anchor": "middle", class: "syft-plan-label" }, label),
+        s("text", { x: n.x, y: y + 31, "text-anchor": "middle", class: "syft-plan-sub" }, sub));
+    }
+    svg.append(s("g", { class: nodeClass(n.node), "data-id": n.id, "data-role": role, tabindex: "0",
+      role: "button", "aria-label": `${label} ${sub}`.trim(), ...(n.node.region ? { "data-region": n.node.region } : {}) },
+    parts));
   }
   return svg;
 }
 
-/** The plan view of a plan node (kind "plan"): header, sent-to chips, legend, graph, code. */
-export function renderPlan(node, { idPrefix, actions = null } = {}) {
+function minimapSvg(laid) {
+  const svg = s("svg", { class: "syft-plan-minimap", viewBox: `0 0 ${laid.width} ${laid.height}`,
+    preserveAspectRatio: "xMidYMid meet", "aria-hidden": "true" });
+  for (const c of laid.clusters || []) {
+    svg.append(s("rect", { class: `syft-mini-region syft-region-${c.region}`, x: c.x - c.width / 2,
+      y: c.y - c.height / 2, width: c.width, height: c.height }));
+  }
+  for (const n of laid.nodes) {
+    svg.append(s("rect", { class: `syft-mini-node syft-role-${n.node.role || "op"}`, x: n.x - n.width / 2,
+      y: n.y - n.height / 2, width: n.width, height: n.height }));
+  }
+  const port = s("rect", { class: "syft-mini-view", x: 0, y: 0, width: 0, height: 0 });
+  svg.append(port);
+  return { svg, port };
+}
+
+/** Node details: op, shapes, arguments, in-place writes, region, the values it reads and feeds. */
+export function nodeDetails(node, byId, select) {
+  const ref = (id) => {
+    const n = byId.get(id);
+    const text = n ? `${nodeLabel(n)}${shapeText(n) ? ` ${shapeText(n)}` : ""}` : id;
+    return h("button", { class: "syft-btn syft-plan-ref", type: "button", "data-ref": id, onclick: () => select(id) }, text);
+  };
+  const row = (name, ...value) => h("div", { class: "syft-plan-detail-row" }, h("span", { class: "syft-muted" }, name), " ", ...value);
+  const rows = [
+    h("div", { class: "syft-plan-detail-title" }, h("b", null, nodeLabel(node)),
+      h("button", { class: "syft-btn syft-plan-detail-close", type: "button", "aria-label": "close the details",
+        onclick: () => select(null) }, "×")),
+    row("role", node.scalar ? "constant (a number in the op's arguments)" : node.role || "op"),
+  ];
+  if (node.op) rows.push(row("op", h("code", null, node.op)));
+  if (node.region) rows.push(row("region", REGIONS[node.region] || node.region));
+  if (node.dtype || node.shape) rows.push(row(node.role === "op" ? "output" : "value", shapeText(node) || String(node.dtype)));
+  if (node.arg) rows.push(row("argument", h("code", null, node.arg)));
+  if (node.inputs?.length) rows.push(row("reads", ...node.inputs.map(ref)));
+  if (node.args?.length) rows.push(row("arguments", h("code", null, node.args.join(", "))));
+  if (node.inplace) rows.push(row("in-place", "overwrites ", ...(node.writes || []).map(ref)));
+  if (node.consumers?.length) rows.push(row("used by", ...node.consumers.map(ref)));
+  if (node.source) rows.push(row("source", h("code", null, node.source)));
+  return rows;
+}
+
+/**
+ * The navigable graph: {el, fit(whole), zoomBy(f, cx, cy), select(id), view()}. The SVG's viewBox
+ * is the visible part of the graph; its size is the container's.
+ */
+export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
+  const svg = planSvg(laid, idPrefix);
+  svg.removeAttribute("width");
+  svg.removeAttribute("height");
+  svg.setAttribute("preserveAspectRatio", "xMinYMin meet");
+  const byId = new Map(laid.nodes.map((n) => [n.id, n.node]));
+  const zoomText = h("span", { class: "syft-plan-zoom", "aria-live": "polite" }, "");
+  const tool = (label, title, fn) => h("button", { class: "syft-btn", type: "button", title, "aria-label": title,
+    "data-tool": label, onclick: fn }, label);
+  const tools = h("div", { class: "syft-plan-tools" },
+    tool("−", "zoom out", () => zoomBy(1 / 1.25)), tool("+", "zoom in", () => zoomBy(1.25)),
+    tool("fit", "fit the whole graph", () => fit(true)), tool("1:1", "actual size", () => setScale(1)), zoomText,
+    h("span", { class: "syft-muted syft-plan-hint" }, "drag to pan · Ctrl+wheel to zoom · click a node"));
+  const mini = minimapSvg(laid);
+  const detail = h("aside", { class: "syft-plan-detail", hidden: true, "aria-label": "node details" });
+  const canvas = h("div", { class: "syft-plan-canvas", tabindex: "0", "aria-label": "plan graph: arrow keys pan, + and − zoom, 0 fits" },
+    svg, mini.svg);
+  const el = h("div", { class: "syft-plan-viewer", "data-fitted": "false", "data-nodes": String(laid.nodes.length) },
+    tools, h("div", { class: "syft-plan-stage" }, canvas, detail));
+  const view = { x: 0, y: 0, scale: 1 };
+  let fitted = false;
+
+  const size = () => ({ w: canvas.clientWidth || 600, h: canvas.clientHeight || VIEW_H });
+  function apply() {
+    const { w, h: hh } = size();
+    const vw = w / view.scale;
+    const vh = hh / view.scale;
+    // keep some of the graph in view: pan no further than its edges
+    view.x = Math.min(Math.max(view.x, Math.min(0, laid.width - vw)), Math.max(0, laid.width - vw));
+    view.y = Math.min(Math.max(view.y, Math.min(0, laid.height - vh)), Math.max(0, laid.height - vh));
+    svg.setAttribute("viewBox", `${view.x.toFixed(1)} ${view.y.toFixed(1)} ${vw.toFixed(1)} ${vh.toFixed(1)}`);
+    zoomText.textContent = `${Math.round(view.scale * 100)}%`;
+    const whole = vw >= laid.width - 1 && vh >= laid.height - 1;
+    mini.svg.hidden = whole;
+    for (const [k, v] of Object.entries({ x: view.x, y: view.y, width: vw, height: vh })) mini.port.setAttribute(k, v.toFixed(1));
+    el.dataset.scale = view.scale.toFixed(3);
+  }
+  function setScale(scale, cx, cy) {
+    const { w, h: hh } = size();
+    const px = cx ?? w / 2;
+    const py = cy ?? hh / 2;
+    const gx = view.x + px / view.scale;
+    const gy = view.y + py / view.scale;
+    view.scale = Math.min(MAX_SCALE, Math.max(0.05, scale));
+    view.x = gx - px / view.scale;
+    view.y = gy - py / view.scale;
+    apply();
+  }
+  function zoomBy(f, cx, cy) { setScale(view.scale * f, cx, cy); }
+  /** Fit the graph; on open (whole = false) never below READABLE: then the top is shown. */
+  function fit(whole = false) {
+    const { w } = size();
+    const all = Math.min(w / laid.width, VIEW_H / laid.height, 1.5); // the whole graph in view
+    view.scale = whole || all >= READABLE ? all : Math.max(READABLE, Math.min(1, w / laid.width));
+    if (!whole) canvas.style.height = `${Math.max(120, Math.min(VIEW_H, Math.ceil(laid.height * view.scale) + 2))}px`;
+    const { h: hh } = size();
+    view.x = (laid.width - w / view.scale) / 2;
+    view.y = laid.height * view.scale <= hh ? (laid.height - hh / view.scale) / 2 : 0;
+    apply();
+    if (!fitted && canvas.clientWidth) {
+      fitted = true;
+      el.dataset.fitted = "true";
+      onFitted?.();
+    }
+  }
+
+  // --- panning: drag on the graph (a click without movement selects a node) ----------------
+  let drag = null;
+  canvas.addEventListener("pointerdown", (ev) => {
+    if (ev.button !== 0 || mini.svg.contains(ev.target)) return;
+    drag = { x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y, moved: false };
+    canvas.setPointerCapture?.(ev.pointerId);
+  });
+  canvas.addEventListener("pointermove", (ev) => {
+    if (!drag) return;
+    const dx = ev.clientX - drag.x;
+    const dy = ev.clientY - drag.y;
+    if (!drag.moved && Math.hypot(dx, dy) < 4) return;
+    drag.moved = true;
+    el.classList.add("syft-plan-panning");
+    view.x = drag.vx - dx / view.scale;
+    view.y = drag.vy - dy / view.scale;
+    apply();
+  });
+  const endDrag = (ev) => {
+    if (!drag) return;
+    const { moved } = drag;
+    drag = null;
+    el.classList.remove("syft-plan-panning");
+    if (!moved && ev.type === "pointerup") {
+      const target = ev.target.closest?.(".syft-plan-node");
+      select(target ? target.dataset.id : null);
+    }
+  };
+  canvas.addEventListener("pointerup", endDrag);
+  canvas.addEventListener("pointercancel", endDrag);
+  canvas.addEventListener("wheel", (ev) => {
+    if (!ev.ctrlKey && !ev.metaKey) return; // a plain wheel scrolls the notebook
+    ev.preventDefault();
+    const r = canvas.getBoundingClientRect();
+    zoomBy(Math.exp(-ev.deltaY * 0.002), ev.clientX - r.left, ev.clientY - r.top);
+  }, { passive: false });
+  canvas.addEventListener("keydown", (ev) => {
+    const step = 60 / view.scale;
+    const keys = {
+      "+": () => zoomBy(1.25), "=": () => zoomBy(1.25), "-": () => zoomBy(1 / 1.25), 0: () => fit(true),
+      ArrowLeft: () => { view.x -= step; apply(); }, ArrowRight: () => { view.x += step; apply(); },
+      ArrowUp: () => { view.y -= step; apply(); }, ArrowDown: () => { view.y += step; apply(); },
+      Escape: () => select(null),
+      Enter: () => ev.target.dataset?.id && select(ev.target.dataset.id),
+      " ": () => ev.target.dataset?.id && select(ev.target.dataset.id),
+    };
+    const fn = keys[ev.key];
+    if (!fn || (ev.target !== canvas && !["Enter", " ", "Escape"].includes(ev.key))) return;
+    ev.preventDefault();
+    fn();
+  });
+  // --- the minimap: a click or drag centres the view there -----------------------------------
+  const fromMini = (ev) => {
+    const r = mini.svg.getBoundingClientRect();
+    const k = Math.min(r.width / laid.width, r.height / laid.height);
+    const ox = (r.width - laid.width * k) / 2;
+    const oy = (r.height - laid.height * k) / 2;
+    const { w, h: hh } = size();
+    view.x = (ev.clientX - r.left - ox) / k - w / view.scale / 2;
+    view.y = (ev.clientY - r.top - oy) / k - hh / view.scale / 2;
+    apply();
+  };
+  let miniDrag = false;
+  mini.svg.addEventListener("pointerdown", (ev) => { miniDrag = true; mini.svg.setPointerCapture?.(ev.pointerId); fromMini(ev); ev.stopPropagation(); });
+  mini.svg.addEventListener("pointermove", (ev) => miniDrag && fromMini(ev));
+  mini.svg.addEventListener("pointerup", () => { miniDrag = false; });
+
+  // --- selection: the node, its edges, and the detail panel ----------------------------------
+  let selected = null;
+  function select(id) {
+    for (const e of svg.querySelectorAll(".syft-plan-on")) e.classList.remove("syft-plan-on");
+    selected = id && byId.has(id) ? id : null;
+    el.dataset.selected = selected ?? "";
+    if (!selected) {
+      detail.hidden = true;
+      detail.replaceChildren();
+      return;
+    }
+    for (const e of svg.querySelectorAll("[data-id], [data-from]")) {
+      const d = e.dataset;
+      if (d.id === selected || d.from === selected || d.to === selected) e.classList.add("syft-plan-on");
+    }
+    detail.replaceChildren(...nodeDetails(byId.get(selected), byId, select));
+    detail.hidden = false;
+    const n = laid.nodes.find((m) => m.id === selected);
+    const { w, h: hh } = size();
+    const vw = w / view.scale;
+    const vh = hh / view.scale;
+    if (n.x < view.x || n.x > view.x + vw || n.y < view.y || n.y > view.y + vh) {
+      view.x = n.x - vw / 2;
+      view.y = n.y - vh / 2;
+      apply();
+    }
+  }
+
+  // Fit once the view has a size (it is not in the page yet when rendered), and again when
+  // its width changes before the user moved it.
+  if (typeof ResizeObserver !== "undefined") {
+    let lastW = 0;
+    const ro = new ResizeObserver(() => {
+      if (!el.isConnected) return;
+      const w = canvas.clientWidth;
+      if (w && w !== lastW && (!fitted || el.dataset.touched !== "true")) fit(false);
+      lastW = w;
+    });
+    ro.observe(canvas);
+  }
+  for (const evName of ["pointerdown", "wheel", "keydown"]) canvas.addEventListener(evName, () => { if (fitted) el.dataset.touched = "true"; });
+  return { el, fit, zoomBy, setScale, select, view: () => ({ ...view, ...size() }), selected: () => selected };
+}
+
+function signaturesLine(node) {
+  const sigs = node.signatures || [];
+  if (sigs.length < 2) return sigs.length ? h("div", { class: "syft-plan-sigs syft-muted" }, `built for ${sigs[0]}`) : null;
+  return h("div", { class: "syft-plan-sigs syft-muted" },
+    `built for ${sigs.join(" or ")}; the graph shown is the last, ${sigs[sigs.length - 1]}`);
+}
+
+/** The plan view of a plan node (kind "plan"): header, where it is, legend, graph, code. */
+export function renderPlan(node, { idPrefix, actions = null, onFitted } = {}) {
   if (!node) return h("div", { class: "syft-empty" }, "no plan to show");
   const graph = node.graph || { nodes: [], edges: [] };
   const nOps = graph.nodes.filter((n) => (n.role || "op") === "op").length;
@@ -101,21 +414,30 @@ export function renderPlan(node, { idPrefix, actions = null } = {}) {
     node.id ? h("span", { class: "syft-id", title: `id ${node.id}` }, shortId(node.id)) : null,
     h("span", { class: "syft-meta" }, node.built === false ? "not built yet" : `${nOps} op${nOps === 1 ? "" : "s"}`),
     node.owner && node.owner !== "me" ? h("span", { class: "syft-owner" }, `on ${node.owner}`) : null, actions);
-  const sent = (node.sent_to || []);
+  const sent = node.sent_to || [];
+  const left = (node.left || []).filter((w) => !sent.includes(w));
   const sentLine = h("div", { class: "syft-plan-sent" },
     sent.length ? ["sent to ", ...sent.map((w) => h("span", { class: `syft-worker-chip ${hueClass(w)}`, "data-worker": w }, w))]
-      : h("span", { class: "syft-muted" }, "not sent to any worker"));
+      : h("span", { class: "syft-muted" }, "not sent to any worker"),
+    left.length ? h("span", { class: "syft-muted syft-plan-left", title: "it came back (get), or its pointer was dropped" },
+      ` · no longer on ${left.join(", ")}`) : null);
+  const regions = [...new Set(graph.nodes.map((n) => n.region).filter(Boolean))];
   const legend = h("div", { class: "syft-plan-legend" },
-    ROLES.map((r) => h("span", { class: `syft-legend syft-role-${r}` }, r)));
+    ROLES.map((r) => h("span", { class: `syft-legend syft-role-${r}` }, r)),
+    regions.length > 1 ? regions.map((r) => h("span", { class: `syft-legend syft-legend-region syft-region-${r}` }, REGIONS[r] || r)) : null,
+    graph.nodes.some((n) => n.inplace) ? h("span", { class: "syft-legend syft-legend-inplace" }, "in-place") : null);
   const body = [];
+  let viewer = null;
   if (graph.nodes.length) {
-    const laid = layoutPlan(graph);
-    body.push(h("div", { class: "syft-plan-scroll" }, planSvg(laid, idPrefix)));
+    viewer = planViewer(layoutPlan(graph), { idPrefix, onFitted });
+    body.push(viewer.el);
   } else body.push(h("div", { class: "syft-empty" }, "the plan has no graph yet: call it once, or build it"));
   if (node.code) {
     body.push(h("details", { class: "syft-plan-code" }, h("summary", null, "code"), h("pre", null, node.code)));
   }
-  return h("div", { class: "syft-plan" }, header, sentLine, legend, body);
+  const el = h("div", { class: "syft-plan" }, header, sentLine, signaturesLine(node), legend, body);
+  el.__syftPlan = viewer; // for tests and benchmarks
+  return el;
 }
 
 /** The first plan node of a chain (a plan, or what a plan pointer points to). */

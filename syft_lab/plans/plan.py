@@ -17,6 +17,7 @@ its state, as in PySyft's Part 8.
 from __future__ import annotations
 
 import inspect as _inspect
+import weakref
 
 import torch
 import torch.nn as nn
@@ -26,6 +27,7 @@ from ..errors import SyftError
 from ..ids import new_id
 from .graph import BATCH, PlanBuilds, PlanGraph
 from .trace import trace, trace_batched
+from .view import view_graph
 
 
 def _args_key(args) -> tuple:
@@ -86,7 +88,8 @@ class Plan:
         self._builds: dict[tuple, PlanGraph] = {}
         self._graph: PlanGraph | None = None
         self._all: PlanBuilds | None = None  # the PlanBuilds of _builds, made on demand
-        self.sent_to: list[str] = []
+        self.sent_to: list[str] = []  # every worker it was sent to, in order
+        self._copies: list[tuple[str, weakref.ref]] = []  # (worker id, its pointer's RemoteRef)
         self.tags: set[str] = set()
         self.description: str | None = None
         if fn is not None:
@@ -244,9 +247,21 @@ class Plan:
         self.description = description
         return self
 
+    def held_by(self) -> list[str]:
+        """The workers that hold a copy sent from this plan now: the copy's pointer is alive and
+        the plan did not come back (``get``) or get released there."""
+        held = []
+        for worker_id, ref in self._copies:
+            r = ref()
+            if r is not None and not r.released and worker_id not in held:
+                held.append(worker_id)
+        return held
+
     def _inspection_nodes(self, owner: str, with_values: bool) -> list[dict]:
+        held = self.held_by()
         return [plan_node(self.id, self.name, self._graph, owner, sorted(self.tags), self.description,
-                          sent_to=list(self.sent_to), signatures=self.signatures, origin=self.origin)]
+                          sent_to=held, signatures=self.signatures, origin=self.origin,
+                          left=[w for w in self.sent_to if w not in held])]
 
     def _object_meta(self) -> dict:
         return {"kind": "plan", "type": "Plan", "name": self.name, "tags": sorted(self.tags),
@@ -281,21 +296,25 @@ class Plan:
         obj_id = worker._store_plan(builds, state, sorted(self.tags), self.description)
         if worker.id not in self.sent_to:
             self.sent_to.append(worker.id)
-        return PlanPointer(worker, obj_id, self._object_meta(), plan=self)
+        pointer = PlanPointer(worker, obj_id, self._object_meta(), plan=self)
+        self._copies = [(w, r) for w, r in self._copies if r() is not None] + [(worker.id, weakref.ref(pointer._ref))]
+        return pointer
 
     def __reduce_ex__(self, protocol):
         raise SyftError("a Plan is saved with plan.to_json() and loaded with sy.Plan.from_json(text)")
 
 
 def plan_node(obj_id, name, graph: PlanGraph | None, owner, tags, description, sent_to=(), signatures=(),
-              origin=None) -> dict:
-    """The inspection-model node of a plan: its latest graph, its signatures, inputs and outputs,
-    what it was made from and where it went."""
+              origin=None, left=()) -> dict:
+    """The inspection-model node of a plan: its latest graph (with scalar constants, in-place
+    writes and regions, plans/view.py), its signatures, inputs and outputs, what it was made
+    from, the workers that hold a copy now (``sent_to``) and those it was sent to that do not
+    any more (``left``: it came back, or its pointer was dropped)."""
     node = {"kind": "plan", "type": "Plan", "id": obj_id, "owner": owner, "name": name, "tags": tags,
             "description": description, "built": graph is not None, "sent_to": list(sent_to),
-            "signatures": list(signatures), "origin": origin}
+            "left": list(left), "signatures": list(signatures), "origin": origin}
     if graph is not None:
-        node.update(graph=graph.graph_dict(), code=graph.code(), n_nodes=len(graph.nodes),
+        node.update(graph=view_graph(graph), code=graph.code(), n_nodes=len(graph.nodes),
                     inputs=graph.inputs, n_outputs=len(graph.outputs))
     return node
 

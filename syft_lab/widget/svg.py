@@ -180,7 +180,20 @@ def plan_layers(graph: dict) -> dict[str, int]:
     return layer
 
 
+REGION_HUE = {"forward": 205, "backward": 25, "update": 330}  # style.css .syft-region-*
+ROLE_HUE = {"input": 140, "output": 210, "state": 30, "constant": 280}
+BOX_CHARS = 20  # characters of 11px monospace that fit a 150 px box with its padding
+
+
+def _clip(text, n: int) -> str:
+    text = str(text)
+    return text if len(text) <= n else text[:n - 1] + "\u2026"
+
+
 def plan_svg(node: dict) -> str:
+    """The plan's graph in a simple layered layout: role colours, regions of a training step as
+    a coloured edge on their ops, in-place writes in dashes, scalar constants as small pills,
+    shapes beside the edges, and the workers that hold the plan now."""
     graph = node.get("graph") or {"nodes": [], "edges": []}
     layer = plan_layers(graph)
     by_layer: dict[int, list[dict]] = {}
@@ -192,26 +205,41 @@ def plan_svg(node: dict) -> str:
     for d, ns in sorted(by_layer.items()):
         for k, n in enumerate(ns):
             pos[n["id"]] = (8 + k * (bw + gx), 30 + d * (bh + gy))
-    body = [_t(8, 16, f"Plan {node.get('name', '')}  {len(graph.get('nodes', []))} node(s)"
-               + (f"  sent to {', '.join(node['sent_to'])}" if node.get("sent_to") else ""), ' font-weight="bold"')]
+    where = f"  sent to {', '.join(node['sent_to'])}" if node.get("sent_to") else ""
+    left = [w for w in node.get("left") or [] if w not in (node.get("sent_to") or [])]
+    if left:
+        where += f"  (no longer on {', '.join(left)})"
+    body = [_t(8, 16, f"Plan {node.get('name', '')}  {len(graph.get('nodes', []))} node(s){where}", ' font-weight="bold"')]
+    labels = {n["id"]: n.get("label") or n.get("op") or n["id"] for n in graph.get("nodes", [])}
     for e in graph.get("edges", []):
         a, b = pos.get(e.get("from")), pos.get(e.get("to"))
         if a and b:
             body.append(f'<line x1="{a[0] + bw / 2}" y1="{a[1] + bh}" x2="{b[0] + bw / 2}" y2="{b[1]}" '
                         f'stroke="currentColor" stroke-opacity="0.5"/>')
-            if e.get("shape") is not None:
-                body.append(_t((a[0] + b[0]) / 2 + bw / 2 + 4, (a[1] + bh + b[1]) / 2 + 4,
+            if e.get("shape") is not None:  # beside the line's middle, not on it
+                body.append(_t((a[0] + b[0]) / 2 + bw / 2 + 6, (a[1] + bh + b[1]) / 2 + 4,
                                f"[{', '.join(map(str, e['shape']))}]", ' fill-opacity="0.7"'))
-    role_hue = {"input": 140, "output": 210, "state": 30, "constant": 280}
     for n in graph.get("nodes", []):
         x, y = pos[n["id"]]
-        hue = role_hue.get(n.get("role"))
+        hue = ROLE_HUE.get(n.get("role"))
         col = f"hsl({hue},60%,50%)" if hue is not None else "hsl(0,0%,55%)"
-        dash = ' stroke-dasharray="4 2"' if n.get("role") == "state" else ""
+        if n.get("region") in REGION_HUE:
+            col = f"hsl({REGION_HUE[n['region']]},70%,50%)"
+        dash = ' stroke-dasharray="4 2"' if n.get("role") == "state" or n.get("inplace") else ""
+        width = 2 if n.get("inplace") else 1
+        label = str(n.get("label") or n.get("op") or n["id"])
+        if n.get("scalar"):
+            body.append(f'<rect x="{x + bw / 2 - 30}" y="{y + 8}" width="60" height="20" rx="10" fill="{col}" '
+                        f'fill-opacity="0.12" stroke="{col}" stroke-dasharray="2 2"/>')
+            body.append(_t(x + bw / 2, y + 22, _clip(label, 8), ' text-anchor="middle"'))
+            continue
         body.append(f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="{col}" fill-opacity="0.12" '
-                    f'stroke="{col}"{dash}/>')
-        label = n.get("label") or n.get("op") or n["id"]
-        body.append(_t(x + 6, y + 15, str(label)[:22], ' font-weight="bold"'))
-        body.append(_t(x + 6, y + 29, f"{n.get('role', '')} {shape_text(n)}"[:24], ' fill-opacity="0.7"'))
+                    f'stroke="{col}" stroke-width="{width}"{dash}/>')
+        if n.get("inplace"):
+            sub = "in-place -> " + ", ".join(str(labels.get(w, w)) for w in n.get("writes", []))
+        else:
+            sub = f"{n.get('role', '')} {shape_text(n)}" + (f" {n['region']}" if n.get("region") else "")
+        body.append(_t(x + 6, y + 15, _clip(label, BOX_CHARS), ' font-weight="bold"'))
+        body.append(_t(x + 6, y + 29, _clip(sub.strip(), BOX_CHARS), ' fill-opacity="0.7"'))
     height = 30 + (max(layer.values(), default=0) + 1) * (bh + gy)
     return _svg(max(300, 16 + cols * (bw + gx)), height, body, f"plan {node.get('name', '')}")
