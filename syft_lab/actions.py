@@ -16,9 +16,18 @@ A request (a JSON object from the browser)::
 process), ``id`` its id there. ``worker`` is the destination of send and move; ``name``, when
 given, is the notebook variable the result is bound to (default: ``x_ptr`` for ``x`` on send,
 ``x`` for ``x_ptr`` on get, the pointer's own name on move).
+
+Names: no action binds a builtin (``print``), a keyword or a name with a leading underscore.
+A name the request gives is bound like an assignment. A default name never replaces a binding
+to something else: when ``x_ptr`` holds another object, the result is bound to ``x_ptr_2``
+(then ``x_ptr_3``...) and the reply's code line says why (``x_ptr_2 = x.send(bob)  # x_ptr is
+taken by another PointerTensor``). A default may replace the object acted on (move rebinds the
+pointer's name), a pointer that points to nothing any more, and, on get, the object the pointer
+was sent from by a send action (the round trip ``x -> x_ptr -> x``).
 """
 from __future__ import annotations
 
+import builtins
 import keyword
 import re
 from typing import Callable, Iterable
@@ -26,6 +35,7 @@ from typing import Callable, Iterable
 import torch
 
 from .errors import SyftError
+from .ids import tensor_id
 from .tensors.pointer import mark_left
 
 ACTIONS = ("send", "get", "move", "oplog")
@@ -69,13 +79,25 @@ def _check_worker(value, what: str) -> str:
     return value
 
 
-def check_name(name) -> str:
-    """A variable name the kernel may bind: an identifier, no keyword, no leading underscore."""
+def check_name(name, namespace=None) -> str:
+    """A variable name the kernel may bind: an identifier, no keyword, no leading underscore
+    (so no dunder), and no builtin (binding ``print`` would hide the builtin from the notebook)."""
     if (not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name)
             or name.startswith("_") or len(name) > 64 or not name.isascii()):
         raise ActionError(f"{name!r:.40} is not a name an action can bind: use a Python identifier "
                           f"without a leading underscore, such as x_ptr")
+    if _is_builtin(name, namespace):
+        raise ActionError(f"{name!r} is a Python builtin: binding it would hide the builtin from the "
+                          f"notebook; choose another name, such as my_{name}")
     return name
+
+
+def _is_builtin(name: str, namespace=None) -> bool:
+    # IPython adds its own builtins (display, get_ipython) while a cell runs; a namespace may
+    # carry its own __builtins__ (a module or a dict)
+    extra = (namespace or {}).get("__builtins__")
+    extra = vars(extra) if hasattr(extra, "__dict__") and not isinstance(extra, dict) else extra
+    return hasattr(builtins, name) or (isinstance(extra, dict) and name in extra)
 
 
 def parse(msg) -> dict:
@@ -206,18 +228,45 @@ def _worker_expr(worker, namespace) -> str:
     return f"sy.get_worker({worker.id!r})"
 
 
-def _free_default(base: str, namespace) -> str:
-    """``base``, or base2, base3... when base is bound to something an action must not replace."""
-    name, n = base, 1
-    while name in namespace and not _replaceable(namespace[name]):
-        n += 1
-        name = f"{base}{n}"
-    return name
+_SENT_FROM = "_syft_sent_from"  # on a pointer a send action made: the syft id of its source
 
 
-def _replaceable(value) -> bool:
-    """Actions rebind names of tensors, pointers and plans only, never of workers, modules..."""
-    return isinstance(value, torch.Tensor) or hasattr(value, "_inspection_nodes")
+def _ref_of(value):
+    return value.__dict__.get("_ref") if isinstance(value, torch.Tensor) else getattr(value, "_ref", None)
+
+
+def _may_take(value, res: "_Resolved", action: str) -> bool:
+    """Whether a default name may be rebound from ``value``: the object acted on, a pointer
+    that points to nothing any more, or (get) the object the pointer was sent from."""
+    if value is res.obj:
+        return True
+    ref = _ref_of(value)
+    if ref is not None and getattr(ref, "released", False):
+        return True
+    if action == "get":
+        plan = getattr(res.obj, "plan", None)  # a PlanPointer knows the Plan it was sent from
+        if plan is not None and value is plan:
+            return True
+        source = res.obj.__dict__.get(_SENT_FROM) if isinstance(res.obj, torch.Tensor) else None
+        if source is not None and isinstance(value, torch.Tensor) and source in object_keys(value):
+            return True
+    return False
+
+
+def _free_default(base: str, res: "_Resolved", action: str, namespace) -> tuple[str, str | None]:
+    """``base``, or base_2, base_3... when base is a builtin or bound to something else; and
+    the reason when it is not base."""
+    if _is_builtin(base, namespace):
+        why = f"{base} is a Python builtin"
+    elif base in namespace and not _may_take(namespace[base], res, action):
+        why = f"{base} is taken by another {type(namespace[base]).__name__}"
+    else:
+        return base, None
+    for n in range(2, 10_000):
+        name = f"{base}_{n}"
+        if name not in namespace or _may_take(namespace[name], res, action):
+            return name, why
+    raise ActionError(f"no free name like {base}_2: give the action a name")
 
 
 def _short(obj_id: int) -> str:
@@ -271,7 +320,7 @@ def _resolve(p: dict, entry: dict, namespace, held) -> _Resolved:
     return _Resolved(ptr, f"<object {_short(obj_id)} on {worker_id}>", [], stored_at=(worker, obj_id))
 
 
-def _default_name(action: str, res: _Resolved, p: dict, namespace) -> str:
+def _default_name(action: str, res: _Resolved, p: dict, namespace) -> tuple[str, str | None]:
     if res.names:
         base = res.names[0]
     elif res.stored_at is not None:
@@ -282,7 +331,7 @@ def _default_name(action: str, res: _Resolved, p: dict, namespace) -> str:
         base = f"{base}_ptr"
     elif action == "get":
         base = base.removesuffix("_ptr") or base
-    return _free_default(base, namespace)
+    return _free_default(base, res, action, namespace)
 
 
 def result_ref(obj) -> dict:
@@ -295,8 +344,6 @@ def result_ref(obj) -> dict:
                 "location": ref.location.id, "id_at_location": ref.id}
     key = object_key(obj)
     if key is None and isinstance(obj, torch.Tensor):
-        from .ids import tensor_id
-
         key = tensor_id(obj)
     from .tensors.base import ChainLayer
 
@@ -357,17 +404,19 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
 
     # everything is checked before anything changes: the name too
     res = _resolve(p, entry, ns, held)
-    name = p["name"]
-    if name is not None and name in ns and not _replaceable(ns[name]):
-        raise ActionError(f"{name!r} is bound to a {type(ns[name]).__name__}; choose another name")
-    if name is None:
-        name = _default_name(action, res, p, ns)
+    name, note = p["name"], None
+    if name is not None:
+        check_name(name, ns)  # the request's own name: rebound like an assignment
+    else:
+        name, note = _default_name(action, res, p, ns)
     obj = res.obj
 
     if action == "send":
         if getattr(getattr(obj, "_ref", None), "location", None) is dest:
             raise ActionError(f"{res.expr} already points to {dest.id!r}")
         result = dest.send(obj)
+        if isinstance(result, torch.Tensor) and not isinstance(obj, PointerTensor):
+            result.__dict__[_SENT_FROM] = tensor_id(obj)  # so that get may bring it back to its name
         code = f"{name} = {res.expr}.send({_worker_expr(dest, ns)})"
     elif action == "get":
         if not hasattr(obj, "get"):
@@ -385,9 +434,14 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
         where = (obj.location, obj.id_at_location)
         result = obj.move(dest)
         mark_left(*where)
+        if _SENT_FROM in obj.__dict__:  # still the pointer x was sent to
+            result.__dict__[_SENT_FROM] = obj.__dict__[_SENT_FROM]
         code = f"{name} = {res.expr}.move({_worker_expr(dest, ns)})"
     ns[name] = result
-    return {"name": name, "code": code, "result": result_ref(result)}
+    reply = {"name": name, "code": code if note is None else f"{code}  # {note}", "result": result_ref(result)}
+    if note is not None:
+        reply["note"] = note
+    return reply
 
 
 def _oplog(p: dict, entry: dict, ns: dict, held: list) -> dict:

@@ -18,7 +18,7 @@ HELP = """\
 %syft workers                       table of workers and their objects
 %syft worker NAME                   create a VirtualWorker NAME (bound as a variable too)
 %syft worker NAME --port PORT       start a local websocket worker process (port 0: any free one) and connect
-%syft send VAR WORKER [as NAME]     send VAR to WORKER; the pointer is bound to NAME (default VAR_ptr)
+%syft send VAR WORKER [as NAME]     send VAR to WORKER; the pointer is bound to NAME (default VAR_ptr, VAR_ptr_2 if taken)
 %syft get VAR [as NAME]             fetch what the pointer VAR points to (default name: VAR without _ptr)
 %syft move VAR WORKER [as NAME]     move the object VAR points to onto WORKER
 %syft show VAR                      the chain view of VAR (the plan view for a plan)
@@ -90,7 +90,20 @@ def _act(namespace: dict, action: str, var: str, dest: str | None, name: str | N
     reply = actions.perform(msg, known=_known_from_world(namespace), namespace=namespace)
     if not reply.get("ok"):
         raise MagicUsageError(reply["error"])
-    return f"{reply['code']}  # {reply['name']} is {_describe(namespace[reply['name']])}"
+    # the code line ends in a comment already when the default name was taken
+    sep = "; " if reply.get("note") else "  # "
+    return f"{reply['code']}{sep}{reply['name']} is {_describe(namespace[reply['name']])}"
+
+
+def _check_worker_name(name: str) -> str:
+    """A worker's name is bound as a variable too: the same rules as an action's names."""
+    from .actions import ActionError, check_name
+
+    try:
+        return check_name(name)
+    except ActionError:
+        raise MagicUsageError(f"{name!r:.40} is not a name for a worker (it is bound as a variable too): use "
+                              f"letters, digits and _, no leading _, no keyword or builtin, such as bob") from None
 
 
 def _describe(obj) -> str:
@@ -130,9 +143,7 @@ def run_line(line: str, namespace: dict):
             from .workers.registry import _workers
             from .workers.virtual import VirtualWorker
 
-            name = args[0]
-            if not name.isidentifier():
-                raise MagicUsageError(f"{name!r} is not a name for a worker: use letters, digits and _")
+            name = _check_worker_name(args[0])
             existing = _workers.get(name)
             if existing is not None:
                 namespace.setdefault(name, existing)
@@ -142,7 +153,7 @@ def run_line(line: str, namespace: dict):
         if len(args) == 3 and args[1] == "--port":
             if not args[2].isdigit() or not 0 <= int(args[2]) < 65536:
                 raise MagicUsageError(f"--port takes a port number, got {args[2]!r}")
-            return _start_worker(namespace, args[0], int(args[2]))
+            return _start_worker(namespace, _check_worker_name(args[0]), int(args[2]))
         raise MagicUsageError("usage: %syft worker NAME [--port PORT]")
     if cmd == "send":
         (var, dest), name = _split_as(args, 2, "send VAR WORKER [as NAME]")

@@ -50,6 +50,11 @@ def test_workers_prints_the_table(kernel):
     ("%syft get x", "get works on a pointer"),
     ("%syft frobnicate", "unknown command 'frobnicate'"),
     ("%syft send x bob as 2fast", "is not a name"),
+    ("%syft send x bob as print", "'print' is a Python builtin"),
+    ("%syft send x bob as __class__", "is not a name"),
+    ("%syft send x bob as lambda", "is not a name"),
+    ("%syft worker print", "is not a name for a worker"),
+    ("%syft worker len --port 0", "is not a name for a worker"),
     ("%syft worker bob --port nope", "--port takes a port number"),
     ("%syft show", "usage: %syft show VAR"),
 ])
@@ -82,3 +87,48 @@ def test_worker_with_port_starts_a_real_worker_process(kernel):
     assert kernel.eval("x_ptr.get().tolist()") == [1., 2., 3.]
     kernel.run("carol.close()")
     assert kernel.eval("carol.process.poll() is not None") is True
+
+
+# --- names the magics bind -----------------------------------------------------------------------
+
+def test_a_builtin_name_is_refused_and_print_still_works(kernel):
+    kernel.run("%syft worker dan\nv = torch.tensor([4., 5.])")
+    r = kernel.run("%syft send v dan as print")
+    assert r["error"] is None and r["stderr"].startswith("syft: 'print' is a Python builtin")
+    r = kernel.run("print('print still works')")
+    assert r["error"] is None and r["stdout"] == "print still works\n"
+    assert kernel.eval("'print' in globals(), len(dan.objects)") == (False, 0)
+
+
+def test_sending_twice_binds_v_ptr_then_v_ptr_2_and_the_first_pointer_lives_on(kernel):
+    kernel.run("%syft worker dan\nw = torch.tensor([1., 2.])")
+    r = kernel.run("%syft send w dan")
+    assert r["stdout"].startswith("w_ptr = w.send(dan)  # w_ptr is [PointerTensor"), r
+    r = kernel.run("%syft send w dan")
+    assert r["stdout"].startswith("w_ptr_2 = w.send(dan)  # w_ptr is taken by another PointerTensor; "
+                                  "w_ptr_2 is [PointerTensor"), r
+    assert kernel.eval("w_ptr.location.id, w_ptr.id_at_location in dan.objects, w_ptr_2.id_at_location in "
+                       "dan.objects, w_ptr.id_at_location != w_ptr_2.id_at_location") == ("dan", True, True, True)
+    assert kernel.eval("w_ptr.get().tolist(), w_ptr_2.get().tolist()") == ([1., 2.], [1., 2.])
+
+
+def test_get_when_a_different_local_exists_binds_a_fresh_name_and_says_so(kernel):
+    kernel.run("%syft worker dan\nu_ptr = torch.tensor([7.]).send(dan)\nu = 'my own u'")
+    r = kernel.run("%syft get u_ptr")
+    assert r["stdout"].startswith("u_2 = u_ptr.get()  # u is taken by another str; u_2 is tensor([7.])"), r
+    assert kernel.eval("u, u_2.tolist()") == ("my own u", [7.])
+
+
+def test_the_round_trip_send_then_get_binds_the_name_it_started_from(kernel):
+    kernel.run("%syft worker dan\nr = torch.tensor([3., 4.])")
+    kernel.run("%syft send r dan")
+    out = kernel.run("%syft get r_ptr")["stdout"]
+    assert out.startswith("r = r_ptr.get()  # r is tensor([3., 4.])"), out
+    assert kernel.eval("r.tolist(), r_ptr._ref.released, len(dan.objects)") == ([3., 4.], True, 0)
+
+
+def test_a_typed_name_rebinds_like_an_assignment(kernel):
+    kernel.run("%syft worker dan\nq = torch.tensor([1.])\nlq = 'an older value'")
+    r = kernel.run("%syft send q dan as lq")
+    assert r["stdout"].startswith("lq = q.send(dan)  # lq is [PointerTensor"), r
+    assert kernel.eval("lq.location.id") == "dan"

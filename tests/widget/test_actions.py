@@ -54,27 +54,103 @@ def test_send_binds_x_ptr_and_the_world_shows_it(setup, bob, capture):
                                "id_at_location": p.id_at_location}
 
 
-def test_send_with_a_name_and_default_names_never_replace_non_tensors(setup):
+def test_send_with_a_name_and_default_names_never_replace_other_bindings(setup):
     ns, w = setup
     _, x_entry = entry_named(w.world, "x")
     assert act(w, "send", "me", x_entry["id"], worker="alice", name="on_alice")["name"] == "on_alice"
     ns["x_ptr"] = "a string the user keeps"
     reply = act(w, "send", "me", x_entry["id"], worker="bob")
-    assert reply["name"] == "x_ptr2" and ns["x_ptr"] == "a string the user keeps"
+    assert reply["ok"] and reply["name"] == "x_ptr_2" and ns["x_ptr"] == "a string the user keeps"
+    assert reply["code"] == "x_ptr_2 = x.send(bob)  # x_ptr is taken by another str"
+    assert reply["note"] == "x_ptr is taken by another str"
+    assert ns["x_ptr_2"].location.id == "bob"
+
+
+def test_sending_twice_binds_x_ptr_then_x_ptr_2_and_keeps_the_first_pointer(setup, bob):
+    ns, w = setup
+    _, x_entry = entry_named(w.world, "x")
+    first = act(w, "send", "me", x_entry["id"], worker="bob")
+    assert first["name"] == "x_ptr" and first["code"] == "x_ptr = x.send(bob)" and "note" not in first
+    p1 = ns["x_ptr"]
+    second = act(w, "send", "me", x_entry["id"], worker="bob")
+    assert second["name"] == "x_ptr_2" and second["code"] == "x_ptr_2 = x.send(bob)  # x_ptr is taken by " \
+                                                              "another PointerTensor"
+    assert ns["x_ptr"] is p1 and not p1._ref.released  # the first pointer is still there and live
+    assert p1.id_at_location in bob.objects and ns["x_ptr_2"].id_at_location in bob.objects
+    assert p1.id_at_location != ns["x_ptr_2"].id_at_location
+    third = act(w, "send", "me", x_entry["id"], worker="bob")
+    assert third["name"] == "x_ptr_3"
+
+
+def test_a_builtin_name_is_refused_and_the_builtin_still_works(setup, bob):
+    ns, w = setup
+    ns["__builtins__"] = __builtins__
+    _, x_entry = entry_named(w.world, "x")
+    for name in ("print", "len", "list"):
+        reply = act(w, "send", "me", x_entry["id"], worker="bob", name=name)
+        assert reply["ok"] is False and f"'{name}' is a Python builtin" in reply["error"]
+        assert name not in ns
+    assert not bob.objects
+    exec("out = len([1, 2]); print('still works')", ns)
+    assert ns["out"] == 2
+
+
+def test_a_name_the_request_gives_rebinds_like_an_assignment(setup, bob):
+    ns, w = setup
+    ns["result"] = "an old value"
+    _, x_entry = entry_named(w.world, "x")
+    reply = act(w, "send", "me", x_entry["id"], worker="bob", name="result")
+    assert reply["ok"] and reply["code"] == "result = x.send(bob)" and "note" not in reply
+    assert ns["result"].location is bob
+
+
+def test_a_default_name_that_is_a_builtin_gets_a_suffix(setup, bob):
+    ns, w = setup
+    ns["max_ptr"] = torch.ones(2).send(bob)
+    w.refresh()
+    reply = act(w, "get", "me", entry_named(w.world, "max_ptr")[1]["id"])
+    assert reply["ok"] and reply["name"] == "max_2" and reply["code"] == "max_2 = max_ptr.get()  # max is a Python builtin"
+    assert "max" not in ns and torch.equal(ns["max_2"], torch.ones(2))
 
 
 def test_get_brings_it_back_and_it_leaves_bob(setup, bob):
     ns, w = setup
-    ns["x_ptr"] = ns["x"].send(bob)
-    w.refresh()
+    act(w, "send", "me", entry_named(w.world, "x")[1]["id"], worker="bob")  # x_ptr = x.send(bob)
     obj_id = ns["x_ptr"].id_at_location
     _, p_entry = entry_named(w.world, "x_ptr")
     reply = act(w, "get", "me", p_entry["id"])
+    # the round trip x -> x_ptr -> x rebinds x: it is the tensor x_ptr was sent from
     assert reply["ok"] and reply["name"] == "x" and reply["code"] == "x = x_ptr.get()"
     assert torch.equal(ns["x"], torch.tensor([1., 2., 3.])) and not isinstance(ns["x"], sy.PointerTensor)
     assert obj_id not in bob.objects
     assert all(o["id"] != obj_id for o in lane(w.world, "bob")["objects"])
     assert all(o.get("names") != ["x_ptr"] for o in lane(w.world, "me")["objects"])  # stale: left the lane
+
+
+def test_get_when_a_different_x_exists_binds_x_2_and_says_so(setup, bob):
+    ns, w = setup
+    ns["x_ptr"] = torch.tensor([5., 6.]).send(bob)  # not sent from x
+    w.refresh()
+    x_before = ns["x"]
+    reply = act(w, "get", "me", entry_named(w.world, "x_ptr")[1]["id"])
+    assert reply["ok"] and reply["name"] == "x_2"
+    assert reply["code"] == "x_2 = x_ptr.get()  # x is taken by another Tensor"
+    assert ns["x"] is x_before and torch.equal(ns["x_2"], torch.tensor([5., 6.]))
+    ns["y_ptr"] = torch.ones(1).send(bob)
+    ns["y"] = ns["y_ptr"].send(bob)  # a live pointer is "something else" too
+    w.refresh()
+    reply = act(w, "get", "me", entry_named(w.world, "y_ptr")[1]["id"])
+    assert reply["name"] == "y_2" and reply["note"] == "y is taken by another PointerTensor"
+
+
+def test_a_stale_pointer_gives_its_name_back(setup, bob):
+    ns, w = setup
+    x_id = entry_named(w.world, "x")[1]["id"]
+    act(w, "send", "me", x_id, worker="bob")
+    stale = ns["x_ptr"]
+    stale.get()  # its object left bob: the pointer points to nothing any more
+    reply = act(w, "send", "me", x_id, worker="bob")
+    assert reply["name"] == "x_ptr" and "note" not in reply and ns["x_ptr"] is not stale
 
 
 def test_move_rebinds_the_pointer_to_the_new_worker(setup, bob, alice):
@@ -90,8 +166,7 @@ def test_move_rebinds_the_pointer_to_the_new_worker(setup, bob, alice):
 
 def test_get_and_move_from_a_worker_lane_act_through_the_pointer(setup, bob, alice):
     ns, w = setup
-    ns["x_ptr"] = ns["x"].send(bob)
-    w.refresh()
+    act(w, "send", "me", entry_named(w.world, "x")[1]["id"], worker="bob")
     obj_id = ns["x_ptr"].id_at_location
     reply = act(w, "move", "bob", obj_id, worker="alice")
     assert reply["ok"] and reply["name"] == "x_ptr" and ns["x_ptr"].location is alice
@@ -223,10 +298,12 @@ def _bad_requests(ns, w, bob, alice):
          "not a name"),
         ("name not a string", dict(action="send", target={"worker": "me", "id": x["id"]}, worker="bob", name=3),
          "not a name"),
-        ("name of a worker", dict(action="send", target={"worker": "me", "id": x["id"]}, worker="bob", name="alice"),
-         "bound to a VirtualWorker"),
-        ("name of a module", dict(action="get", target={"worker": "me", "id": p["id"]}, name="torch"),
-         "bound to a module"),
+        ("name a builtin", dict(action="send", target={"worker": "me", "id": x["id"]}, worker="bob", name="print"),
+         "'print' is a Python builtin"),
+        ("name a dunder", dict(action="get", target={"worker": "me", "id": p["id"]}, name="__class__"),
+         "not a name"),
+        ("name a builtin on get", dict(action="get", target={"worker": "me", "id": p["id"]}, name="id"),
+         "'id' is a Python builtin"),
     ]
 
 
@@ -293,6 +370,11 @@ def test_parse_is_strict_and_names_are_checked():
     with pytest.raises(actions.ActionError):
         actions.check_name("ünïcode")
     assert actions.check_name("x_ptr2") == "x_ptr2"
+    with pytest.raises(actions.ActionError, match="'print' is a Python builtin"):
+        actions.check_name("print")
+    with pytest.raises(actions.ActionError, match="'display' is a Python builtin"):
+        actions.check_name("display", {"__builtins__": {"display": print}})  # IPython's own builtins
+    assert actions.check_name("match") == "match"  # a soft keyword is a valid name
     p = actions.parse({"type": "action", "req": "v1-2", "action": "move", "target": {"worker": "me", "id": 5},
                        "worker": "alice", "name": "z"})
     assert p == {"action": "move", "req": "v1-2", "worker": "me", "id": 5, "dest": "alice", "name": "z"}
