@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from ..errors import SyftError
 from ..plans import plan as make_plan
 from ..tensors.pointer import PointerTensor
+from ..workers.base import BaseWorker
 from .averaging import federated_avg
 from .datasets import FederatedDataset, check_alive
 from .loader import FederatedDataLoader
@@ -86,7 +87,13 @@ class _Client:
 
 
 class FedAvg:
-    """Federated averaging of ``model`` (local; it becomes the global model) over ``fds``."""
+    """Federated averaging of ``model`` (local; it becomes the global model) over ``fds``.
+
+    ``loss(output, target)``: the training loss; ``lr``, ``batch_size``, ``local_epochs``: each
+    client's SGD; ``clients_per_round``: how many clients a round samples (all by default);
+    ``plans``: one plan message per batch instead of op by op; ``aggregator``: the worker that
+    averages (the first client's by default); ``accuracy``: also count correct argmax
+    predictions (classifiers); ``seed``: the shuffling and client sampling, repeatable."""
 
     def __init__(self, model: nn.Module, fds: FederatedDataset, *, loss=F.cross_entropy, lr: float = 0.1,
                  batch_size: int = 32, local_epochs: int = 1, clients_per_round: int | None = None,
@@ -97,6 +104,8 @@ class FedAvg:
             raise SyftError(f"FedAvg takes a sy.FederatedDataset, got {type(fds).__name__}")
         if clients_per_round is not None and not 1 <= clients_per_round <= len(fds.workers):
             raise SyftError(f"clients_per_round is between 1 and {len(fds.workers)}, got {clients_per_round}")
+        if aggregator is not None and not isinstance(aggregator, BaseWorker):
+            raise SyftError(f"aggregator is a worker (e.g. a trusted secure_worker), got {type(aggregator).__name__}")
         self.model, self.fds, self.loss, self.lr = model, fds, loss, lr
         self.local_epochs, self.clients_per_round, self.plans = local_epochs, clients_per_round, plans
         self.aggregator, self.accuracy = aggregator, accuracy

@@ -141,5 +141,20 @@ def test_bad_arguments(setup, bob):
         sy.federated.FedAvg(net(), [1])
     with pytest.raises(sy.SyftError, match="clients_per_round is between 1 and 3"):
         sy.federated.FedAvg(net(), fds, clients_per_round=4)
+    with pytest.raises(sy.SyftError, match="aggregator is a worker"):
+        sy.federated.FedAvg(net(), fds, aggregator="secure_worker")
     with pytest.raises(sy.SyftError, match="clients are some of bob, alice, carol"):
         sy.federated.FedAvg(net(), fds).round(clients=["dave"], progress=False)
+
+
+def test_a_trusted_aggregator_gives_the_same_model_and_keeps_nothing(setup):
+    x, y, fds = setup
+    secure = sy.VirtualWorker("secure_worker")
+    try:
+        default, trusted = net(), net()
+        sy.federated.FedAvg(default, fds, lr=0.2, batch_size=5).run(2, progress=False)
+        sy.federated.FedAvg(trusted, fds, lr=0.2, batch_size=5, aggregator=secure).run(2, progress=False)
+        assert all(torch.equal(p, q) for p, q in zip(default.parameters(), trusted.parameters()))
+        assert len(secure.objects) == 0  # the clients' copies and the average left with the round
+    finally:
+        secure.close()
