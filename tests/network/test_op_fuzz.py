@@ -1,12 +1,13 @@
-"""Every allowed overload, run with edge arguments built from its schema, on a worker process
-under a memory limit: the worker must survive every case (an error reply is fine).
+"""Ops on a worker process: the allow-list survives a fuzzer, admits what training needs, and
+the quotas refuse what would not fit.
 
-The cases are deterministic: for each overload, one baseline case (every required argument
-takes the first value of its type's pool), then one case per other pool value of each argument
-(empty, 0-dim, huge sizes such as 2**40, negative ints and dims, mismatched shapes, wrong
-dtypes, None for optionals). They go out as raw ``run`` commands in batches; after each batch
-the worker must still answer a ping. A batch that kills the worker is replayed case by case on
-a fresh worker to name the culprit.
+The fuzzer is deterministic: for each allowed overload, one baseline case (every required
+argument takes the first value of its type's pool), then one case per other pool value of each
+argument (empty, 0-dim, huge sizes such as 2**40, negative ints and dims, mismatched shapes,
+wrong dtypes, None for optionals), and a second baseline with consistent channels. The cases go
+out as raw ``run`` commands in batches to a worker under an RLIMIT_AS memory limit; after each
+batch the worker must still answer a ping. A batch that kills the worker is replayed case by
+case on a fresh worker to name the culprit.
 """
 from __future__ import annotations
 
@@ -20,10 +21,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import syft_lab as sy
-
+from syft_lab.errors import RemoteError
+from syft_lab.ids import new_id
+from syft_lab.plans.graph import Node, PlanGraph, Value
 from syft_lab.wire.allowlist import ALLOWED
 from syft_lab.wire.format import decode, encode
 from syft_lab.workers.core import NewObject, Ref
+from syft_lab.workers.websocket import WebSocketWorker
+
+aten = torch.ops.aten
 
 pytestmark = pytest.mark.network
 
@@ -369,3 +375,67 @@ def test_cnn_lstm_training_step_plan_runs_on_a_remote_worker(remote):
     assert plan_losses == pytest.approx(eager_losses, rel=1e-5)
     for (name, a), (_, b) in zip(eager.state_dict().items(), model.state_dict().items()):
         assert torch.allclose(a.float(), b.float(), atol=1e-5), name
+
+
+# --- quotas: a worker under a memory limit refuses what would not fit, and lives on -------------
+
+def limited_worker(spawn, token):
+    proc = spawn("quota", preexec_fn=limit_memory)
+    return proc, WebSocketWorker(proc.url, id="quota", token=token, progress=False)
+
+
+def run_op(worker, name, *args, **kwargs):
+    return worker._request({"c": "run", "op": name, "a": list(args), "k": kwargs})
+
+
+def test_ops_whose_outputs_exceed_the_quota_are_refused_and_the_worker_keeps_everything(spawn, token):
+    proc, w = limited_worker(spawn, token)
+    kept = torch.arange(10.).send(w)
+    col, row = torch.ones(40000, 1).send(w), torch.ones(1, 40000).send(w)
+    rows = torch.ones(200_000, 1).send(w)
+    broadcast = kept[0].expand(2**40)  # a view: no memory, but 2**40 elements to compute on
+    attacks = {
+        "ones 4 GiB": lambda: run_op(w, "aten.ones.default", [2**30]),
+        "empty 8 GiB": lambda: run_op(w, "aten.empty.memory_format", [2**31]),
+        "mm [40000,1] x [1,40000]": lambda: col @ row,
+        "repeat to 8 GB": lambda: col.repeat(50_000, 1),
+        "unbind into 200,000 objects": lambda: rows.unbind(0),
+        "sum over a 2**40-element broadcast view": lambda: broadcast.sum(),
+    }
+    before = len(w.objects)
+    for what, attack in attacks.items():
+        with pytest.raises(RemoteError) as info:
+            attack()
+        assert info.value.remote_type == "QuotaExceededError", what
+        assert "nothing ran" in info.value.remote_message and "limit" in info.value.remote_message, what
+        assert proc.proc.poll() is None and w.ping(), what
+    w.flush()
+    assert len(w.objects) == before  # no result was stored
+    assert torch.equal(kept.get(), torch.arange(10.))
+    assert torch.equal((col * 2).sum().get(), torch.tensor(80000.))  # the worker still computes
+    w.close()
+
+
+def test_a_5000_node_plan_frees_its_intermediates_and_fits_the_quota(spawn, token):
+    """Each node makes 4 MiB: kept alive, the chain would need 20 GB; freed after their last
+    use, two values are alive at a time. The worker's address space is 3 GiB."""
+    proc, w = limited_worker(spawn, token)
+    n, size = 5000, 2**20
+    nodes = [Node(aten.add.Tensor, [Value("input", 0) if k == 0 else Value("node", k - 1), 1.0], {},
+                  [((size,), "float32")]) for k in range(n)]
+    graph = PlanGraph("chain", [{"name": "x", "role": "input", "shape": [size], "dtype": "float32"}], [], nodes,
+                      [Value("node", n - 1)], True)
+    x = torch.zeros(size).send(w)
+    out_id = new_id()
+    (result,) = w._run_graph(graph, [x.id_at_location], [out_id])
+    assert result.id == out_id and list(result.shape) == [size]
+    out = w._fetch(out_id)
+    assert torch.equal(out, torch.full((size,), float(n)))
+    # one node too big for the quota: refused before it runs, the worker and its objects live on
+    huge = [Node(aten.repeat.default, [Value("input", 0), [1000]], {}, [((size * 1000,), "float32")])]
+    graph = PlanGraph("huge", graph.inputs, [], huge, [Value("node", 0)], True)
+    with pytest.raises(RemoteError) as info:
+        w._run_graph(graph, [x.id_at_location], [new_id()])
+    assert info.value.remote_type == "QuotaExceededError" and "aten.repeat.default" in info.value.remote_message
+    assert proc.proc.poll() is None and torch.equal(x.get(), torch.zeros(size))
+    w.close()
