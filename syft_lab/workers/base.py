@@ -93,13 +93,6 @@ class BaseWorker:
             raise SyftError(f"search takes one or more tags such as '#data', got {query!r}")
         return [self._pointer_to(obj_id, meta, owning=False) for obj_id, meta in self._search(query)]
 
-    @property
-    def datasets(self) -> dict:
-        """The datasets this worker holds (``ds.federate``), by name: ``bob.datasets["digits"]``."""
-        from ..federated.datasets import worker_datasets  # federated imports this module
-
-        return worker_datasets(self)
-
     def _pointer_to(self, obj_id, meta, owning):
         from ..tensors.pointer import PointerTensor
 
@@ -132,6 +125,13 @@ class BaseWorker:
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id!r}: {len(self.objects)} object(s)>"
+
+    @property
+    def datasets(self) -> dict:
+        """The datasets this worker holds (``ds.federate``), by name: ``bob.datasets["digits"]``."""
+        from ..federated.datasets import worker_datasets  # federated imports this module
+
+        return worker_datasets(self)
 
     # --- what transports implement ----------------------------------------------------
     objects: dict
