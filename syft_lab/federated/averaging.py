@@ -10,10 +10,12 @@ the first model. The input models are left as they are.
 Where it happens:
 - local models: here, and the result is a local module;
 - models on workers: on one worker, ``to`` (by default the first model's worker). The other
-  models' tensors are copied there worker to worker (over websockets their bytes pass through
-  this client's connection, never into the notebook as tensors); the result's parameters are
-  pointers on that worker, and ``avg.get()`` brings only the average here. That worker sees
-  every model: name a trusted aggregator, as PySyft's Part 4 does with ``secure_worker``.
+  models' tensors are copied there, as ``move`` does but leaving the originals (between
+  websocket workers the copy travels through this client process, since worker processes never
+  connect to each other; it is bound to no name here and dropped at once); the result's
+  parameters are pointers on that worker, and ``avg.get()`` brings only the average to the
+  notebook. That worker sees every model: name a trusted aggregator, as PySyft's Part 4 does
+  with ``secure_worker``.
 """
 from __future__ import annotations
 

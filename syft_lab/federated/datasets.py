@@ -90,7 +90,7 @@ class BaseDataset(Dataset):
             for w, idx in zip(workers, slices):
                 pointers = {}
                 for part, tensor in (("data", data), ("targets", self.targets)):
-                    pointers[part] = w.load(tensor[idx].clone(), tags=[DATASET_TAG, f"#{name}", _TAG_OF_PART[part]],
+                    pointers[part] = w.load(tensor[idx], tags=[DATASET_TAG, f"#{name}", _TAG_OF_PART[part]],
                                             description=f"{part} of dataset {name!r}: {len(idx)} of {n} samples")
                     loaded.append(pointers[part])
                 parts.append(WorkerDataset(name, pointers["data"], pointers["targets"]))
