@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 
+from .inspection.model import container_items
 from .widget import live
 
 TARGET = "syft_lab.sidebar"
@@ -90,7 +91,7 @@ class Panel:
         patch = diff.diff(self.world, new)
         if patch is None:
             return None
-        patch.update(base=self.rev, rev=self.rev + 1)
+        patch.update(base=self.rev, rev=self.rev + 1, step=live.step(self.world, new))
         self.rev += 1
         new["rev"] = self.rev
         self.world = new
@@ -121,10 +122,12 @@ class Panel:
         if too_big:
             reply = {"ok": False, "req": None, "error": f"message larger than {MAX_MESSAGE} bytes"}
         elif kind == "action":
-            reply = actions.perform(data, known=self.lookup, namespace=self.namespace)
+            held = [v for _path, v in container_items(self.namespace)]  # data["bob"] has buttons too
+            reply = actions.perform(data, known=self.lookup, namespace=self.namespace, held=held)
             self.send({"type": "reply", **reply})
             if reply.get("ok") and reply.get("action") in actions.MUTATING:
-                refresh_all()  # the panels and the notebook's widgets show it at once
+                with live.action_step(reply.get("code")):
+                    refresh_all()  # the panels and the notebook's widgets show it at once
             return {"type": "reply", **reply}
         elif kind in ("resync", "hello"):
             return self.snapshot()

@@ -177,6 +177,54 @@ def _local_pointer_entry(ref) -> dict:
     return entry
 
 
+CONTAINER_BUDGET = 5000  # items of notebook lists/dicts a world snapshot looks into for pointers
+CONTAINER_DEPTH = 2  # data["bob"][0] at most
+
+
+def container_items(namespace: dict | None):
+    """(path, value) for the tensors and pointers held inside the notebook's lists, tuples
+    and dicts (``data["bob"]``, ``ptrs[0]``): a pointer held there is named by its path.
+    Bounded: CONTAINER_BUDGET items in all, CONTAINER_DEPTH levels."""
+    budget = [CONTAINER_BUDGET]
+
+    def walk(path, value, depth):
+        if isinstance(value, dict):
+            items = ((f"{path}[{k!r}]", v) for k, v in list(value.items()) if isinstance(k, (str, int)))
+        elif isinstance(value, (list, tuple)):
+            items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+        else:
+            return
+        for sub, v in items:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return
+            if isinstance(v, torch.Tensor) or hasattr(v, "_ref"):
+                yield sub, v
+            elif depth < CONTAINER_DEPTH:
+                yield from walk(sub, v, depth + 1)
+
+    for name, value in list((namespace or {}).items()):
+        if not name.startswith("_") and isinstance(value, (dict, list, tuple)):
+            yield from walk(name, value, 1)
+
+
+def _gone_bound_pointers(namespace: dict | None, live_ids: set) -> list[dict]:
+    """Pointers still bound to a notebook variable whose object was fetched or moved away:
+    the views show them as gone (instead of dropping the row the learner is looking for)."""
+    out, seen = [], set()
+    for name, value in list((namespace or {}).items()):
+        if name.startswith("_"):
+            continue
+        ref = value.__dict__.get("_ref") if isinstance(value, torch.Tensor) else getattr(value, "_ref", None)
+        if ref is None or not getattr(ref, "released", False) or not hasattr(ref, "pointer_id"):
+            continue
+        if ref.pointer_id in live_ids or ref.pointer_id in seen or getattr(ref, "owner_id", LOCAL_OWNER) != LOCAL_OWNER:
+            continue
+        seen.add(ref.pointer_id)
+        out.append(_local_pointer_entry(ref))
+    return out
+
+
 def world_dict(namespace: dict | None = None) -> dict:
     """One JSON-ready snapshot of every known worker, its objects and the local pointers.
 
@@ -188,6 +236,7 @@ def world_dict(namespace: dict | None = None) -> dict:
     from ..workers.registry import all_workers
 
     names_by_obj: dict[int, list[str]] = {}
+    held_in: dict[int, list[str]] = {}  # pointer id -> container paths (data["bob"])
     local_named: list = []
     if namespace:
         from ..plans import Plan, PlanPointer
@@ -216,6 +265,10 @@ def world_dict(namespace: dict | None = None) -> dict:
                 if key not in names_by_obj:
                     local_named.append((key, value))
                 names_by_obj.setdefault(key, []).append(name)
+        for path, value in container_items(namespace):
+            ref = value.__dict__.get("_ref") if isinstance(value, torch.Tensor) else getattr(value, "_ref", None)
+            if ref is not None and hasattr(ref, "pointer_id"):
+                held_in.setdefault(ref.pointer_id, []).append(path)
 
     workers = []
     for w in all_workers():
@@ -231,11 +284,15 @@ def world_dict(namespace: dict | None = None) -> dict:
         if w.id == LOCAL_OWNER:
             refs = sorted((r for r in list(_live_refs) if r.owner_id == LOCAL_OWNER and not r.released),
                           key=lambda r: r.pointer_id)
-            lane["objects"] = ([_local_pointer_entry(r) for r in refs] + objects
+            live_ids = {r.pointer_id for r in refs}
+            gone = _gone_bound_pointers(namespace, live_ids)
+            lane["objects"] = ([_local_pointer_entry(r) for r in refs] + gone + objects
                                + [{"id": key, **object_meta(t), "names": []} for key, t in local_named])
         for o in lane["objects"]:
             key = o.get("pointer_id", o["id"]) if o.get("kind") == "pointer" else o["id"]
             o["names"] = sorted(names_by_obj.get(key, ()))
+            if o.get("kind") == "pointer" and key in held_in and w.id == LOCAL_OWNER:
+                o["held_in"] = sorted(held_in[key])[:3]
         workers.append(lane)
     return {"schema": "syft_lab.world", "version": SCHEMA_VERSION, "workers": workers}
 

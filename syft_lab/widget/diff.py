@@ -86,3 +86,65 @@ def apply(world: dict, patch: dict) -> dict:
     if "rev" in patch:
         out["rev"] = patch["rev"]
     return out
+
+
+# --- what a patch means: the events of a step, for the views' highlights and timeline ------
+
+DOWN_STATES = ("closed", "unreachable", "gone", "error", "stopped")
+
+
+def _index(world: dict) -> dict:
+    return {(lane["id"], o["id"]): o for lane in world.get("workers", []) for o in lane.get("objects", [])}
+
+
+def _pointer_names(world: dict) -> dict:
+    """(location, id_at_location) -> names (and container paths) of the pointers to it."""
+    out: dict = {}
+    for lane in world.get("workers", []):
+        for o in lane.get("objects", []):
+            if o.get("kind") == "pointer" and o.get("state", "ok") != "gone":
+                out.setdefault((o.get("location"), o.get("id_at_location")), []).extend(
+                    o.get("names") or o.get("held_in") or [])
+    return out
+
+
+def describe(old: dict, new: dict, raw: list | None = None, code: str | None = None) -> list[dict]:
+    """The events between two worlds, as a learner names them: ``stored``, ``moved`` (with
+    ``to``), ``fetched``, ``deleted``, ``plan run`` and worker changes (``worker added``,
+    ``worker down``, ``worker back``). ``raw`` are the runtime's events of the step
+    (syft_lab.events: a ``deleted`` with reason ``fetched`` tells a get or move from a release);
+    ``code`` is the cell or action that made the step (it names the plan that ran)."""
+    raw = raw or []
+    before, after = _index(old), _index(new)
+    fetched = {(e.get("worker"), e.get("id")) for e in raw if e.get("type") == "deleted" and e.get("reason") == "fetched"}
+    names_before, names_after = _pointer_names(old), _pointer_names(new)
+    events: list[dict] = []
+    appeared = [(k, o) for k, o in after.items() if k not in before and k[0] != "me"]
+    for (lid, oid), o in list(before.items()):
+        if lid == "me" or (lid, oid) in after:
+            continue
+        ev = {"type": "deleted", "worker": lid, "id": oid, "names": names_before.get((lid, oid), [])}
+        if (lid, oid) in fetched:
+            # a move stores a same-shaped object on another worker in the same step
+            dest = next((k for k, a in appeared if k[0] != lid and a.get("shape") == o.get("shape")
+                         and a.get("dtype") == o.get("dtype") and a.get("kind") == o.get("kind")), None)
+            ev.update(type="moved", to=dest[0], to_id=dest[1]) if dest else ev.update(type="fetched")
+            if dest:
+                appeared = [(k, a) for k, a in appeared if k != dest]
+        events.append(ev)
+    plans = {n: o.get("location") for o in after.values() if o.get("type") == "PlanPointer" for n in o.get("names", [])}
+    ran = {loc for n, loc in plans.items() if code and f"{n}(" in code}
+    for (lid, oid), o in appeared:
+        kind = "plan run" if lid in ran and o.get("kind") != "plan" else "stored"
+        events.append({"type": kind, "worker": lid, "id": oid, "names": names_after.get((lid, oid), [])})
+    lanes_old = {lane["id"]: lane for lane in old.get("workers", [])}
+    for lane in new.get("workers", []):
+        prev = lanes_old.get(lane["id"])
+        down = lane.get("gone") or lane.get("state") in DOWN_STATES
+        if prev is None:
+            if old.get("workers"):
+                events.append({"type": "worker added", "worker": lane["id"]})
+        elif (prev.get("gone") or prev.get("state") in DOWN_STATES) != bool(down):
+            events.append({"type": "worker down" if down else "worker back", "worker": lane["id"],
+                           "state": lane.get("state")})
+    return events

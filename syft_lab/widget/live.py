@@ -8,6 +8,15 @@
   an action, or (between cells) the kernel's event loop. During a long cell of in-process
   work, a "stored"/"pointer_created" event also flushes at most every FLUSH_INTERVAL seconds,
   so a training loop shows its objects while it runs.
+- Every refresh is a *step* of the views' history: the cell (its number and source) or the
+  action (its equivalent code) that made it, and what happened (diff.describe: stored, moved,
+  fetched, deleted, plan run, worker changes). World views send it with their patch.
+- Workers that close or die stay in the world as lanes marked ``gone`` while pointers still
+  point to them (their pointers are marked ``dangling``). A keepalive on the kernel's event
+  loop notices a connection that died (every KEEPALIVE seconds it reads each worker's state,
+  which never touches the network) and pushes the change: the browser never polls.
+- Views hold what they show weakly: after each cell, a syft object that ended the cell is
+  kept by IPython's ``Out``, ``_`` and ``_<n>`` through a weak proxy, so ``del t`` releases it.
 """
 from __future__ import annotations
 
@@ -18,8 +27,14 @@ import weakref
 FLUSH_INTERVAL = 0.5  # seconds between mid-cell refreshes (at least 20x their own cost)
 
 _widgets: "weakref.WeakSet" = weakref.WeakSet()
+KEEPALIVE = 2.0  # seconds between two reads of the workers' connection states
+MAX_RAW = 10_000  # runtime events kept for the next step (a huge cell keeps the last ones)
+CODE_CHARS = 240  # of a cell's source, in a step
+
 _state = {"dirty": False, "in_cell": False, "last_flush": 0.0, "cost": 0.0, "scheduled": False,
-          "loop": None, "unsubscribe": None, "ip": None, "flushing": False, "worlds": None}
+          "loop": None, "unsubscribe": None, "ip": None, "flushing": False, "worlds": None,
+          "cell": None, "code": None, "action": None, "raw": [], "step_raw": [], "seen": {},
+          "states": None, "ticking": False}
 _main_thread = threading.main_thread()
 _lock = threading.RLock()  # one refresh or action at a time, whatever thread asks
 
@@ -80,11 +95,63 @@ def world_for(namespace) -> dict:
 
     cache = _state["worlds"]
     if cache is None:
-        return world_dict(namespace)
+        return with_gone_lanes(world_dict(namespace))
     key = id(namespace)
     if key not in cache:
-        cache[key] = world_dict(namespace)
+        cache[key] = with_gone_lanes(world_dict(namespace))
     return cache[key]
+
+
+def with_gone_lanes(world: dict) -> dict:
+    """``world`` with a lane (``gone: true``, no objects) for each worker that closed or went
+    away while pointers still point to it, and ``dangling: true`` on the pointers to a worker
+    that is gone or down."""
+    from .diff import DOWN_STATES
+
+    seen = _state["seen"]
+    lanes = world.get("workers", [])
+    present = {lane["id"] for lane in lanes}
+    for lane in lanes:
+        seen[lane["id"]] = lane.get("kind")
+    targets = {o.get("location") for lane in lanes for o in lane.get("objects", ())
+               if o.get("kind") == "pointer" and o.get("state") != "gone"}
+    for wid in [w for w in seen if w not in present]:
+        if wid in targets:
+            lanes.append({"id": wid, "kind": seen[wid], "state": "closed", "gone": True, "objects": []})
+        else:
+            del seen[wid]  # nothing points there any more: the lane can go
+    down = {lane["id"] for lane in lanes if lane.get("gone") or lane.get("state") in DOWN_STATES}
+    if down:
+        for lane in lanes:
+            for o in lane.get("objects", ()):
+                if o.get("kind") == "pointer" and o.get("location") in down and o.get("state") != "gone":
+                    o["dangling"] = True
+    return world
+
+
+def step(old: dict, new: dict) -> dict:
+    """The step a refresh from ``old`` to ``new`` is: which cell or action made it, and what
+    happened (diff.describe). The runtime's events of the step are shared by every view."""
+    from . import diff
+
+    code = _state["action"] or _state["code"]
+    return {"cell": None if _state["action"] else _state["cell"], "code": code or "",
+            "by": "action" if _state["action"] else ("cell" if _state["cell"] is not None else "event"),
+            "time": time.time(), "events": diff.describe(old, new, _state["step_raw"], code)}
+
+
+class action_step:
+    """``with action_step(code):`` the refreshes inside are the step of an action (a button)."""
+
+    def __init__(self, code: str | None):
+        self.code = code
+
+    def __enter__(self):
+        self.prev = _state["action"]
+        _state["action"] = self.code or "(action)"
+
+    def __exit__(self, *exc):
+        _state["action"] = self.prev
 
 
 def _refresh_all(world_only: bool) -> None:
@@ -92,6 +159,7 @@ def _refresh_all(world_only: bool) -> None:
         return
     _state["flushing"] = True
     _state["worlds"] = {}
+    _state["step_raw"], _state["raw"] = _state["raw"], []
     t0 = time.perf_counter()
     try:
         _state["dirty"] = False
@@ -109,23 +177,68 @@ def _refresh_all(world_only: bool) -> None:
     finally:
         _state["flushing"] = False
         _state["worlds"] = None
+        _state["step_raw"] = []
         _state["cost"] = time.perf_counter() - t0
         _state["last_flush"] = time.monotonic()
 
 
 # --- IPython cell hooks -----------------------------------------------------------------------
 
-def _pre_run_cell(*_args):
+def _pre_run_cell(info=None, *_args):
     _state["in_cell"] = True
+    ip = _state["ip"]
+    stored = getattr(info, "store_history", False)
+    _state["cell"] = getattr(ip, "execution_count", None) if stored else None
+    _state["code"] = (getattr(info, "raw_cell", "") or "").strip()[:CODE_CHARS] if stored else None
 
 
-def _post_run_cell(*_args):
+def _post_run_cell(result=None, *_args):
     _state["in_cell"] = False
     _capture_loop()
+    if _state["ip"] is not None:
+        weaken_output(_state["ip"], result)
     for w in list(_widgets):
         if not w._seen:
             w._cells_unseen += 1
-    refresh_all()
+    try:
+        refresh_all()
+    finally:
+        _state["cell"] = _state["code"] = None
+
+
+def _holds_remote(value) -> bool:
+    """A syft object whose life decides a worker's (a pointer, a chain over one, a plan pointer)."""
+    from ..tensors.base import ChainLayer
+
+    return isinstance(value, ChainLayer) or type(value).__name__ == "PlanPointer"
+
+
+def weaken_output(ip, result) -> None:
+    """Keep the value that ended a cell in Out, ``_`` and ``_<n>`` through a weak proxy when it
+    is a syft object: showing ``t`` must not keep alice's object alive after ``del t``."""
+    value = getattr(result, "result", None)
+    if value is None or isinstance(value, weakref.ProxyTypes) or not _holds_remote(value):
+        return
+    try:
+        proxy = weakref.proxy(value)
+    except TypeError:  # not weak-referenceable: Out keeps it, as for any value
+        return
+    n = getattr(result, "execution_count", None)
+    keys = ("_", "__", "___", f"_{n}")
+    for store in (ip.user_ns, getattr(ip, "user_ns_hidden", {})):
+        for k in keys:
+            if store.get(k) is value:
+                store[k] = proxy
+    out = ip.user_ns.get("_oh")
+    if isinstance(out, dict):
+        for k, v in list(out.items()):
+            if v is value:
+                out[k] = proxy
+    hook = getattr(ip, "displayhook", None)
+    for attr in ("_", "__", "___"):
+        if getattr(hook, attr, None) is value:
+            setattr(hook, attr, proxy)
+    result.result = proxy
 
 
 def install(ip) -> None:
@@ -164,6 +277,10 @@ def _all_in_process() -> bool:
 def _on_event(event: dict) -> None:
     if not any(getattr(w, "view", None) == "world" and w.active for w in list(_widgets)):
         return
+    raw = _state["raw"]
+    if len(raw) >= MAX_RAW:
+        del raw[: MAX_RAW // 2]
+    raw.append(event)
     _state["dirty"] = True
     if threading.current_thread() is not _main_thread:
         _schedule()
@@ -200,6 +317,58 @@ def watch_events() -> None:
         from .. import events
 
         _state["unsubscribe"] = events.subscribe(_on_event)
+    _start_keepalive()
+
+
+def worker_states() -> tuple:
+    """(id, state) of every worker: read locally (a websocket client's state), never over the network."""
+    from ..workers.registry import all_workers
+
+    out = []
+    for w in all_workers():
+        try:
+            out.append((w.id, w.state))
+        except Exception:
+            out.append((w.id, "unreachable"))
+    return tuple(out)
+
+
+def keepalive_tick() -> bool:
+    """One keepalive check: refresh the world views when a worker's state changed since the
+    last check (a killed worker process, a dropped connection). True if it refreshed."""
+    states = worker_states()
+    before, _state["states"] = _state["states"], states
+    if before is None or states == before or _state["in_cell"] or _state["flushing"]:
+        return False
+    if not any(getattr(w, "view", None) == "world" and w.active for w in list(_widgets)):
+        return False
+    refresh_all(world_only=True)
+    return True
+
+
+def _start_keepalive() -> None:
+    loop = _state["loop"]
+    if _state["ticking"] or loop is None or loop.is_closed():
+        return
+    _state["ticking"] = True
+
+    def tick():
+        try:
+            with _lock:
+                keepalive_tick()
+        except Exception:
+            import logging
+
+            logging.getLogger("syft_lab.widget").exception("keepalive failed")
+        if loop.is_closed():
+            _state["ticking"] = False
+            return
+        loop.call_later(KEEPALIVE, tick)
+
+    try:
+        loop.call_soon_threadsafe(lambda: loop.call_later(KEEPALIVE, tick))
+    except RuntimeError:
+        _state["ticking"] = False
 
 
 def stop_watching() -> None:

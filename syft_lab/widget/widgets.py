@@ -14,15 +14,17 @@ Messages to the browser: {"type": "reply", ...}, {"type": "world_patch", ...} (d
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
+import weakref
 from pathlib import Path
 
 import anywidget
 import traitlets
 
 from .. import actions
-from ..inspection.model import chain_nodes, world_dict
+from ..inspection.model import chain_nodes, container_items, world_dict
 from . import diff, live, svg
 
 log = logging.getLogger("syft_lab.widget")
@@ -141,7 +143,8 @@ class SyftWidget(anywidget.AnyWidget):
         reply = actions.perform(request, known=self.lookup, namespace=self.namespace, held=self.held())
         if reply.get("ok") and reply.get("action") in actions.MUTATING:
             self.after_action(reply)
-            live.refresh_all()  # every view changes at once, not at the next cell
+            with live.action_step(reply.get("code")):
+                live.refresh_all()  # every view changes at once, not at the next cell
         return reply
 
     # --- what subclasses provide ----------------------------------------------------------
@@ -186,18 +189,41 @@ class SyftWidget(anywidget.AnyWidget):
         return data, meta
 
 
+class _Shown:
+    """An object a view shows, held weakly where Python allows it: a view must not keep a
+    pointer (and so its worker's object) alive after the notebook dropped it."""
+
+    def __init__(self, obj):
+        try:
+            self._ref, self._strong = weakref.ref(obj), None
+        except TypeError:
+            self._ref, self._strong = None, obj
+
+    def get(self):
+        return self._ref() if self._ref is not None else self._strong
+
+
+def _gone_nodes(last: list[dict] | None) -> list[dict]:
+    """What a view shows of an object that no longer exists: its head, marked gone."""
+    head = dict(last[0]) if last else {"kind": "tensor", "type": "object", "id": 0, "owner": "me"}
+    head.update(state="gone", error="deleted in the notebook: this view no longer holds it")
+    head.pop("preview", None)
+    return [head]
+
+
 class ChainWidget(SyftWidget):
     """The chain of one object (head first, down to the data), and the results of its buttons.
 
     ``chains`` is a list of {"names", "nodes", "code"?}: the object's chain first, then one per
-    action result (``x_ptr`` after Send), newest last. The widget keeps a reference to the
-    objects it shows (as IPython's Out cache does for any displayed value)."""
+    action result (``x_ptr`` after Send), newest last. The widget holds the objects it shows
+    weakly: once the notebook drops one, its chain shows it as gone."""
 
     chains = traitlets.List().tag(sync=True)
 
     def __init__(self, obj, *, namespace: dict | None = None, **kwargs):
-        self._objects = [obj]
+        self._objects = [_Shown(obj)]
         self._codes = [None]
+        self._last: list = [None]
         kwargs.setdefault("view", "chain")
         super().__init__(namespace=namespace, **kwargs)
         self.chains = self._compute()
@@ -205,16 +231,21 @@ class ChainWidget(SyftWidget):
 
     @property
     def subject(self):
-        return self._objects[0]
+        return self._objects[0].get()
 
     def _compute(self) -> list[dict]:
         out = []
         ns = self.namespace
-        for obj, code in zip(self._objects, self._codes):
+        for i, (shown, code) in enumerate(zip(self._objects, self._codes)):
+            obj = shown.get()
+            if obj is None:
+                out.append({"names": [], "nodes": _gone_nodes(self._last[i])})
+                continue
             try:
                 nodes = chain_nodes(obj)
             except Exception as e:  # a view must render even if the runtime cannot describe it
                 nodes = [{"kind": "unreachable", "type": type(e).__name__, "id": 0, "owner": "me", "error": str(e)}]
+            self._last[i] = nodes
             entry = {"names": actions.names_of(obj, ns), "nodes": nodes}
             if code:
                 entry["code"] = code
@@ -226,7 +257,7 @@ class ChainWidget(SyftWidget):
         self._set_if_changed("chains", self._compute())
 
     def held(self) -> list:
-        return list(self._objects)
+        return [o for o in (s.get() for s in self._objects) if o is not None]
 
     def lookup(self, worker: str, obj_id: int) -> dict | None:
         for chain in self.chains:
@@ -245,10 +276,11 @@ class ChainWidget(SyftWidget):
         obj = self.namespace.get(name) if name else None
         if obj is None:
             return
-        self._objects.append(obj)
+        self._objects.append(_Shown(obj))
         self._codes.append(reply.get("code"))
+        self._last.append(None)
         if len(self._objects) > 1 + MAX_RESULTS:  # the subject stays; the oldest result goes
-            del self._objects[1], self._codes[1]
+            del self._objects[1], self._codes[1], self._last[1]
 
     def text(self) -> str:
         from ..inspection.text import render_chain
@@ -302,7 +334,7 @@ class WorldWidget(SyftWidget):
         live.watch_events()
 
     def _snapshot(self) -> dict:
-        w = world_dict(self.namespace)
+        w = live.with_gone_lanes(world_dict(self.namespace))
         w["rev"] = self._rev
         return w
 
@@ -316,7 +348,7 @@ class WorldWidget(SyftWidget):
         base = self._rev
         self._rev += 1
         new["rev"] = self._rev
-        patch.update(base=base, rev=self._rev)
+        patch.update(base=base, rev=self._rev, step=live.step(self.world, new))
         _set_silently(self, "world", new)
         self._push(patch)
 
@@ -327,9 +359,12 @@ class WorldWidget(SyftWidget):
         _set_silently(self, "world", w)
         self._push({"type": "world_reset", "world": w})
 
-    def _push(self, msg: dict) -> None:
-        import json
+    def held(self) -> list:
+        """Pointers inside the notebook's lists and dicts (``data["bob"]``): the view shows them,
+        so its buttons may act on them."""
+        return [v for _path, v in container_items(self.namespace)]
 
+    def _push(self, msg: dict) -> None:
         self.patches_sent += 1
         self.bytes_sent += len(json.dumps(msg, separators=(",", ":")))
         self.send(msg)
