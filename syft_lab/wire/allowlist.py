@@ -65,9 +65,11 @@ NN_FORWARD = """
     native_dropout embedding constant_pad_nd upsample_nearest2d
     _adaptive_avg_pool2d
 """
-# Reasons for the internal ones: _softmax, _log_softmax, _adaptive_avg_pool2d and the
-# _native_batch_norm_legit / _batch_norm_* family are what F.softmax, F.log_softmax,
-# nn.AdaptiveAvgPool2d and nn.BatchNorm reach at the dispatcher (their public names decompose).
+# Reasons for the internal ones: _softmax, _log_softmax and _adaptive_avg_pool2d are what
+# F.softmax, F.log_softmax and nn.AdaptiveAvgPool2d reach at the dispatcher (their public names
+# decompose); _native_batch_norm_legit, _native_batch_norm_legit_no_training,
+# _batch_norm_with_update and _batch_norm_no_update are what nn.BatchNorm reaches in training
+# and in eval mode, traced or eager (each is checked: see _batch_norm).
 NN_BACKWARD = """
     threshold_backward gelu_backward silu_backward mish_backward elu_backward leaky_relu_backward
     hardtanh_backward hardsigmoid_backward hardswish_backward softplus_backward sigmoid_backward

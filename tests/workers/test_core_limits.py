@@ -1,0 +1,158 @@
+"""WorkerCore quotas: output estimates, per-storage accounting, refusals that leave everything intact."""
+import pytest
+import torch
+
+from syft_lab.errors import QuotaExceededError, SyftError
+from syft_lab.plans.graph import Node, PlanGraph, Value
+from syft_lab.workers.core import Ref, WorkerCore
+from syft_lab.workers.limits import DEFAULT_MAX_OBJECTS, GiB, Limits, OutputEstimator, default_max_bytes
+
+aten = torch.ops.aten
+MiB = 2**20
+
+
+def core(max_bytes=16 * MiB, max_objects=100):
+    return WorkerCore("limited", limits=Limits(max_bytes=max_bytes, max_objects=max_objects))
+
+
+def test_default_limits_leave_the_machine_room():
+    limits = Limits()
+    assert limits.max_objects == DEFAULT_MAX_OBJECTS == 100_000
+    assert 0 < limits.max_bytes == default_max_bytes() <= 8 * GiB
+    import os
+    assert limits.max_bytes <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    for bad in ({"max_bytes": 0}, {"max_bytes": -1}, {"max_objects": 0}, {"max_bytes": 1.5}):
+        with pytest.raises(ValueError):
+            Limits(**bad)
+
+
+def test_an_in_process_core_has_no_quota_unless_given_one():
+    assert WorkerCore("plain").limits is None
+    assert core().limits.max_bytes == 16 * MiB
+
+
+def test_outputs_too_big_are_refused_before_they_run_and_nothing_is_stored():
+    c = core(max_bytes=3 * MiB)
+    x = c.store(torch.ones(1000, 1))
+    y = c.store(torch.ones(1, 1000))
+    before = dict(c.objects)
+    for op, args, size in [(aten.ones.default, [[2**30]], "4.0 GiB"), (aten.empty.memory_format, [[2**31]], "8.0 GiB"),
+                           (aten.mm.default, [Ref(x), Ref(y)], "3.8 MiB"),
+                           (aten.repeat.default, [Ref(x), [5000, 1]], "19.1 MiB")]:
+        with pytest.raises(QuotaExceededError, match=f"would make {size} while the worker holds 7.8 KiB of its "
+                                                     f"3.0 MiB memory limit: nothing ran"):
+            c.run(op, args, None)
+    assert c.objects == before and c.ledger.bytes == 2 * 4000
+    assert c.run(aten.mm.default, [Ref(y), Ref(x)], None).shape == (1, 1)  # what fits still runs
+
+
+def test_object_limit_counts_the_pieces_of_unbind_and_split_before_making_them():
+    c = core(max_objects=100)
+    rows = c.store(torch.ones(200_000, 1))
+    for op, args in [(aten.unbind.int, [Ref(rows)]), (aten.split.Tensor, [Ref(rows), 1]),
+                     (aten.chunk.default, [Ref(rows), 500])]:
+        with pytest.raises(QuotaExceededError, match=r"would make \d+ objects .* limit of 100"):
+            c.run(op, args, None)
+    assert list(c.objects) == [rows]
+    assert len(c.run(aten.chunk.default, [Ref(rows), 4], None)) == 4
+
+
+def test_a_storage_is_counted_once_however_many_views_share_it():
+    c = core()
+    x = c.store(torch.ones(MiB // 4))  # 1 MiB
+    assert c.ledger.bytes == MiB
+    view = c.run(aten.view.default, [Ref(x), [-1, 2]], None)
+    row = c.run(aten.select.int, [Ref(x), 0, 0], None)
+    assert c.ledger.bytes == MiB
+    c.run(aten.add_.Tensor, [Ref(x), 1.0], None)  # in place: same storage
+    copy = c.run(aten.clone.default, [Ref(x)], None)
+    assert c.ledger.bytes == 2 * MiB
+    c.decref(x)
+    assert c.ledger.bytes == 2 * MiB  # the views keep the storage alive
+    c.decref(view.id)
+    c.decref(row.id)
+    assert c.ledger.bytes == MiB
+    assert torch.equal(c.fetch(copy.id), torch.full((MiB // 4,), 2.0))
+    assert c.ledger.bytes == 0 and c.objects == {}
+
+
+def test_space_freed_by_a_release_is_usable_again():
+    c = core(max_bytes=10 * MiB)
+    x = c.store(torch.ones(2 * MiB))  # 8 MiB
+    with pytest.raises(QuotaExceededError):
+        c.run(aten.clone.default, [Ref(x)], None)
+    y = c.run(aten.sum.default, [Ref(x)], None)
+    c.decref(x)
+    assert c.run(aten.ones.default, [[2 * MiB]], None).shape == (2 * MiB,)
+    assert c.objects[y.id].item() == 2 * MiB
+
+
+def test_ops_a_meta_run_cannot_size_are_checked_after_they_ran():
+    c = core(max_bytes=12 * MiB)
+    x = c.store(torch.ones(1000, 1000))  # 4 MB in, nonzero makes 16 MB of int64 indices
+    assert OutputEstimator().estimate(aten.nonzero.default, [c.objects[x]], None).new_bytes == 0  # unknown
+    with pytest.raises(QuotaExceededError, match="dropped"):
+        c.run(aten.nonzero.default, [Ref(x)], None)
+    assert list(c.objects) == [x] and c.ledger.bytes == 4_000_000
+
+
+def test_repeat_interleave_is_sized_from_its_repeats():
+    c = core()
+    repeats = c.store(torch.tensor([2**31]))
+    with pytest.raises(QuotaExceededError, match="16.0 GiB"):
+        c.run(aten.repeat_interleave.Tensor, [Ref(repeats)], None)
+
+
+def test_no_computing_on_a_broadcast_view_larger_than_the_memory_limit():
+    c = core()
+    one = c.store(torch.tensor(1.0))
+    huge = c.run(aten.expand.default, [Ref(one), [2**40]], None)  # a view: allowed, costs nothing
+    with pytest.raises(QuotaExceededError, match="broadcast view"):
+        c.run(aten.sum.default, [Ref(huge.id)], None)
+
+
+def test_estimates_are_memoised_on_shapes_and_arguments():
+    est = OutputEstimator()
+    a = torch.ones(3, 4)
+    first = est.estimate(aten.mm.default, [a, torch.ones(4, 5)], None)
+    assert (first.new_bytes, first.outputs) == (60, 1)
+    assert est.estimate(aten.mm.default, [torch.zeros(3, 4), torch.zeros(4, 5)], None) is first
+    assert est.estimate(aten.view.default, [a, [12]], None).new_bytes == 0  # a view makes no memory
+    assert est.estimate(aten.full.default, [[10], 2.0], {"dtype": torch.float64}).new_bytes == 80
+
+
+def chain(n, size):
+    nodes = [Node(aten.add.Tensor, [Value("input", 0) if k == 0 else Value("node", k - 1), 1.0], {},
+                  [((size,), "float32")]) for k in range(n)]
+    return PlanGraph("chain", [{"name": "x", "role": "input", "shape": [size], "dtype": "float32"}], [], nodes,
+                     [Value("node", n - 1)], True)
+
+
+def test_plan_replay_frees_each_value_after_its_last_use():
+    c = core(max_bytes=5 * MiB)  # one 1 MiB input, 300 nodes of 1 MiB: only if freed
+    x = c.store(torch.zeros(MiB // 4))
+    (out,) = c.run_graph(chain(300, MiB // 4), [x], [12345])
+    assert torch.equal(c.objects[out.id], torch.full((MiB // 4,), 300.0))
+    assert c.ledger.bytes == 2 * MiB
+
+
+def test_a_plan_node_over_the_quota_is_refused_and_nothing_is_stored():
+    c = core(max_bytes=5 * MiB)
+    x = c.store(torch.zeros(MiB // 4))
+    big = PlanGraph("big", chain(1, MiB // 4).inputs, [],
+                    [Node(aten.repeat.default, [Value("input", 0), [10]], {}, [((10 * MiB // 4,), "float32")])],
+                    [Value("node", 0)], True)
+    with pytest.raises(QuotaExceededError, match="aten.repeat.default"):
+        c.run_graph(big, [x], [777])
+    assert list(c.objects) == [x]
+
+
+def test_plan_nodes_pass_the_allow_list_argument_checks():
+    c = WorkerCore("plain")
+    x = c.store(torch.zeros(4))
+    bad = PlanGraph("peek", chain(1, 4).inputs, [],
+                    [Node(aten.as_strided.default, [Value("input", 0), [64], [1]], {}, [((64,), "float32")])],
+                    [Value("node", 0)], True)
+    with pytest.raises(SyftError, match="outside the input's storage"):
+        c.run_graph(bad, [x], [4242])
+    assert list(c.objects) == [x]
