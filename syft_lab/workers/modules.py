@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import SyftError
+from .registry import all_workers
 
 
 def _module_tensors(module: nn.Module):
@@ -104,5 +105,8 @@ def move_module(module: nn.Module, worker) -> nn.Module:
 
 
 def copy_module(module: nn.Module) -> nn.Module:
-    """An independent copy; a sent module's copy lives on the same workers (PySyft's ``copy``)."""
-    return copy.deepcopy(module)
+    """An independent copy; a sent module's copy lives on the same workers (PySyft's ``copy``).
+
+    Workers are shared, never copied (a module's ``location`` names one; a websocket worker
+    holds a connection and a lock)."""
+    return copy.deepcopy(module, {id(w): w for w in all_workers()})

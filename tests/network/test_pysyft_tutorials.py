@@ -391,3 +391,14 @@ def test_split_learning_the_pysyft_way_detach_move_and_backward_with_a_gradient(
     for seg in segments:
         seg.get()
     gc.collect()
+
+
+def test_copy_of_a_sent_module_lives_on_the_same_worker(world3):
+    _, bob, _ = world3
+    model = nn.Linear(2, 1).send(bob)
+    twin = model.copy()
+    assert twin.location is bob and twin.weight.location is bob
+    assert twin.weight.id_at_location != model.weight.id_at_location
+    torch.testing.assert_close(twin.weight.clone().get(), model.weight.clone().get())
+    del model, twin
+    gc.collect()
