@@ -466,7 +466,7 @@ class _HandshakeGuard:
     is dropped: real clients finish theirs in milliseconds, slow or idle peers are the oldest."""
 
     def __init__(self, max_connections: int, max_pending: int, log):
-        self.max_connections, self.max_pending, self._log = max_connections, max_pending, log
+        self.max_connections, self.max_pending, self.log = max_connections, max_pending, log
         self.pending: dict = {}  # connection -> None, oldest first
         self.open: set = set()
 
@@ -475,7 +475,7 @@ class _HandshakeGuard:
                                 or len(self.pending) + len(self.open) >= self.max_connections):
             oldest = next(iter(self.pending))
             del self.pending[oldest]
-            self._log("evicted", "dropped the oldest unfinished handshake: too many pending")
+            self.log("evicted", "dropped the oldest unfinished handshake: too many pending")
             oldest.transport.abort()
         self.pending[conn] = None
 
@@ -504,8 +504,7 @@ class _GuardedConnection(ServerConnection):
         if self.protocol.state is State.CONNECTING:
             self._handshake_bytes += len(data)
             if self._handshake_bytes > MAX_HANDSHAKE_BYTES:
-                self._guard._log("handshake too big", f"dropped a handshake of more than "
-                                                     f"{MAX_HANDSHAKE_BYTES} bytes")
+                self._guard.log("handshake too big", f"dropped a handshake of more than {MAX_HANDSHAKE_BYTES} bytes")
                 self.transport.abort()
                 return
         super().data_received(data)
@@ -640,7 +639,6 @@ class WorkerServer:
                 # the reply's bytes point into a tensor other commands can reach: copy them now,
                 # between commands, so the stream never reads memory that changes or is freed
                 encoded.frames = [encoded.frames[0], *(bytes(f) for f in encoded.frames[1:])]
-                encoded._keep = None
         except WireError as e:  # the reply itself cannot travel (too large, odd dtype)
             if then is not None and then.failed is not None:
                 then.failed()
