@@ -303,9 +303,9 @@ class WebSocketWorker(BaseWorker):
         from ..tensors.pointer import PointerTensor
 
         if isinstance(obj, PointerTensor) or isinstance(getattr(obj, "child", None), PointerTensor):
-            raise SyftError(f"worker {self.id!r} is remote and cannot hold a pointer: pointers to pointers "
-                            f"across remote workers are not supported. Move the data instead: "
-                            f"ptr.move({self.id})")
+            raise SyftError(f"worker {self.id!r} is remote and cannot hold a pointer to another worker's "
+                            f"object: it would need that worker's credentials (README, 'Workers on other "
+                            f"machines'). Move the data instead: ptr.move({self.id})")
         return self._request({"c": "store", "o": obj}, detach=True, label="send")
 
     def _store_object(self, obj) -> int:
