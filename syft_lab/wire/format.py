@@ -28,7 +28,7 @@ from ..dtypes import DTYPES, dtype_name
 from ..errors import SyftError
 from ..workers.core import NewObject, Ref, SameAsArg
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2  # 2: paged summary, sessions in hello, load, plan format 2 in store_plan/fetch
 MAGIC = b"SY"
 STREAMED = 0x01
 
