@@ -12,7 +12,8 @@ import torch
 from .. import events
 from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError
 from ..ids import new_id
-from .limits import Estimate, Limits, OutputEstimator, StorageLedger, check_input_sizes, check_quota, output_count
+from .limits import (Estimate, Limits, OutputEstimator, StorageLedger, check_input_sizes, check_quota, fmt_bytes,
+                     output_count, storages_of)
 
 _Tensor = torch.Tensor
 _seq = (list, tuple)
@@ -82,7 +83,7 @@ class WorkerCore:
             raise SyftError(f"worker {self.id!r} already holds an object with id {obj_id}")
         self.objects[obj_id] = obj
         if self.ledger is not None:
-            self.ledger.add(obj)
+            self._admit(obj_id, obj)
         if held:
             self.held.add(obj_id)
         else:
@@ -201,6 +202,19 @@ class WorkerCore:
         est = self._estimator.estimate(op, args, kwargs)
         check_quota(self.limits, self.ledger.bytes + extra_bytes, len(self.objects), op, est)
         return est.new_bytes
+
+    def _admit(self, obj_id: int, obj) -> None:
+        """Count a stored object against the quotas; one that does not fit is not kept."""
+        self.ledger.add(obj)
+        limits = self.limits
+        if self.ledger.bytes > limits.max_bytes or len(self.objects) > limits.max_objects:
+            self.ledger.remove(obj)
+            del self.objects[obj_id]
+            raise QuotaExceededError(f"worker {self.id!r} cannot keep this object: it would hold "
+                                     f"{fmt_bytes(self.ledger.bytes + sum(s.nbytes() for s in storages_of(obj)))} "
+                                     f"in {len(self.objects) + 1} objects, over its limits of "
+                                     f"{fmt_bytes(limits.max_bytes)} and {limits.max_objects} objects. Release "
+                                     f"objects you no longer need, or send smaller pieces")
 
     def _check_after(self, op, result) -> None:
         """The backstop for ops whose size no meta run could tell: over a quota, the new

@@ -232,7 +232,7 @@ class OutputEstimator:
         if data_sized is not None:
             return Estimate(data_sized(op, args, kwargs), 1)
         try:
-            key = (op, _key(args), _key(kwargs) if kwargs else None)
+            key = (op, _key(args), tuple((k, _key(v)) for k, v in kwargs.items()) if kwargs else None)
             hash(key)
         except (TypeError, RuntimeError):
             key = None

@@ -156,3 +156,16 @@ def test_plan_nodes_pass_the_allow_list_argument_checks():
     with pytest.raises(SyftError, match="outside the input's storage"):
         c.run_graph(bad, [x], [4242])
     assert list(c.objects) == [x]
+
+
+def test_a_stored_object_over_the_quota_is_not_kept():
+    c = core(max_bytes=5 * MiB, max_objects=3)
+    kept = c.store(torch.ones(MiB // 4))
+    with pytest.raises(QuotaExceededError, match="cannot keep this object.*5.0 MiB"):
+        c.store(torch.ones(MiB + 1))
+    assert list(c.objects) == [kept] and c.ledger.bytes == MiB
+    c.store(torch.ones(1))
+    c.store(torch.ones(1))
+    with pytest.raises(QuotaExceededError, match="3 objects"):
+        c.store(torch.ones(1))
+    assert len(c.objects) == 3
