@@ -12,11 +12,13 @@ import type { SidebarComm, World } from "./comm";
 import type { ConnectionState, KernelConnector } from "./connector";
 import { PANEL_ID } from "./tokens";
 
-// Side by side, lanes are LANE_WIDTH px wide with LANE_GAP px for the arrows between them
-// (style.css); a sidebar too narrow for that stacks them, and the pointer rows' "→ worker:id"
-// say where they point.
+// Side by side, lanes are at least LANE_WIDTH px wide with LANE_GAP px for the arrows between
+// them and LANE_PAD px of gutter at the sides (style.css .syft-lanes); a sidebar too narrow for
+// that stacks them in one column (the arrows run in its right gutter), and the pointer rows'
+// "→ worker:id" say where they point.
 const LANE_WIDTH = 240;
-const LANE_GAP = 32;
+const LANE_GAP = 24;
+const LANE_PAD = 48;
 
 const HINT_NO_WORKERS = "No workers yet. Create one in a cell: %load_ext syft_lab then %syft worker bob "
   + "(or bob = sy.VirtualWorker(\"bob\")); its objects and your pointers to them show here.";
@@ -68,9 +70,8 @@ export class SyftPanel extends Widget {
       run: (action: string, target: any, extra: any = {}) => this._run(action, target, extra),
       layoutChanged: () => this._world.layoutChanged(),
     });
-    this.node.style.setProperty("--syft-lane-width", `${LANE_WIDTH}px`);
-    this.node.style.setProperty("--syft-lane-gap", `${LANE_GAP}px`);
-    this._worldBox = h("div", { class: "syft-lab-world", hidden: true }, this._world.el);
+    this.node.style.setProperty("--syft-lane-min", `${LANE_WIDTH}px`);
+    this._worldBox = h("div", { class: "syft-lab-world", hidden: true }, this._world.frame);
     const root = h("div", { class: "syft-root syft-lab-root", "data-view": "world" },
       h("header", { class: "syft-lab-head" }, h("span", { class: "syft-lab-title" }, "Syft"), this._where),
       h("div", { class: "syft-lab-state" }, this._message, this._retry),
@@ -109,7 +110,7 @@ export class SyftPanel extends Widget {
   /** Lanes side by side (with arrows) when they fit, else stacked. */
   private _arrange(): void {
     const n = this._comm?.world?.workers.length ?? 0;
-    const need = n * LANE_WIDTH + Math.max(0, n - 1) * LANE_GAP + 32;
+    const need = n * LANE_WIDTH + Math.max(0, n - 1) * LANE_GAP + LANE_PAD + 8;
     const width = this.node.clientWidth;
     this.toggleClass("syft-lab-stacked", width > 0 && width < need);
     this._world.layoutChanged();

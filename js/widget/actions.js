@@ -8,8 +8,13 @@ import { esc, h, isStored, shortId } from "./dom.js";
 const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped"]); // "disconnected" reconnects
 let seq = 0;
 
-/** Request/reply over the widget's custom messages. `send(msg)` and `on(handler)` are injected. */
-export function createClient({ send, on, off, timeout = 120000 }) {
+/** How long an action may wait for the kernel's reply before the view says it got none. */
+export const ACTION_TIMEOUT_MS = 30000;
+
+/** Request/reply over the widget's custom messages. `send(msg)` and `on(handler)` are injected.
+ * Every request resolves: with the kernel's reply, with an error at once when the message
+ * cannot be sent (the kernel is gone), or with a timeout error after `timeout` ms. */
+export function createClient({ send, on, off, timeout = ACTION_TIMEOUT_MS }) {
   const viewId = "v" + Math.random().toString(36).slice(2, 10);
   const pending = new Map();
   const onMsg = (msg) => {
@@ -30,11 +35,18 @@ export function createClient({ send, on, off, timeout = 120000 }) {
       return new Promise((resolve) => {
         const timer = setTimeout(() => {
           pending.delete(req);
-          resolve({ ok: false, req, error: "no answer from the kernel (is it busy, or stopped?); "
-            + "the action still runs if the kernel gets to it" });
+          resolve({ ok: false, req, action, timeout: true, error: `no answer from the kernel in ${Math.round(timeout / 1000)} s `
+            + "(is it busy, or stopped?); the action still runs if the kernel gets to it" });
         }, timeout);
         pending.set(req, { resolve, timer });
-        send(msg);
+        try {
+          send(msg);
+        } catch (e) {
+          clearTimeout(timer);
+          pending.delete(req);
+          resolve({ ok: false, req, action, gone: true, error: `the kernel is gone (${e?.message || e}): `
+            + "this view is stale; run its cell again in a running kernel" });
+        }
       });
     },
     dispose() {
@@ -87,7 +99,7 @@ export function actionBar(worker, entry, ctx, label = "") {
       bar.append(
         h("button", {
           class: "syft-btn", type: "button", "data-action": a.action, "aria-label": what,
-          onclick: (ev) => { ev.stopPropagation(); ctx.run(a.action, target, {}); },
+          onclick: (ev) => { ev.stopPropagation(); runDisabled(bar, () => ctx.run(a.action, target, {})); },
         }, a.label),
       );
       continue;
@@ -103,6 +115,21 @@ export function actionBar(worker, entry, ctx, label = "") {
     bar.append(btn);
   }
   return bar;
+}
+
+/** Run an action with a bar's buttons disabled until its reply: a double click sends it once. */
+export async function runDisabled(bar, fn) {
+  if (bar.dataset.pending) return undefined;
+  bar.dataset.pending = "1";
+  const buttons = [...bar.querySelectorAll("button")];
+  for (const b of buttons) b.disabled = true;
+  try {
+    return await fn();
+  } finally {
+    delete bar.dataset.pending;
+    const off = !!bar.closest?.(".syft-disabled"); // the view's kernel went away meanwhile
+    for (const b of buttons) b.disabled = off;
+  }
 }
 
 /** The same buttons as HTML text, with no listeners (the world view delegates their clicks). */
@@ -127,12 +154,18 @@ export function toggleMenu(bar, btn, action, target, ctx, worker, entry) {
   const items = dests.map((id) =>
     h("button", {
       class: "syft-btn syft-menu-item", type: "button", role: "menuitem", "data-worker": id,
-      onclick: (ev) => { ev.stopPropagation(); closeMenu(bar); ctx.run(action, target, { worker: id }); },
+      onclick: (ev) => {
+        ev.stopPropagation();
+        closeMenu(bar);
+        // the world view's run disables its row itself; elsewhere the bar is disabled here
+        if (ctx.disablesRows) ctx.run(action, target, { worker: id });
+        else runDisabled(bar, () => ctx.run(action, target, { worker: id }));
+      },
     }, id),
   );
   const menu = h("span", { class: "syft-menu", role: "menu", "data-action": action, tabindex: "-1",
     "aria-label": `${action} to which worker` },
-  items.length ? items : h("span", { class: "syft-muted" }, "no other worker"));
+  items.length ? items : h("span", { class: "syft-muted" }, "no other reachable worker"));
   menu.addEventListener("keydown", (ev) => {
     const i = items.indexOf(document.activeElement);
     if (ev.key === "Escape") { ev.preventDefault(); closeMenu(bar); btn.focus(); }
@@ -158,6 +191,7 @@ export function statusLine() {
   return {
     el,
     pending(text) { el.className = "syft-status syft-pending"; el.textContent = text; },
+    error(text) { el.className = "syft-status syft-error"; el.textContent = text; },
     show(reply) {
       if (reply.ok) {
         el.className = "syft-status syft-ok";

@@ -73,6 +73,38 @@ export function hueClass(id) {
   return hue === null ? "syft-hue-none" : `syft-hue-${hue}`;
 }
 
+// Colours for many workers: the hash hue when it is free (as in svg.py's static pictures),
+// else the next free one of 24 hues x 3 lightnesses (72 distinct colours before any repeats).
+const RING = Array.from({ length: 24 }, (_, i) => (i * 15 + 5) % 360);
+const LIGHTS = [50, 36, 64];
+
+/** id -> {hue, light} for the workers of one view, in their order; "me" gets none. */
+export function laneColours(ids) {
+  const out = new Map();
+  const used = new Set();
+  for (const id of ids) {
+    const hue = workerHue(id);
+    if (hue === null) continue;
+    let pick = used.has(`${hue}/50`) ? null : { hue, light: 50 };
+    if (!pick) {
+      const start = RING.findIndex((r) => r >= hue);
+      for (let k = 0; k < RING.length * LIGHTS.length && !pick; k++) {
+        const c = { hue: RING[(start + k) % RING.length], light: LIGHTS[Math.floor(k / RING.length) % LIGHTS.length] };
+        if (!used.has(`${c.hue}/${c.light}`)) pick = c;
+      }
+    }
+    pick ||= { hue, light: 50 };
+    used.add(`${pick.hue}/${pick.light}`);
+    out.set(id, pick);
+  }
+  return out;
+}
+
+/** The inline style that gives an element a colour of laneColours ("" for none: neutral). */
+export function colourStyle(c) {
+  return c ? `--syft-hue:${c.hue};--syft-sat:65%;--syft-l:${c.light}%` : "--syft-hue:0;--syft-sat:0%;--syft-l:50%";
+}
+
 /** Text made safe for HTML (views build rows of the world view as HTML text: faster). */
 export function esc(x) {
   return String(x ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);

@@ -52,13 +52,35 @@ function render({ model, el }) {
   el.append(root);
 
   let layoutChanged = () => {};
+  let gone = "";
+  let wv = null;
+  // A view whose kernel went away (a restart, a shutdown) says so and turns its buttons off:
+  // JupyterLab's widget manager marks the view's element when its comm is no longer live.
+  const markGone = (why) => {
+    if (gone) return;
+    gone = why;
+    root.classList.add("syft-disabled");
+    for (const b of root.querySelectorAll("button[data-action], .syft-menu-item")) b.disabled = true;
+    wv?.setDisabled(why);
+    status.error(why);
+  };
+  const KERNEL_GONE = "The kernel of this view is gone (restarted or shut down): it shows the world as it was, "
+    + "and its buttons are off. Run its cell again to get a live view.";
+  const checkLive = () => {
+    if (el.classList?.contains("jupyter-widgets-disconnected") || el.closest?.(".jupyter-widgets-disconnected")) markGone(KERNEL_GONE);
+  };
   const ctx = {
     workers: () => model.get("workers") || [],
     request: (action, target, extra) => client.request(action, target, extra),
     async run(action, target, extra = {}) {
+      if (gone) {
+        status.error(gone);
+        return { ok: false, error: gone };
+      }
       status.pending(`${action}…`);
       const reply = await client.request(action, target, extra);
-      status.show(reply);
+      if (reply.gone) markGone(KERNEL_GONE);
+      else status.show(reply);
       return reply;
     },
     layoutChanged: () => layoutChanged(),
@@ -68,10 +90,15 @@ function render({ model, el }) {
   const cleanups = [];
   const on = (event, fn) => { model.on(event, fn); cleanups.push(() => model.off(event, fn)); };
 
+  const liveWatch = typeof MutationObserver !== "undefined" ? new MutationObserver(checkLive) : null;
+  liveWatch?.observe(el, { attributes: true, attributeFilter: ["class"] });
+  on("comm_live_update", () => setTimeout(checkLive, 0));
+  cleanups.push(() => liveWatch?.disconnect());
+
   if (view === "world") {
-    const wv = createWorldView(ctx);
+    wv = createWorldView(ctx);
     layoutChanged = wv.layoutChanged;
-    root.append(wv.el);
+    root.append(wv.frame);
     root.__syftWorld = wv; // for benchmarks and tests
     const update = () => wv.update(model.get("world") || { workers: [] }, model.get("focus") || []);
     update();
@@ -102,7 +129,12 @@ function render({ model, el }) {
     on("change:workers", draw);
   }
 
-  model.send({ type: "hello", view: client.viewId });
+  try {
+    model.send({ type: "hello", view: client.viewId });
+  } catch {
+    markGone(KERNEL_GONE); // rendered again (a reload) after its kernel went away
+  }
+  checkLive();
   return () => {
     for (const c of cleanups) c();
     client.dispose();

@@ -46,7 +46,8 @@ export function applyWorldPatch(world, patch) {
   if (touched.size) {
     lanes = lanes.map((l, i) => (touched.has(i) ? { ...l, objects: touched.get(i) } : l));
   }
-  return { ...world, workers: lanes, rev: patch.rev ?? world.rev };
+  // the step the kernel says this patch is (syft_lab/widget/live.py step): views highlight it
+  return { ...world, workers: lanes, rev: patch.rev ?? world.rev, step: patch.step ?? null };
 }
 
 function sameHeader(a, b) {

@@ -2,57 +2,100 @@
 // target. update(world) changes only the rows whose entries changed (patch.js keeps the
 // identity of the others), so a live update costs a few DOM nodes, not the whole view.
 //
+// Lanes sit in a grid that wraps to the width; each lane is a virtual list with its own
+// scroll (rows of ROW_H px; only rows in view exist). Arrows are routed in the gutters between
+// lanes and the channels between rows of lanes, so they never cross a row they do not point
+// to; hovering a row highlights it with its pointers or its target. A toolbar filters (worker,
+// kind, tag, name), a legend explains the marks, and a timeline lists the steps the kernel
+// reported (world.step) and shows the world as it was after any of them.
+//
 // Rows are built as HTML text in batches and their buttons' clicks are delegated to the
 // view: a world of thousands of objects renders in a few frames.
 
 import { actionBarHTML, toggleMenu } from "./actions.js";
-import { esc, h, hueClass, objKey, s, shapeText, shortId } from "./dom.js";
+import { colourStyle, esc, h, laneColours, objKey, s, shapeText, shortId } from "./dom.js";
 import { indexWorld, worldArrows } from "./patch.js";
 
-function laneHead(lane) {
+const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped"]);
+export const isDown = (lane) => !!lane && (lane.gone === true || DOWN.has(lane.state));
+
+function laneHead(lane, shown, collapsed) {
   const n = (lane.objects || []).length;
+  const count = shown === n ? `${n} object${n === 1 ? "" : "s"}` : `${shown} of ${n} objects`;
+  const state = lane.gone ? "gone" : lane.state;
   return h("header", { class: "syft-lane-head" },
+    h("button", { class: "syft-lane-toggle", type: "button", "aria-expanded": String(!collapsed),
+      "aria-label": `${collapsed ? "expand" : "collapse"} ${lane.id}`, title: collapsed ? "expand" : "collapse" },
+    collapsed ? "▸" : "▾"),
     h("span", { class: "syft-lane-name" }, lane.id),
     h("span", { class: "syft-lane-kind" }, lane.kind ?? ""),
-    lane.state && lane.state !== "in-process" && lane.state !== "local"
-      ? h("span", { class: `syft-lane-state syft-state-${lane.state}` }, lane.state) : null,
-    h("span", { class: "syft-lane-count" }, `${n} object${n === 1 ? "" : "s"}`),
+    state && state !== "in-process" && state !== "local"
+      ? h("span", { class: `syft-lane-state syft-state-${state}`, title: STATE_TEXT[state] || state }, state) : null,
+    h("span", { class: "syft-lane-count" }, count),
+    lane.gone ? h("div", { class: "syft-muted syft-lane-note" }, "closed: the pointers to it dangle") : null,
     lane.error ? h("div", { class: "syft-error-text" }, lane.error) : null);
 }
+
+const STATE_TEXT = {
+  connected: "a worker process, connected",
+  disconnected: "the connection dropped: the next call reconnects",
+  unreachable: "cannot be reached: its pointers dangle until it is back",
+  closed: "closed: its objects are gone, its pointers dangle",
+  gone: "closed: its objects are gone, its pointers dangle",
+};
 
 const DEFAULT_TYPE = { tensor: "Tensor", pointer: "PointerTensor", logging: "LoggingTensor", plan: "Plan" };
 
 /** The HTML of one row: kind, names, id, shape, target, tags, then the buttons. The type is
  * shown only where the kind does not say it (a Parameter, a PlanPointer); the full text is
- * the row's tooltip, as a narrow lane cuts it. `target` is a pointer's target entry. */
-export function objectRowHTML(laneId, o, target) {
+ * the row's tooltip, as a narrow lane cuts it. `target` is a pointer's target entry.
+ * opts: {pointedBy: [names], colour(id) -> inline style, dangling, pending, mark: "new"|"changed"}. */
+export function objectRowHTML(laneId, o, target, opts = {}) {
   const shape = shapeText(o) || (target ? shapeText(target) : "");
   const names = o.names || [];
+  const held = o.held_in || [];
   const kind = esc(o.kind);
   const type = o.type && o.type !== DEFAULT_TYPE[o.kind] ? o.type : "";
+  const gone = o.state === "gone";
+  const dangling = !gone && (o.dangling || opts.dangling);
   let main = `<span class="syft-kind syft-kind-${kind}">${kind}</span>`;
   if (names.length) main += `<span class="syft-names" title="notebook variables">${esc(names.join(", "))}</span>`;
+  else if (held.length) main += `<span class="syft-names syft-held-in" title="held in a notebook container">${esc(held.join(", "))}</span>`;
+  else if (o.kind === "pointer" && laneId === "me") main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
   if (type) main += `<span class="syft-type">${esc(type)}</span>`;
   main += `<span class="syft-id" title="id ${esc(o.id)}">${shortId(o.id)}</span>`;
   if (shape) main += `<span class="syft-shape">${esc(shape)}</span>`;
   if (o.kind === "plan" && o.name) main += `<span class="syft-shape">${esc(o.name)}</span>`;
-  if (o.kind === "pointer") {
-    main += `<span class="syft-where ${hueClass(o.location)}">→ <span class="syft-worker-chip">${esc(o.location)}</span>`
-      + `<span class="syft-id" title="id ${esc(o.id_at_location)}">:${shortId(o.id_at_location)}</span>`
-      + `${o.owning === false ? '<span class="syft-muted" title="does not own its target: dropping it deletes nothing"> weak</span>' : ""}</span>`;
-  }
   if (o.held) main += '<span class="syft-held" title="held by the worker itself (worker.load): no pointer owns it">held</span>';
   const ds = o.dataset;
   if (ds) main += datasetHTML(ds);
   const shownTags = ds ? (o.tags || []).filter((t) => !datasetTags(ds).includes(t)) : o.tags || [];
   for (const t of shownTags) main += `<span class="syft-tag">${esc(t)}</span>`;
   if (o.refcount > 1) main += `<span class="syft-muted" title="owning pointers">×${o.refcount}</span>`;
-  const tip = [names.length ? names.join(", ") + " =" : "", o.type ?? o.kind, shortId(o.id), shape,
-    o.kind === "pointer" ? `→ ${o.location}:${shortId(o.id_at_location)}` : "", ...(o.tags || []),
+  let side = "";
+  if (o.kind === "pointer") {
+    const style = opts.colour ? ` style="${opts.colour(o.location)}"` : "";
+    side += `<span class="syft-where"${style}>→ <span class="syft-worker-chip">${esc(o.location)}</span>`
+      + `<span class="syft-id" title="id ${esc(o.id_at_location)}">:${shortId(o.id_at_location)}</span>`
+      + `${o.owning === false ? '<span class="syft-muted" title="does not own its target: dropping it deletes nothing"> weak</span>' : ""}</span>`;
+    if (gone) side += '<span class="syft-badge-gone" title="its object was fetched or moved away: the pointer is stale">gone</span>';
+    else if (dangling) side += `<span class="syft-badge-gone" title="${esc(o.location)} is closed or unreachable">dangling</span>`;
+  }
+  const by = opts.pointedBy || [];
+  if (by.length) {
+    side += `<span class="syft-pointed" title="pointed at by ${esc(by.join(", "))}">← ${esc(by.slice(0, 2).join(", "))}`
+      + `${by.length > 2 ? ` +${by.length - 2}` : ""}</span>`;
+  }
+  const tip = [names.length ? names.join(", ") + " =" : held.length ? held.join(", ") + " =" : "", o.type ?? o.kind,
+    shortId(o.id), shape, o.kind === "pointer" ? `→ ${o.location}:${shortId(o.id_at_location)}` : "",
+    gone ? "(gone)" : dangling ? "(dangling)" : "", ...(o.tags || []), by.length ? `← ${by.join(", ")}` : "",
     o.description ? `— ${o.description}` : ""].filter(Boolean).join(" ");
-  return `<li class="syft-obj syft-obj-${kind}${ds ? " syft-obj-dataset" : ""}" data-key="${esc(objKey(laneId, o.id))}" data-kind="${kind}"`
+  const cls = `syft-obj syft-obj-${kind}${ds ? " syft-obj-dataset" : ""}${gone ? " syft-obj-gone" : ""}`
+    + `${dangling ? " syft-obj-dangling" : ""}${opts.mark ? ` syft-mark-${opts.mark}` : ""}`;
+  const buttons = gone || dangling ? "" : actionBarHTML(laneId, o, names[0] || held[0]);
+  return `<li class="${cls}" data-key="${esc(objKey(laneId, o.id))}" data-kind="${kind}"`
     + ` data-names="${esc(names.join(","))}"><span class="syft-obj-main" title="${esc(tip)}">${main}</span>`
-    + `${actionBarHTML(laneId, o, names[0])}</li>`;
+    + `${side}${opts.pending ? buttons.replace(/<button /g, "<button disabled ") : buttons}</li>`;
 }
 
 // A part of a federated dataset (inspection model: entry.dataset, from the tags #dataset,
@@ -77,34 +120,219 @@ function rowsFrom(htmls) {
   return Array.from(tpl.content.children);
 }
 
+// --- search and filter ------------------------------------------------------------------------
+
+/** A filter from the search text: words match names, types, ids and tags; `worker:bob`,
+ * `kind:pointer` and `#tag` (or `tag:x`) restrict. */
+export function parseQuery(text, kind = "", worker = "") {
+  const q = { words: [], tags: [], kinds: kind ? [kind] : [], workers: worker ? [worker] : [] };
+  for (const raw of String(text || "").toLowerCase().split(/\s+/).filter(Boolean)) {
+    if (raw.startsWith("worker:")) q.workers.push(raw.slice(7));
+    else if (raw.startsWith("kind:")) q.kinds.push(raw.slice(5));
+    else if (raw.startsWith("tag:")) q.tags.push(raw.slice(4).replace(/^#?/, "#"));
+    else if (raw.startsWith("#")) q.tags.push(raw);
+    else q.words.push(raw);
+  }
+  q.empty = !q.words.length && !q.tags.length && !q.kinds.length && !q.workers.length;
+  return q;
+}
+
+const searchText = new WeakMap();
+function textOf(o) {
+  let t = searchText.get(o);
+  if (t === undefined) {
+    t = [...(o.names || []), ...(o.held_in || []), o.type, o.kind, shortId(o.id), o.location, o.name, o.description,
+      o.dataset?.name, ...(o.tags || [])].filter(Boolean).join(" ").toLowerCase();
+    searchText.set(o, t);
+  }
+  return t;
+}
+
+export function matches(q, laneId, o) {
+  if (q.kinds.length && !q.kinds.some((k) => o.kind === k || (k === "dataset" && o.dataset) || (k === "gone" && o.state === "gone"))) return false;
+  if (q.tags.length && !q.tags.every((t) => (o.tags || []).some((x) => x.toLowerCase() === t))) return false;
+  if (q.words.length) {
+    const text = textOf(o);
+    if (!q.words.every((w) => text.includes(w))) return false;
+  }
+  return true;
+}
+
+const laneMatches = (q, id) => !q.workers.length || q.workers.some((w) => id.toLowerCase().includes(w));
+
+/** The rows of a lane, in order: the "me" lane groups pointers by target worker (named first,
+ * by name), then local objects; other lanes keep the worker's order. Group headers are
+ * {group, label, count}. */
+export function laneItems(lane, q, laneOrder) {
+  const objs = (lane.objects || []).filter((o) => q.empty || matches(q, lane.id, o));
+  if (lane.id !== "me") return objs;
+  const byName = (a, b) => {
+    const na = (a.names || a.held_in || [])[0];
+    const nb = (b.names || b.held_in || [])[0];
+    if (na && nb) return na.localeCompare(nb, undefined, { numeric: true }) || a.id - b.id;
+    return na ? -1 : nb ? 1 : a.id - b.id;
+  };
+  const groups = new Map();
+  const local = [];
+  for (const o of objs) {
+    if (o.kind === "pointer") {
+      if (!groups.has(o.location)) groups.set(o.location, []);
+      groups.get(o.location).push(o);
+    } else local.push(o);
+  }
+  const order = [...groups.keys()].sort((a, b) => (laneOrder.get(a) ?? 1e9) - (laneOrder.get(b) ?? 1e9) || a.localeCompare(b));
+  const items = [];
+  for (const loc of order) {
+    const g = groups.get(loc).sort(byName);
+    items.push({ group: loc, label: `pointers to ${loc}`, count: g.length }, ...g);
+  }
+  if (local.length && items.length) items.push({ group: "", label: "here, in the notebook", count: local.length });
+  items.push(...local.sort(byName));
+  return items;
+}
+
+// --- the legend --------------------------------------------------------------------------------
+
+export function legendHTML() {
+  const item = (sample, text) => `<li>${sample}<span>${text}</span></li>`;
+  return `<ul class="syft-legend-list">${[
+    item('<svg width="34" height="10"><path d="M1 5 H28" class="syft-arrow"/><path d="M27 1 L33 5 L27 9 z" class="syft-arrowhead"/></svg>',
+      "a pointer (its row, left) stands for an object on a worker (the row it points to); arrows run between lanes, never across rows; hover a row to light up its pair"),
+    item('<svg width="34" height="10"><path d="M1 5 H28" class="syft-arrow syft-arrow-weak"/></svg>',
+      '<b>weak</b>: a pointer that does not own its object (search results): dropping it deletes nothing; an owning pointer (solid) deletes its object when the last one goes'),
+    item('<span class="syft-pointed">← x_ptr</span>', "the variables that point at this object"),
+    item('<span class="syft-held">held</span>', "data the worker holds itself (worker.load): no pointer owns it"),
+    item('<span class="syft-badge-gone">gone</span>', "a pointer whose object was fetched or moved away"),
+    item('<span class="syft-badge-gone">dangling</span>', "a pointer to a worker that is closed or unreachable (its lane is greyed)"),
+    item('<span class="syft-legend-lane"></span>', "one colour per worker: its lane, its pointers' chips and arrows ('me' is the notebook)"),
+    item('<span class="syft-lane-state syft-state-connected">connected</span>',
+      "a worker process; <i>disconnected</i>: reconnects on the next call; <i>unreachable</i>, <i>closed</i>: down"),
+    item('<span class="syft-legend-new">new</span><span class="syft-legend-changed">changed</span><span class="syft-ghost-sample">left</span>',
+      "after a cell or a click: what appeared, changed, or left (and where it went)"),
+  ].join("")}</ul>`;
+}
+
+// --- steps and their events (the kernel's world.step, syft_lab/widget/diff.py describe) --------
+
+const EVENT_TEXT = {
+  stored: (e) => `stored on ${e.worker}`,
+  moved: (e) => `moved ${e.worker} → ${e.to}`,
+  fetched: (e) => `fetched from ${e.worker}`,
+  deleted: (e) => `deleted on ${e.worker}`,
+  "plan run": (e) => `plan ran on ${e.worker}`,
+  "worker added": (e) => `worker ${e.worker} added`,
+  "worker down": (e) => `${e.worker} ${e.state || "down"}`,
+  "worker back": (e) => `${e.worker} back`,
+};
+
+export function eventText(e) {
+  const f = EVENT_TEXT[e.type];
+  const what = f ? f(e) : `${e.type} ${e.worker ?? ""}`;
+  return e.names && e.names.length ? `${what} (${e.names.join(", ")})` : what;
+}
+
+/** One line for a step: its events, counted by type. */
+export function stepSummary(step) {
+  const evs = step?.events || [];
+  if (!evs.length) return "names or values changed";
+  if (evs.length <= 2) return evs.map(eventText).join("; ");
+  const counts = new Map();
+  for (const e of evs) counts.set(e.type, (counts.get(e.type) || 0) + 1);
+  return [...counts].map(([t, n]) => `${n} ${t}`).join(", ");
+}
+
+function ghostText(step, laneId, o) {
+  const e = (step?.events || []).find((x) => x.worker === laneId && x.id === o.id);
+  if (e?.type === "moved") return `moved to ${e.to}`;
+  if (e?.type === "fetched") return "fetched to me";
+  if (e?.type === "deleted") return "deleted";
+  if (laneId === "me" && o.kind === "pointer") return "pointer dropped";
+  return "left";
+}
+
+function pickOption(select, value) {
+  for (const o of select.options) o.selected = o.value === value;
+}
+
 /** Row height in px: style.css gives .syft-obj exactly this height (border included). */
 export const ROW_H = 26;
-const OVERSCAN = 12; // rows materialised above and below the visible band
+const OVERSCAN = 8; // rows materialised above and below the visible band
 const DEFAULT_VIEW_H = 520; // the scroller's max-height, when it has no layout yet
+const GAP = 24; // px between lanes (style.css .syft-lanes gap): arrows run in the middle
+const MARK_MS = 5000; // how long appeared and changed rows stay highlighted
+const GHOST_MS = 7000; // how long a ghost of what left stays
+const HISTORY = 200; // steps the timeline keeps
 
 /**
  * A world view. ctx: {workers(), run(action, target, extra)}.
- * Returns {el, update(world, focus), rowFor(lane, id), layoutChanged(), destroy()}.
- *
- * Lanes are virtual lists: a lane of n objects is n * ROW_H px tall, and only the rows in the
- * scroller's visible band (plus a margin) exist in the DOM. Arrows are computed from row
- * indices, and drawn for the visible band only.
+ * Returns {el, frame, update(world, focus), rowFor(lane, id), layoutChanged(), destroy(),
+ * setDisabled(reason), showStep(i), history, filter(text, kind, worker)}.
+ * `el` is the lanes' scroller; `frame` adds the toolbar, the legend and the timeline above it.
  */
 export function createWorldView(ctx) {
   const arrows = s("svg", { class: "syft-arrows", "aria-hidden": "true" });
   const lanesEl = h("div", { class: "syft-lanes" }, arrows);
   const el = h("div", { class: "syft-world-scroll" }, lanesEl);
-  const lanes = new Map(); // id -> {section, head, list, lane, index: Map(id -> i), rows: Map(id -> {entry, el, target, i})}
-  let world = null;
-  let worldIndex = new Map();
-  let focus = [];
-  let frame = 0;
-  const markerId = `syft-arrowhead-${Math.random().toString(36).slice(2, 9)}`;
-  const menuCtx = { ...ctx, layoutChanged: () => schedule() };
-  const timings = {};
+  const search = h("input", { class: "syft-search", type: "search", placeholder: "search: name, #tag, kind:pointer, worker:bob",
+    "aria-label": "search the objects" });
+  const kindSel = h("select", { class: "syft-filter-kind", "aria-label": "kind" },
+    ["", "pointer", "tensor", "logging", "plan", "dataset", "gone"].map((k) => h("option", { value: k }, k || "every kind")));
+  const workerSel = h("select", { class: "syft-filter-worker", "aria-label": "worker" }, h("option", { value: "" }, "every worker"));
+  const legend = h("details", { class: "syft-legend-box" }, h("summary", {}, "Legend"));
+  legend.insertAdjacentHTML("beforeend", legendHTML());
+  const timelineList = h("ol", { class: "syft-timeline-list" });
+  const timelineSummary = h("summary", {}, "History");
+  const timeline = h("details", { class: "syft-timeline" }, timelineSummary, timelineList);
+  const replayText = h("span", {});
+  const replay = h("div", { class: "syft-replay", hidden: true, role: "status" }, replayText,
+    h("button", { class: "syft-btn syft-replay-back", type: "button", onclick: () => showStep(-1) }, "Back to now"));
+  const deadBanner = h("div", { class: "syft-dead-banner", hidden: true, role: "alert" });
+  const tools = h("div", { class: "syft-world-tools" }, search, kindSel, workerSel);
+  const frame = h("div", { class: "syft-world" }, deadBanner, tools, h("div", { class: "syft-world-aside" }, legend, timeline),
+    replay, el);
 
-  // one listener for every row's buttons
+  const lanes = new Map(); // id -> {section, head, body, list, lane, items, index, rows, collapsed}
+  let world = null; // the world shown (now, or a step of the history)
+  let latest = null; // the newest world
+  let worldIndex = new Map();
+  let pointedBy = new Map(); // "bob:12" -> [names of the pointers to it]
+  let colours = new Map();
+  let laneById = new Map();
+  let focus = [];
+  let query = parseQuery("");
+  let frameReq = 0;
+  let disabled = "";
+  let replaying = -1;
+  const history = []; // [{rev, step, world}]
+  const marks = new Map(); // key -> {mark, until}
+  const ghosts = new Map(); // lane id -> [{key, entry, at, text, until}]
+  const pending = new Set(); // keys of rows whose action awaits its reply
+  const collapsed = new Set();
+  const markerId = `syft-arrowhead-${Math.random().toString(36).slice(2, 9)}`;
+  const menuCtx = { ...ctx, workers: () => reachableWorkers(), layoutChanged: () => schedule() };
+  const timings = {};
+  let timer = 0;
+
+  function reachableWorkers() {
+    // the lanes' own states (the kernel tried to reach each one for this world), not a list
+    // that may be older: an unreachable or closed worker is never offered
+    const w = latest?.workers;
+    if (w && w.length) return w.filter((l) => !isDown(l)).map((l) => ({ id: l.id, kind: l.kind, state: l.state }));
+    return (ctx.workers?.() || []).filter((l) => !isDown(l));
+  }
+
+  // one listener for every row's buttons (and the lane toggles)
   lanesEl.addEventListener("click", (ev) => {
+    const toggle = ev.target.closest?.(".syft-lane-toggle");
+    if (toggle) {
+      const id = toggle.closest(".syft-lane")?.dataset.worker;
+      if (id === undefined) return;
+      if (collapsed.has(id)) collapsed.delete(id); else collapsed.add(id);
+      const L = lanes.get(id);
+      if (L) { L.head = null; L.lane = null; }
+      update(world, focus, true);
+      return;
+    }
     const btn = ev.target.closest?.("button[data-action]");
     if (!btn || btn.classList.contains("syft-menu-item")) return;
     const row = btn.closest(".syft-obj");
@@ -114,81 +342,349 @@ export function createWorldView(ctx) {
     const R = lanes.get(laneId)?.rows.get(id);
     if (!R) return;
     ev.stopPropagation();
+    if (disabled || replaying >= 0 || pending.has(key) || btn.disabled) return;
     const target = { worker: laneId, id: R.entry.id };
     const action = btn.dataset.action;
     if (btn.hasAttribute("aria-haspopup")) {
-      toggleMenu(btn.closest(".syft-actions"), btn, action, target, menuCtx, laneId, R.entry);
+      toggleMenu(btn.closest(".syft-actions"), btn, action, target, { ...menuCtx, disablesRows: true, run: (a, t, x) => runPending(key, a, t, x) },
+        laneId, R.entry);
     } else {
-      ctx.run(action, target, {});
+      runPending(key, action, target, {});
     }
   });
+
+  /** Run an action with the row's buttons disabled until its reply (a double click sends once). */
+  async function runPending(key, action, target, extra) {
+    if (pending.has(key)) return undefined;
+    pending.add(key);
+    setRowDisabled(key, true);
+    try {
+      return await ctx.run(action, target, extra);
+    } finally {
+      pending.delete(key);
+      setRowDisabled(key, !!disabled);
+    }
+  }
+
+  function setRowDisabled(key, off) {
+    const [laneId, id] = splitKey(key);
+    const row = lanes.get(laneId)?.rows.get(id)?.el;
+    for (const b of row?.querySelectorAll("button") || []) b.disabled = off;
+  }
+
+  // hover: a row lights up with its pointers, or its target, and the arrows between them
+  let lit = [];
+  lanesEl.addEventListener("mouseover", (ev) => {
+    const row = ev.target.closest?.(".syft-obj");
+    const key = row?.dataset.key;
+    if (!key || lit[0] === key) return;
+    unlight();
+    const [laneId, id] = splitKey(key);
+    const o = lanes.get(laneId)?.rows.get(id)?.entry;
+    const keys = [key];
+    if (o?.kind === "pointer") keys.push(objKey(o.location, o.id_at_location));
+    for (const p of pointersTo.get(key) || []) keys.push(p);
+    lit = keys;
+    for (const k of keys) {
+      const [l, i] = splitKey(k);
+      lanes.get(l)?.rows.get(i)?.el.classList.add("syft-lit");
+    }
+    for (const p of arrows.querySelectorAll("path.syft-arrow")) {
+      if (keys.includes(p.dataset.from) && keys.includes(p.dataset.to)) p.classList.add("syft-lit");
+    }
+  });
+  lanesEl.addEventListener("mouseleave", unlight);
+  function unlight() {
+    for (const k of lit) {
+      const [l, i] = splitKey(k);
+      lanes.get(l)?.rows.get(i)?.el.classList.remove("syft-lit");
+    }
+    for (const p of arrows.querySelectorAll(".syft-lit")) p.classList.remove("syft-lit");
+    lit = [];
+  }
+
   el.addEventListener("scroll", () => schedule(), { passive: true });
+  const onFilter = () => {
+    query = parseQuery(search.value, kindSel.value, workerSel.value);
+    for (const L of lanes.values()) L.lane = null; // recompute every lane's items
+    const t0 = performance.now();
+    if (world) update(world, focus, true);
+    timings.filter = performance.now() - t0;
+  };
+  search.addEventListener("input", onFilter);
+  kindSel.addEventListener("change", onFilter);
+  workerSel.addEventListener("change", onFilter);
 
   function laneFor(lane) {
     let L = lanes.get(lane.id);
     if (!L) {
       const list = h("ol", { class: "syft-objects" });
-      const section = h("section", {
-        class: `syft-lane ${hueClass(lane.id)}`, "data-worker": lane.id, "aria-label": `worker ${lane.id}`,
-      }, list);
-      L = { section, head: null, list, lane: null, index: new Map(), rows: new Map() };
+      const body = h("div", { class: "syft-lane-body" }, list);
+      const section = h("section", { class: "syft-lane", "data-worker": lane.id, "aria-label": `worker ${lane.id}` }, body);
+      body.addEventListener("scroll", () => schedule(), { passive: true });
+      L = { section, head: null, body, list, lane: null, items: [], index: new Map(), rows: new Map(), q: null };
       lanes.set(lane.id, L);
     }
     return L;
   }
 
-  function update(next, nextFocus = focus) {
+  let pointersTo = new Map(); // "bob:12" -> keys of the pointer rows to it
+
+  function indexPointers(w) {
+    pointedBy = new Map();
+    pointersTo = new Map();
+    for (const lane of w.workers || []) {
+      for (const o of lane.objects || []) {
+        if (o.kind !== "pointer" || o.state === "gone") continue;
+        const to = objKey(o.location, o.id_at_location);
+        const label = (o.names && o.names[0]) || (o.held_in && o.held_in[0]) || (lane.id === "me" ? "a pointer" : `${lane.id}'s pointer`);
+        if (!pointedBy.has(to)) { pointedBy.set(to, []); pointersTo.set(to, []); }
+        pointedBy.get(to).push(label);
+        pointersTo.get(to).push(objKey(lane.id, o.id));
+      }
+    }
+  }
+
+  /** Show `next`. From the kernel (not a replay), the rows that appeared or changed since the
+   * last world are highlighted for a while, and what left stays as a ghost. */
+  function update(next, nextFocus = focus, internal = false) {
+    if (!next) return;
+    if (!internal) {
+      const prev = latest;
+      latest = next;
+      record(prev, next);
+      if (replaying >= 0) { refreshWorkerSelect(next); return; } // the replayed world stays until "Back to now"
+      if (prev && prev !== next && next.step) noteChanges(prev, next);
+    }
+    const t0 = performance.now();
     worldIndex = indexWorld(next);
+    indexPointers(next);
     focus = nextFocus || [];
-    const shown = (next.workers || []).filter((l) => !focus.length || focus.includes(l.id));
+    const all = next.workers || [];
+    colours = laneColours(all.map((l) => l.id));
+    laneById = new Map(all.map((l) => [l.id, l]));
+    const laneOrder = new Map(all.map((l, i) => [l.id, i]));
+    const shown = all.filter((l) => (!focus.length || focus.includes(l.id)) && laneMatches(query, l.id));
     const keep = new Set(shown.map((l) => l.id));
     for (const [id, L] of lanes) {
       if (!keep.has(id)) { L.section.remove(); lanes.delete(id); }
     }
-    let prev = arrows;
+    let prevEl = arrows;
     for (const lane of shown) {
       const L = laneFor(lane);
-      if (L.lane !== lane) {
-        if (!L.lane || L.lane.objects !== lane.objects || headerChanged(L.lane, lane)) {
-          const head = laneHead(lane);
+      const isCollapsed = collapsed.has(lane.id);
+      const ghostList = ghosts.get(lane.id);
+      if (L.lane !== lane || L.ghosts !== ghostList || L.collapsed !== isCollapsed) {
+        if (!L.lane || L.lane.objects !== lane.objects || L.ghosts !== ghostList || L.q !== query) {
+          L.items = withGhosts(laneItems(lane, query, laneOrder), ghostList);
+          L.index = new Map();
+          L.items.forEach((o, i) => { if (!o.group && !o.ghost) L.index.set(o.id, i); });
+          L.list.style.height = `${L.items.length * ROW_H}px`;
+          L.q = query;
+        }
+        const nShown = L.items.filter((o) => !o.group && !o.ghost).length;
+        if (!L.lane || L.lane.objects !== lane.objects || headerChanged(L.lane, lane) || L.collapsed !== isCollapsed
+          || L.shown !== nShown || !L.head) {
+          const head = laneHead(lane, nShown, isCollapsed);
           if (L.head) L.head.replaceWith(head);
           else L.section.prepend(head);
           L.head = head;
+          L.shown = nShown;
         }
-        if (!L.lane || L.lane.objects !== lane.objects) {
-          L.index = new Map();
-          (lane.objects || []).forEach((o, i) => L.index.set(o.id, i));
-          L.list.style.height = `${(lane.objects || []).length * ROW_H}px`;
-        }
+        L.section.className = `syft-lane${isDown(lane) ? " syft-lane-down" : ""}${isCollapsed ? " syft-lane-collapsed" : ""}`;
+        L.section.setAttribute("style", colourStyle(colours.get(lane.id)));
+        L.body.hidden = isCollapsed;
         L.lane = lane;
+        L.ghosts = ghostList;
+        L.collapsed = isCollapsed;
       }
-      if (prev.nextSibling !== L.section) prev.after(L.section);
-      prev = L.section;
+      if (prevEl.nextSibling !== L.section) prevEl.after(L.section);
+      prevEl = L.section;
     }
     world = next;
-    paint();
+    refreshWorkerSelect(latest || next);
+    syncRows();
+    schedule();
+    timings.update = performance.now() - t0;
+  }
+
+  function withGhosts(items, ghostList) {
+    if (!ghostList || !ghostList.length) return items;
+    const out = items.slice();
+    for (const g of [...ghostList].sort((a, b) => a.at - b.at)) out.splice(Math.min(g.at, out.length), 0, g);
+    return out;
+  }
+
+  function refreshWorkerSelect(w) {
+    const ids = (w.workers || []).map((l) => l.id);
+    const have = [...workerSel.options].slice(1).map((o) => o.value);
+    if (ids.join("\n") === have.join("\n")) return;
+    const cur = workerSel.value;
+    workerSel.replaceChildren(h("option", { value: "" }, "every worker"), ...ids.map((id) => h("option", { value: id }, id)));
+    pickOption(workerSel, ids.includes(cur) ? cur : "");
   }
 
   function headerChanged(a, b) {
-    return a.id !== b.id || a.kind !== b.kind || a.state !== b.state || a.error !== b.error;
+    return a.id !== b.id || a.kind !== b.kind || a.state !== b.state || a.error !== b.error || a.gone !== b.gone;
   }
+
+  // --- change and history ---------------------------------------------------------------------
+
+  function record(prev, next) {
+    if (history.length && history[history.length - 1].world === next) return;
+    if (!history.length) history.push({ rev: prev?.rev ?? next.rev, step: null, world: prev || next });
+    if (prev && next.step && next.rev !== prev.rev) history.push({ rev: next.rev, step: next.step, world: next });
+    else if (prev && next.rev !== prev.rev) history.push({ rev: next.rev, step: { by: "event", code: "", events: [] }, world: next });
+    else if (!prev) history[0].world = next;
+    while (history.length > HISTORY) history.splice(1, 1);
+    renderTimeline();
+  }
+
+  function noteChanges(prev, next) {
+    const now = Date.now();
+    const before = indexWorld(prev);
+    const after = indexWorld(next);
+    for (const [key, { entry }] of after) {
+      const old = before.get(key);
+      if (!old) marks.set(key, { mark: "new", until: now + MARK_MS });
+      else if (old.entry !== entry && JSON.stringify(old.entry) !== JSON.stringify(entry)) marks.set(key, { mark: "changed", until: now + MARK_MS });
+    }
+    for (const lane of prev.workers || []) {
+      const objs = lane.objects || [];
+      const at = new Map();
+      const L = lanes.get(lane.id);
+      objs.forEach((o, i) => at.set(o.id, L?.index.get(o.id) ?? i));
+      for (const o of objs) {
+        const key = objKey(lane.id, o.id);
+        if (after.has(key)) continue;
+        const list = (ghosts.get(lane.id) || []).slice();
+        list.push({ ghost: true, key, entry: o, at: at.get(o.id) ?? 0, text: ghostText(next.step, lane.id, o), until: now + GHOST_MS });
+        ghosts.set(lane.id, list);
+      }
+    }
+    armTimer();
+  }
+
+  function armTimer() {
+    if (timer) return;
+    const next = Math.min(...[...marks.values()].map((m) => m.until), ...[...ghosts.values()].flat().map((g) => g.until));
+    if (!Number.isFinite(next)) return;
+    timer = setTimeout(() => { timer = 0; expire(); }, Math.max(50, next - Date.now()));
+  }
+
+  function expire() {
+    const now = Date.now();
+    for (const [k, m] of marks) {
+      if (m.until <= now) {
+        marks.delete(k);
+        const [l, i] = splitKey(k);
+        lanes.get(l)?.rows.get(i)?.el.classList.remove("syft-mark-new", "syft-mark-changed");
+      }
+    }
+    let changed = false;
+    for (const [id, list] of ghosts) {
+      const left = list.filter((g) => g.until > now);
+      if (left.length !== list.length) {
+        changed = true;
+        if (left.length) ghosts.set(id, left); else ghosts.delete(id);
+      }
+    }
+    if (changed && world && replaying < 0) update(world, focus, true);
+    armTimer();
+  }
+
+  function stepLabel(entry) {
+    const st = entry.step;
+    if (!st) return "when the view opened";
+    const where = st.by === "action" ? "button" : st.cell !== null && st.cell !== undefined ? `[${st.cell}]` : "event";
+    return `${where} ${stepSummary(st)}`;
+  }
+
+  function renderTimeline() {
+    const n = history.length - 1;
+    timelineSummary.textContent = `History · ${n} step${n === 1 ? "" : "s"}`;
+    const items = history.map((entry, i) => {
+      const st = entry.step;
+      const where = !st ? "start" : st.by === "action" ? "button" : st.cell !== null && st.cell !== undefined ? `[${st.cell}]` : "event";
+      const code = st?.code ? st.code.split("\n").slice(0, 2).join("; ") : "";
+      const types = [...new Set((st?.events || []).map((e) => e.type))];
+      return h("li", { class: `syft-step${i === replaying ? " syft-step-shown" : ""}`, "data-step": String(i),
+        "data-types": types.join(",") },
+      h("button", { class: "syft-step-btn", type: "button", title: "show the world as it was after this step",
+        onclick: () => showStep(i === history.length - 1 ? -1 : i) },
+      h("span", { class: "syft-step-where" }, where),
+      h("span", { class: "syft-step-what" }, st ? stepSummary(st) : "the world when this view opened"),
+      code ? h("code", { class: "syft-step-code" }, code) : null));
+    });
+    timelineList.replaceChildren(...items.reverse());
+  }
+
+  /** Show the world as it was after history step i (-1: now). */
+  function showStep(i) {
+    replaying = i >= 0 && i < history.length - 1 ? i : -1;
+    frame.classList.toggle("syft-replaying", replaying >= 0);
+    replay.hidden = replaying < 0;
+    if (replaying >= 0) replayText.textContent = `Showing the world as it was after ${stepLabel(history[i])}${history[i].step?.code ? `: ${history[i].step.code.split("\n")[0]}` : ""} (buttons are off). `;
+    for (const L of lanes.values()) { L.lane = null; L.head = null; }
+    update(replaying >= 0 ? history[i].world : latest, focus, true);
+    renderTimeline();
+  }
+
+  // --- rows -------------------------------------------------------------------------------------
 
   const targetOf = (o) => (o.kind === "pointer" ? worldIndex.get(objKey(o.location, o.id_at_location))?.entry : undefined);
 
   // a pointer row shows its target's shape: it is redrawn when that shape changes
-  function stale(R, o, target) {
-    if (!R || R.entry !== o) return true;
+  function stale(R, o, target, extra) {
+    if (!R || R.entry !== o || R.extra !== extra) return true;
     return o.kind === "pointer" && R.target !== target && shapeText(R.target || {}) !== shapeText(target || {});
   }
 
-  /** The band of rows to materialise in each lane: [first, last) row indices. */
+  /** The band of rows to materialise in a lane: [first, last) item indices: what its own
+   * scroll shows, within what the outer scroller shows. */
   function band(L) {
+    const n = L.items.length;
+    if (L.collapsed || !n) return [0, 0];
     const viewH = el.clientHeight || DEFAULT_VIEW_H;
-    const top = (el.scrollTop || 0) - (L.list.offsetTop || 0);
-    const n = L.lane?.objects?.length || 0;
+    const bodyH = L.body.clientHeight || Infinity; // no layout (tests): the lane is as tall as its rows
+    const listTop = (L.section.offsetTop || 0) + (L.body.offsetTop || 0);
+    const inner = L.body.scrollTop || 0;
+    const top = Math.max(inner, (el.scrollTop || 0) - listTop + inner);
+    const bottom = Math.min(inner + bodyH, (el.scrollTop || 0) + viewH - listTop + inner);
+    if (bottom <= top) return [0, 0];
     const first = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
-    const last = Math.min(n, Math.ceil((top + viewH) / ROW_H) + OVERSCAN);
+    const last = Math.min(n, Math.ceil(bottom / ROW_H) + OVERSCAN);
     return [first, Math.max(first, last)];
+  }
+
+  const rowColour = (id) => colourStyle(colours.get(id));
+
+  const danglingRow = (o) => o.kind === "pointer" && o.state !== "gone"
+    && (laneById.has(o.location) ? isDown(laneById.get(o.location)) : !!o.dangling);
+
+  function rowOpts(laneId, o) {
+    const key = objKey(laneId, o.id);
+    const m = replaying < 0 ? marks.get(key) : undefined;
+    return { pointedBy: pointedBy.get(key), colour: rowColour, mark: m?.mark, dangling: danglingRow(o),
+      pending: pending.has(key) || !!disabled || replaying >= 0 };
+  }
+
+  /** What a row shows besides its entry: redrawn when it changes. */
+  function rowExtra(laneId, o) {
+    const opts = rowOpts(laneId, o);
+    return `${opts.mark || ""}|${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}`
+      + `|${o.kind === "pointer" ? rowColour(o.location) : ""}`;
+  }
+
+  function itemHTML(L, item) {
+    if (item.group !== undefined) {
+      return `<li class="syft-group" style="${item.group ? rowColour(item.group) : ""}">`
+        + `${item.group ? '<span class="syft-worker-chip">' + esc(item.group) + "</span> " : ""}${esc(item.label)}`
+        + ` <span class="syft-muted">${item.count}</span></li>`;
+    }
+    return `<li class="syft-ghost" data-ghost="${esc(item.key)}" title="${esc(item.text)}"><span class="syft-ghost-what">`
+      + `${esc((item.entry.names || [])[0] || item.entry.kind)} ${shortId(item.entry.id)}</span>`
+      + ` <span class="syft-ghost-text">${esc(item.text)}</span></li>`;
   }
 
   /** Materialise the visible rows of every lane (reusing the rows that did not change). */
@@ -196,16 +692,18 @@ export function createWorldView(ctx) {
     const t0 = performance.now();
     const jobs = [];
     for (const L of lanes.values()) {
-      const objs = L.lane?.objects || [];
+      const items = L.items;
       const [first, last] = band(L);
       const want = new Set();
       const fresh = [];
       for (let i = first; i < last; i++) {
-        const o = objs[i];
-        want.add(o.id);
+        const o = items[i];
+        const id = o.group !== undefined ? `g:${o.group}` : o.ghost ? `x:${o.key}` : o.id;
+        want.add(id);
         const target = o.kind === "pointer" ? targetOf(o) : undefined;
-        const R = L.rows.get(o.id);
-        if (stale(R, o, target)) fresh.push({ o, target, i });
+        const extra = o.group !== undefined || o.ghost ? "" : rowExtra(L.lane.id, o);
+        const R = L.rows.get(id);
+        if (o.group !== undefined || o.ghost ? !R || R.entry !== o : stale(R, o, target, extra)) fresh.push({ o, id, target, i, extra });
         else {
           R.target = target;
           if (R.i !== i) { R.i = i; R.el.style.top = `${i * ROW_H}px`; }
@@ -220,7 +718,11 @@ export function createWorldView(ctx) {
       if (fresh.length) jobs.push({ L, fresh });
     }
     const html = [];
-    for (const { L, fresh } of jobs) for (const f of fresh) html.push(objectRowHTML(L.lane.id, f.o, f.target));
+    for (const { L, fresh } of jobs) {
+      for (const f of fresh) {
+        html.push(f.o.group !== undefined || f.o.ghost ? itemHTML(L, f.o) : objectRowHTML(L.lane.id, f.o, f.target, rowOpts(L.lane.id, f.o)));
+      }
+    }
     const made = rowsFrom(html);
     let k = 0;
     for (const { L, fresh } of jobs) {
@@ -228,9 +730,9 @@ export function createWorldView(ctx) {
       for (const f of fresh) {
         const row = made[k++];
         row.style.top = `${f.i * ROW_H}px`;
-        const old = L.rows.get(f.o.id);
+        const old = L.rows.get(f.id);
         if (old) old.el.remove();
-        L.rows.set(f.o.id, { entry: f.o, el: row, target: f.target, i: f.i });
+        L.rows.set(f.id, { entry: f.o, el: row, target: f.target, i: f.i, extra: f.extra });
         frag.append(row);
       }
       L.list.append(frag);
@@ -238,63 +740,111 @@ export function createWorldView(ctx) {
     timings.rows = performance.now() - t0;
   }
 
-  function paint() {
-    syncRows();
-    schedule();
-  }
-
   function schedule() {
-    if (frame) return;
+    if (frameReq) return;
     const raf = globalThis.requestAnimationFrame || ((f) => setTimeout(f, 16));
-    frame = raf(() => { frame = 0; syncRows(); drawArrows(); });
+    frameReq = raf(() => { frameReq = 0; syncRows(); drawArrows(); });
   }
 
-  /** Arrows from pointer rows to their targets, for the scroller's visible band only. */
+  /** Lane geometry in the lanes' coordinates: sides, the grid row's top, where rows are. */
+  function geometry() {
+    const geo = new Map();
+    const rowTops = [];
+    for (const [laneId, L] of lanes) {
+      if (!L.section.offsetWidth) continue; // not laid out (hidden)
+      const left = L.section.offsetLeft;
+      const top = L.section.offsetTop;
+      const headH = L.head?.offsetHeight || ROW_H;
+      const bodyTop = top + (L.body.offsetTop || headH);
+      const bodyH = L.collapsed ? 0 : L.body.clientHeight;
+      geo.set(laneId, { left, right: left + L.section.offsetWidth, top, headY: top + headH / 2, bodyTop, bodyH,
+        scroll: L.body.scrollTop || 0, index: L.index, collapsed: L.collapsed });
+      rowTops.push(top);
+    }
+    const rows = [...new Set(rowTops)].sort((a, b) => a - b);
+    for (const g of geo.values()) g.row = rows.indexOf(g.top);
+    return geo;
+  }
+
+  /** Where a row's arrow starts or ends: its y, clamped to what its lane shows, and whether it
+   * is scrolled out of its lane. */
+  function rowY(g, id) {
+    if (g.collapsed || !g.index.has(id)) return { y: g.headY, off: true };
+    const y = g.bodyTop + ROW_H * g.index.get(id) + ROW_H / 2 - g.scroll;
+    const lo = g.bodyTop + 4;
+    const hi = g.bodyTop + g.bodyH - 4;
+    return y < lo ? { y: lo, off: true } : y > hi ? { y: hi, off: true } : { y, off: false };
+  }
+
+  /** Arrows from the visible pointer rows to their targets, routed in gutters: out of the
+   * pointer's lane to the gutter beside it, along the gutter to the channel above the
+   * target's row of lanes, along the channel to the gutter beside the target, into its row. */
   function drawArrows() {
     if (!world || !lanesEl.isConnected) return;
     const t0 = performance.now();
-    const viewTop = el.scrollTop || 0;
-    const viewH = el.clientHeight || DEFAULT_VIEW_H;
-    const geo = new Map();
-    for (const [laneId, L] of lanes) {
-      if (!L.list.offsetWidth) continue; // not laid out (hidden)
-      const left = L.section.offsetLeft;
-      geo.set(laneId, { left, right: left + L.section.offsetWidth, top: L.list.offsetTop, index: L.index });
-    }
+    const geo = geometry();
     const w = lanesEl.scrollWidth;
-    arrows.style.top = `${viewTop}px`;
+    const hgt = lanesEl.scrollHeight;
     arrows.setAttribute("width", String(w));
-    arrows.setAttribute("height", String(viewH));
-    arrows.setAttribute("viewBox", `0 0 ${w} ${viewH}`);
+    arrows.setAttribute("height", String(hgt));
+    arrows.setAttribute("viewBox", `0 0 ${w} ${hgt}`);
+    const viewTop = el.scrollTop || 0;
+    const viewBottom = viewTop + (el.clientHeight || DEFAULT_VIEW_H);
     const parts = [];
     let total = 0;
+    let k = 0;
     for (const a of worldArrows(world)) {
       const [fl, fid] = splitKey(a.from);
       const [tl, tid] = splitKey(a.to);
       const F = geo.get(fl);
       const T = geo.get(tl);
-      if (!F || !T || !F.index.has(fid) || !T.index.has(tid)) continue;
+      if (!F || !T || !F.index.has(fid)) continue;
       total++;
-      const y1 = F.top + ROW_H * F.index.get(fid) + ROW_H / 2 - viewTop;
-      const y2 = T.top + ROW_H * T.index.get(tid) + ROW_H / 2 - viewTop;
-      if ((y1 < 0 && y2 < 0) || (y1 > viewH && y2 > viewH)) continue; // outside the band
-      const rightward = T.left >= F.right - 1;
-      const x1 = rightward ? F.right : F.left;
-      const x2 = rightward ? T.left : T.right;
-      const dx = Math.max(16, Math.abs(x2 - x1) / 2) * (rightward ? 1 : -1);
-      parts.push(`<path class="syft-arrow ${hueClass(a.location)}" data-from="${esc(a.from)}" data-to="${esc(a.to)}"`
-        + ` d="M ${x1.toFixed(1)} ${y1.toFixed(1)} C ${(x1 + dx).toFixed(1)} ${y1.toFixed(1)}, ${(x2 - dx).toFixed(1)}`
-        + ` ${y2.toFixed(1)}, ${x2.toFixed(1)} ${y2.toFixed(1)}" marker-end="url(#${markerId})"/>`);
+      if (!lanes.get(fl)?.rows.has(fid)) continue; // the pointer's row is not in view
+      const src = rowY(F, fid);
+      if (src.off) continue;
+      const dst = rowY(T, tid);
+      if (Math.max(src.y, dst.y) < viewTop - 40 || Math.min(src.y, dst.y) > viewBottom + 40) continue;
+      const entry = lanes.get(fl)?.rows.get(fid)?.entry || {};
+      const off = ((k++ % 5) - 2) * 2.5; // arrows side by side in a gutter
+      const leftward = T.left < F.left;
+      const sameColumn = T.left === F.left;
+      const x1 = leftward ? F.left : F.right;
+      const x2 = leftward || sameColumn ? T.right : T.left;
+      const g1 = leftward ? F.left - GAP / 2 : F.right + GAP / 2;
+      const g2 = leftward || sameColumn ? T.right + GAP / 2 : T.left - GAP / 2;
+      const d = Math.abs(g1 - g2) < 2
+        ? `M ${x1} ${src.y} H ${g1 + off} V ${dst.y} H ${x2}` // one gutter: neighbours, or one column
+        : `M ${x1} ${src.y} H ${g1 + off} V ${T.top - GAP / 2 + off / 2} H ${g2 + off} V ${dst.y} H ${x2}`;
+      const cls = `syft-arrow${entry.owning === false ? " syft-arrow-weak" : ""}${dst.off ? " syft-arrow-off" : ""}`;
+      parts.push(`<path class="${cls}" style="${colourStyle(colours.get(a.location))}" data-from="${esc(a.from)}" data-to="${esc(a.to)}"`
+        + ` d="${d.replace(/-?\d+\.\d+/g, (m) => Number(m).toFixed(1))}" marker-end="url(#${markerId})"/>`);
     }
     arrows.innerHTML = `<defs><marker id="${markerId}" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7"`
       + ` markerHeight="7" orient="auto"><path d="M0,0 L8,4 L0,8 z" class="syft-arrowhead"/></marker></defs>`
       + parts.join("");
+    if (lit.length) {
+      for (const p of arrows.querySelectorAll("path.syft-arrow")) {
+        if (lit.includes(p.dataset.from) && lit.includes(p.dataset.to)) p.classList.add("syft-lit");
+      }
+    }
     Object.assign(timings, { arrows: performance.now() - t0, drawn: parts.length, total });
   }
 
   function splitKey(key) {
-    const at = key.indexOf(":");
+    const at = key.lastIndexOf(":");
     return [key.slice(0, at), Number(key.slice(at + 1))];
+  }
+
+  /** The view's kernel is gone (or back, with ""): say so, and turn every button off. */
+  function setDisabled(reason) {
+    disabled = reason || "";
+    frame.classList.toggle("syft-disabled", !!disabled);
+    deadBanner.hidden = !disabled;
+    deadBanner.textContent = disabled;
+    for (const b of lanesEl.querySelectorAll("button[data-action]")) b.disabled = !!disabled;
+    for (const L of lanes.values()) L.lane = null;
+    if (world) update(world, focus, true);
   }
 
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(() => schedule()) : null;
@@ -307,11 +857,27 @@ export function createWorldView(ctx) {
 
   return {
     el,
-    update,
+    frame,
+    update: (w, f) => update(w, f),
     timings,
+    history,
+    showStep,
+    setDisabled,
+    filter(text = "", kind = "", worker = "") {
+      search.value = text;
+      pickOption(kindSel, kind);
+      pickOption(workerSel, worker);
+      onFilter();
+    },
+    collapse(id, on = true) {
+      if (on) collapsed.add(id); else collapsed.delete(id);
+      const L = lanes.get(id);
+      if (L) { L.lane = null; L.head = null; }
+      if (world) update(world, focus, true);
+    },
     redrawArrows: drawArrows,
     layoutChanged: schedule,
     rowFor: (laneId, id) => lanes.get(laneId)?.rows.get(id)?.el ?? null,
-    destroy() { ro?.disconnect(); io?.disconnect(); lanes.clear(); },
+    destroy() { ro?.disconnect(); io?.disconnect(); clearTimeout(timer); lanes.clear(); },
   };
 }
