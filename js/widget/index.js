@@ -73,6 +73,7 @@ function render({ model, el }) {
     workers: () => model.get("workers") || [],
     request: (action, target, extra) => client.request(action, target, extra),
     async run(action, target, extra = {}) {
+      if (!gone && kernel && model.widget_manager?.kernel !== kernel) markGone(KERNEL_GONE); // the notebook changed kernel
       if (gone) {
         status.error(gone);
         return { ok: false, error: gone };
@@ -90,6 +91,15 @@ function render({ model, el }) {
   const cleanups = [];
   const on = (event, fn) => { model.on(event, fn); cleanups.push(() => model.off(event, fn)); };
 
+  // JupyterLab's widget manager (anywidget exposes it) knows the kernel: a restart or a dead
+  // kernel takes the view's comm with it
+  const kernel = model.widget_manager?.kernel;
+  if (kernel?.statusChanged?.connect) {
+    const onStatus = (_k, st) => { if (st === "restarting" || st === "autorestarting" || st === "dead") markGone(KERNEL_GONE); };
+    kernel.statusChanged.connect(onStatus);
+    cleanups.push(() => kernel.statusChanged.disconnect(onStatus));
+    if (kernel.isDisposed || kernel.status === "dead") markGone(KERNEL_GONE);
+  }
   const liveWatch = typeof MutationObserver !== "undefined" ? new MutationObserver(checkLive) : null;
   liveWatch?.observe(el, { attributes: true, attributeFilter: ["class"] });
   on("comm_live_update", () => setTimeout(checkLive, 0));

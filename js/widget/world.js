@@ -196,9 +196,9 @@ export function laneItems(lane, q, laneOrder) {
 export function legendHTML() {
   const item = (sample, text) => `<li>${sample}<span>${text}</span></li>`;
   return `<ul class="syft-legend-list">${[
-    item('<svg width="34" height="10"><path d="M1 5 H28" class="syft-arrow"/><path d="M27 1 L33 5 L27 9 z" class="syft-arrowhead"/></svg>',
+    item('<svg width="34" height="10"><path d="M1 5 H28" class="syft-legend-arrow"/><path d="M27 1 L33 5 L27 9 z" class="syft-arrowhead"/></svg>',
       "a pointer (its row, left) stands for an object on a worker (the row it points to); arrows run between lanes, never across rows; hover a row to light up its pair"),
-    item('<svg width="34" height="10"><path d="M1 5 H28" class="syft-arrow syft-arrow-weak"/></svg>',
+    item('<svg width="34" height="10"><path d="M1 5 H28" class="syft-legend-arrow syft-legend-weak"/></svg>',
       '<b>weak</b>: a pointer that does not own its object (search results): dropping it deletes nothing; an owning pointer (solid) deletes its object when the last one goes'),
     item('<span class="syft-pointed">← x_ptr</span>', "the variables that point at this object"),
     item('<span class="syft-held">held</span>', "data the worker holds itself (worker.load): no pointer owns it"),
@@ -329,7 +329,7 @@ export function createWorldView(ctx) {
       if (id === undefined) return;
       if (collapsed.has(id)) collapsed.delete(id); else collapsed.add(id);
       const L = lanes.get(id);
-      if (L) { L.head = null; L.lane = null; }
+      if (L) L.lane = null;
       update(world, focus, true);
       return;
     }
@@ -625,7 +625,7 @@ export function createWorldView(ctx) {
     frame.classList.toggle("syft-replaying", replaying >= 0);
     replay.hidden = replaying < 0;
     if (replaying >= 0) replayText.textContent = `Showing the world as it was after ${stepLabel(history[i])}${history[i].step?.code ? `: ${history[i].step.code.split("\n")[0]}` : ""} (buttons are off). `;
-    for (const L of lanes.values()) { L.lane = null; L.head = null; }
+    for (const L of lanes.values()) L.lane = null;
     update(replaying >= 0 ? history[i].world : latest, focus, true);
     renderTimeline();
   }
@@ -872,7 +872,7 @@ export function createWorldView(ctx) {
     collapse(id, on = true) {
       if (on) collapsed.add(id); else collapsed.delete(id);
       const L = lanes.get(id);
-      if (L) { L.lane = null; L.head = null; }
+      if (L) L.lane = null;
       if (world) update(world, focus, true);
     },
     redrawArrows: drawArrows,

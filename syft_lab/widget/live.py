@@ -178,6 +178,7 @@ def _refresh_all(world_only: bool) -> None:
         _state["flushing"] = False
         _state["worlds"] = None
         _state["step_raw"] = []
+        _state["states"] = worker_states()  # what the views now show: the keepalive's baseline
         _state["cost"] = time.perf_counter() - t0
         _state["last_flush"] = time.monotonic()
 
