@@ -17,10 +17,11 @@ const MAX_SUB = 36;
 const NODE_H = 40;
 const SCALAR_H = 22;
 const PAD_X = 10; // each side of a node's text
-export const READABLE = 0.6; // the smallest scale a graph opens at: 12px labels stay >= 7px
+export const READABLE = 0.75; // the smallest scale a graph opens at: 12px labels stay >= 9px
 const MAX_SCALE = 2.5;
 const VIEW_H = 560; // the most height the view takes in a notebook
-const MINIMAP_W = 150;
+const BIG = 150; // nodes; a larger graph is laid out faster (one ordering pass, no edge labels:
+// the shape an edge carries is on the box it comes from)
 
 export function nodeLabel(n) {
   return n.label ?? (n.op ? String(n.op).replace(/^aten\./, "").replace(/\.default$/, "") : n.id);
@@ -36,6 +37,7 @@ export function clip(text, max) {
 export function subLabel(n) {
   const role = n.role || "op";
   if (n.scalar) return "";
+  if (n.proxyOf) return `↺ ${n.region && role === "op" ? "from earlier" : role} ${shapeText(n)}`.trim();
   if (role === "op") return n.inplace ? `in-place → ${(n.writesLabels || n.writes || []).join(", ")}` : shapeText(n);
   return `${role} ${shapeText(n)}`.trim();
 }
@@ -71,10 +73,50 @@ function textWidth(text, px, weight = 400) {
  * edge labels sit to the right of their edge, not on it; ops of a training step are grouped
  * by region when the graph has more than one.
  */
+/**
+ * Values read in another region than the one they are made in (a parameter read in forward,
+ * backward and by its update; a forward value saved for backward) get a copy next to each
+ * such reader instead of an edge across the whole graph: {nodes, edges}, copies carry
+ * {proxyOf: id}. The first edge into each region stays, so the regions follow each other.
+ */
+export function withProxies(graph) {
+  const nodes = graph?.nodes || [];
+  const edges = graph?.edges || [];
+  if (!nodes.some((n) => n.region)) return { nodes, edges };
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  const order = new Map(nodes.map((n, i) => [n.id, i]));
+  const home = new Map(); // a source without a region (an input) lives where it is first read
+  for (const e of [...edges].sort((x, y) => order.get(x.to) - order.get(y.to))) {
+    if (!byId.get(e.from)?.region && !home.has(e.from)) home.set(e.from, byId.get(e.to)?.region ?? null);
+  }
+  const regionOf = (id) => byId.get(id)?.region ?? home.get(id) ?? null;
+  const entered = new Set();
+  const copies = new Map(); // target id -> its copies
+  const out = [];
+  for (const e of [...edges].sort((x, y) => order.get(x.to) - order.get(y.to))) {
+    const from = regionOf(e.from);
+    const to = byId.get(e.to)?.region ?? null;
+    const scalar = byId.get(e.from)?.scalar;
+    if (scalar || !to || !from || from === to || !entered.has(to)) {
+      if (to && from && from !== to) entered.add(to);
+      out.push(e);
+      continue;
+    }
+    const pid = `${e.from}~${e.to}`;
+    if (!copies.has(e.to)) copies.set(e.to, []);
+    copies.get(e.to).push({ ...byId.get(e.from), id: pid, proxyOf: e.from, region: to });
+    out.push({ ...e, from: pid });
+  }
+  const list = [];
+  for (const n of nodes) list.push(...(copies.get(n.id) || []), n);
+  return { nodes: list, edges: out };
+}
+
 export function layoutPlan(graph, { rankdir = "TB" } = {}) {
+  graph = withProxies(graph);
   const nodes = graph?.nodes || [];
   const present = new Set(nodes.map((n) => n.region).filter(Boolean));
-  const grouped = present.size > 1;
+  const grouped = present.size > 1 && nodes.length <= BIG; // dagre clusters; a big graph gets boxes around its regions after layout
   const g = new Graph({ multigraph: true, compound: grouped });
   g.setGraph({ rankdir, nodesep: 24, ranksep: 30, edgesep: 14, marginx: 12, marginy: 12 });
   g.setDefaultEdgeLabel(() => ({}));
@@ -91,25 +133,46 @@ export function layoutPlan(graph, { rankdir = "TB" } = {}) {
     if (grouped && n.region) g.setParent(n.id, `region:${n.region}`);
     known.set(n.id, { label, sub });
   }
+  const big = nodes.length > BIG;
+  const linked = new Set();
   (graph?.edges || []).forEach((e, i) => {
     if (!known.has(e.from) || !known.has(e.to)) return;
-    const label = shapeLabel(e.shape);
+    linked.add(`${e.from}>${e.to}`);
+    const label = big ? "" : shapeLabel(e.shape);
     g.setEdge(e.from, e.to, label
       ? { width: Math.ceil(textWidth(label, SUB_PX)) + 4, height: 14, labelpos: "r", labeloffset: 6, label }
       : {}, `e${i}`);
   });
-  layout(g);
+  // the updates of an optimizer step (one per parameter) follow each other in program order,
+  // not side by side: an invisible edge from each to the next
+  let prev = null;
+  for (const n of nodes) {
+    if (n.region !== "update" || (n.role || "op") !== "op") continue;
+    if (prev && !linked.has(`${prev}>${n.id}`)) g.setEdge(prev, n.id, { weight: 0, minlen: 1, invisible: true }, `order-${n.id}`);
+    prev = n.id;
+  }
+  layout(g, big ? { disableOptimalOrderHeuristic: true } : {});
   const info = g.graph();
   return {
     width: Math.ceil(info.width || 0),
     height: Math.ceil(info.height || 0),
     nodes: nodes.map((n) => ({ id: n.id, ...pick(g.node(n.id)), node: n, ...known.get(n.id) })),
-    edges: g.edges().map((e) => {
+    edges: g.edges().filter((e) => !g.edge(e).invisible).map((e) => {
       const d = g.edge(e);
       return { from: e.v, to: e.w, points: d.points || [], label: d.label || "", x: d.x, y: d.y };
     }),
-    clusters: grouped ? [...present].map((r) => ({ region: r, ...pick(g.node(`region:${r}`)) })) : [],
+    clusters: grouped ? [...present].map((r) => ({ region: r, ...pick(g.node(`region:${r}`)) }))
+      : present.size > 1 ? [...present].map((r) => boundsOf(r, nodes.filter((n) => n.region === r).map((n) => g.node(n.id)))) : [],
   };
+}
+
+/** A region's box around its laid-out nodes (centre convention, like dagre's clusters). */
+function boundsOf(region, boxes, pad = 14) {
+  const x0 = Math.min(...boxes.map((b) => b.x - b.width / 2)) - pad;
+  const x1 = Math.max(...boxes.map((b) => b.x + b.width / 2)) + pad;
+  const y0 = Math.min(...boxes.map((b) => b.y - b.height / 2)) - pad - 10;
+  const y1 = Math.max(...boxes.map((b) => b.y + b.height / 2)) + pad;
+  return { region, x: (x0 + x1) / 2, y: (y0 + y1) / 2, width: x1 - x0, height: y1 - y0 };
 }
 
 function pick(d) {
@@ -121,10 +184,34 @@ function pathOf(points) {
   return points.map((p, i) => `${i ? "L" : "M"} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`).join(" ");
 }
 
+/** Where an edge's label goes: beside the part of its line at the label's height, on the side
+ * the line does not lean to (dagre keeps that space free of other nodes and edges). */
+export function labelSpot(e, half = 8, gap = 5) {
+  const xs = [];
+  const pts = e.points || [];
+  for (let i = 1; i < pts.length; i++) {
+    const a = pts[i - 1];
+    const b = pts[i];
+    const lo = Math.max(Math.min(a.y, b.y), e.y - half);
+    const hi = Math.min(Math.max(a.y, b.y), e.y + half);
+    if (lo > hi) continue;
+    for (const y of [lo, hi]) xs.push(a.y === b.y ? a.x : a.x + ((b.x - a.x) * (y - a.y)) / (b.y - a.y));
+    if (a.y === b.y) xs.push(b.x);
+  }
+  if (!xs.length) return { x: e.x, anchor: "middle" };
+  const min = Math.min(...xs);
+  const max = Math.max(...xs);
+  const first = pts.find((p) => p.y >= e.y - half) || pts[0];
+  const last = [...pts].reverse().find((p) => p.y <= e.y + half) || pts[pts.length - 1];
+  const leansRight = (pts[pts.length - 1].x - last.x) + (first.x - pts[0].x) > 0 && max - min > 1;
+  return leansRight ? { x: min - gap, anchor: "end" } : { x: max + gap, anchor: "start" };
+}
+
 function nodeClass(n) {
   const role = n.role || "op";
   return ["syft-plan-node", `syft-role-${role}`, n.region ? `syft-region-${n.region}` : "",
-    n.inplace ? "syft-plan-inplace" : "", n.scalar ? "syft-plan-scalar" : ""].filter(Boolean).join(" ");
+    n.inplace ? "syft-plan-inplace" : "", n.scalar ? "syft-plan-scalar" : "",
+    n.proxyOf ? "syft-plan-proxy" : ""].filter(Boolean).join(" ");
 }
 
 /** The SVG drawing of a laid-out plan graph (its viewBox is the whole graph). */
@@ -147,8 +234,9 @@ export function planSvg(laid, idPrefix = "syft-plan") {
     svg.append(s("path", { class: "syft-plan-edge", d: pathOf(e.points), "marker-end": `url(#${marker})`,
       "data-from": e.from, "data-to": e.to }));
     if (e.label) {
-      labels.push(s("text", { class: "syft-plan-edge-label", x: e.x, y: e.y + 4, "text-anchor": "middle",
-        "data-from": e.from, "data-to": e.to }, e.label));
+      const at = labelSpot(e);
+      labels.push(s("text", { class: "syft-plan-edge-label", x: at.x.toFixed(1), y: (e.y + 4).toFixed(1),
+        "text-anchor": at.anchor, "data-from": e.from, "data-to": e.to }, e.label));
     }
   }
   svg.append(...labels); // above every edge, so no other line runs through them
@@ -166,7 +254,8 @@ export function planSvg(laid, idPrefix = "syft-plan") {
       parts.push(s("text", { x: n.x, y: y + 16, "text-anchor": "middle", class: "syft-plan-label" }, label),
         s("text", { x: n.x, y: y + 31, "text-anchor": "middle", class: "syft-plan-sub" }, sub));
     }
-    svg.append(s("g", { class: nodeClass(n.node), "data-id": n.id, "data-role": role, tabindex: "0",
+    svg.append(s("g", { class: nodeClass(n.node), "data-id": n.id, "data-role": role, tabindex: n.node.proxyOf ? "-1" : "0",
+      ...(n.node.proxyOf ? { "data-proxy-of": n.node.proxyOf } : {}),
       role: "button", "aria-label": `${label} ${sub}`.trim(), ...(n.node.region ? { "data-region": n.node.region } : {}) },
     parts));
   }
@@ -224,7 +313,8 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
   svg.removeAttribute("width");
   svg.removeAttribute("height");
   svg.setAttribute("preserveAspectRatio", "xMinYMin meet");
-  const byId = new Map(laid.nodes.map((n) => [n.id, n.node]));
+  const byId = new Map(laid.nodes.filter((n) => !n.node.proxyOf).map((n) => [n.id, n.node]));
+  const original = (id) => laid.nodes.find((n) => n.id === id)?.node.proxyOf ?? id;
   const zoomText = h("span", { class: "syft-plan-zoom", "aria-live": "polite" }, "");
   const tool = (label, title, fn) => h("button", { class: "syft-btn", type: "button", title, "aria-label": title,
     "data-tool": label, onclick: fn }, label);
@@ -236,7 +326,7 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
   const detail = h("aside", { class: "syft-plan-detail", hidden: true, "aria-label": "node details" });
   const canvas = h("div", { class: "syft-plan-canvas", tabindex: "0", "aria-label": "plan graph: arrow keys pan, + and − zoom, 0 fits" },
     svg, mini.svg);
-  const el = h("div", { class: "syft-plan-viewer", "data-fitted": "false", "data-nodes": String(laid.nodes.length) },
+  const el = h("div", { class: "syft-plan-viewer", "data-fitted": "false", "data-nodes": String(byId.size) },
     tools, h("div", { class: "syft-plan-stage" }, canvas, detail));
   const view = { x: 0, y: 0, scale: 1 };
   let fitted = false;
@@ -251,8 +341,8 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
     view.y = Math.min(Math.max(view.y, Math.min(0, laid.height - vh)), Math.max(0, laid.height - vh));
     svg.setAttribute("viewBox", `${view.x.toFixed(1)} ${view.y.toFixed(1)} ${vw.toFixed(1)} ${vh.toFixed(1)}`);
     zoomText.textContent = `${Math.round(view.scale * 100)}%`;
-    const whole = vw >= laid.width - 1 && vh >= laid.height - 1;
-    mini.svg.hidden = whole;
+    const shown = (Math.min(vw, laid.width) * Math.min(vh, laid.height)) / (laid.width * laid.height);
+    mini.svg.toggleAttribute("hidden", shown > 0.85); // most of the graph in view: no map needed (an SVG element has no .hidden)
     for (const [k, v] of Object.entries({ x: view.x, y: view.y, width: vw, height: vh })) mini.port.setAttribute(k, v.toFixed(1));
     el.dataset.scale = view.scale.toFixed(3);
   }
@@ -275,8 +365,15 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
     view.scale = whole || all >= READABLE ? all : Math.max(READABLE, Math.min(1, w / laid.width));
     if (!whole) canvas.style.height = `${Math.max(120, Math.min(VIEW_H, Math.ceil(laid.height * view.scale) + 2))}px`;
     const { h: hh } = size();
-    view.x = (laid.width - w / view.scale) / 2;
-    view.y = laid.height * view.scale <= hh ? (laid.height - hh / view.scale) / 2 : 0;
+    const vw = w / view.scale;
+    const vh = hh / view.scale;
+    view.x = (laid.width - vw) / 2;
+    view.y = laid.height <= vh ? (laid.height - vh) / 2 : 0;
+    if (laid.width > vw) { // too wide: start where the graph starts, its top nodes in the middle
+      const top = laid.nodes.filter((n) => n.y - n.height / 2 < vh);
+      const xs = top.map((n) => n.x);
+      if (xs.length) view.x = (Math.min(...xs) + Math.max(...xs)) / 2 - vw / 2;
+    }
     apply();
     if (!fitted && canvas.clientWidth) {
       fitted = true;
@@ -289,7 +386,9 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
   let drag = null;
   canvas.addEventListener("pointerdown", (ev) => {
     if (ev.button !== 0 || mini.svg.contains(ev.target)) return;
-    drag = { x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y, moved: false };
+    // the node under the pointer now: with the pointer captured, pointerup targets the canvas
+    drag = { x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y, moved: false,
+      node: original(ev.target.closest?.(".syft-plan-node")?.dataset.id ?? null) };
     canvas.setPointerCapture?.(ev.pointerId);
   });
   canvas.addEventListener("pointermove", (ev) => {
@@ -305,13 +404,10 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
   });
   const endDrag = (ev) => {
     if (!drag) return;
-    const { moved } = drag;
+    const { moved, node } = drag;
     drag = null;
     el.classList.remove("syft-plan-panning");
-    if (!moved && ev.type === "pointerup") {
-      const target = ev.target.closest?.(".syft-plan-node");
-      select(target ? target.dataset.id : null);
-    }
+    if (!moved && ev.type === "pointerup") select(node);
   };
   canvas.addEventListener("pointerup", endDrag);
   canvas.addEventListener("pointercancel", endDrag);
@@ -363,9 +459,10 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
       detail.replaceChildren();
       return;
     }
+    const mine = (id) => id !== undefined && original(id) === selected; // the node or a copy of it
     for (const e of svg.querySelectorAll("[data-id], [data-from]")) {
       const d = e.dataset;
-      if (d.id === selected || d.from === selected || d.to === selected) e.classList.add("syft-plan-on");
+      if (mine(d.id) || mine(d.from) || mine(d.to)) e.classList.add("syft-plan-on");
     }
     detail.replaceChildren(...nodeDetails(byId.get(selected), byId, select));
     detail.hidden = false;
