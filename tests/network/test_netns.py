@@ -1,6 +1,7 @@
 """Workers on different "hosts": each in its own network namespace, joined by veth pairs.
 
-Needs root and iproute2 (``ip netns``); skipped with the reason otherwise.
+Needs iproute2 (``ip netns``; scripts/setup installs it, and the test fails without it) and root
+with the right to make namespaces; skipped with the reason otherwise.
 """
 import os
 import shutil
@@ -24,8 +25,6 @@ def _ip(*args, check=True):
 
 
 def _netns_unavailable() -> str | None:
-    if shutil.which("ip") is None:
-        return "iproute2 (ip) is not installed"
     if os.geteuid() != 0:
         return "network namespaces need root"
     name = f"sylprobe{os.getpid()}"
@@ -76,6 +75,8 @@ class Host:
 
 @pytest.fixture
 def hosts():
+    if shutil.which("ip") is None:  # not a reason to skip: setup installs it
+        pytest.fail("iproute2 (ip) is not installed: scripts/setup installs the Debian iproute2 package")
     why = _netns_unavailable()
     if why:
         pytest.skip(f"workers in separate network namespaces not tested: {why}")
