@@ -404,8 +404,8 @@ export function createWorldView(ctx) {
   }
 
   el.addEventListener("scroll", () => schedule(), { passive: true });
-  const onFilter = () => {
-    query = parseQuery(search.value, kindSel.value, workerSel.value);
+  const onFilter = (ev, picked) => {
+    query = picked || parseQuery(search.value, kindSel.value, workerSel.value);
     for (const L of lanes.values()) L.lane = null; // recompute every lane's items
     const t0 = performance.now();
     if (world) update(world, focus, true);
@@ -867,7 +867,7 @@ export function createWorldView(ctx) {
       search.value = text;
       pickOption(kindSel, kind);
       pickOption(workerSel, worker);
-      onFilter();
+      onFilter(null, parseQuery(text, kind, worker));
     },
     collapse(id, on = true) {
       if (on) collapsed.add(id); else collapsed.delete(id);
