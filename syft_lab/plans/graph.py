@@ -21,6 +21,8 @@ import torch
 from ..dtypes import DTYPES, dtype_name, parse_dtype
 from ..errors import SyftError
 
+_Tensor = torch.Tensor
+
 FORMAT = "syft_lab.plan"
 VERSION = 2
 READABLE_VERSIONS = (1, 2)  # version 1: one graph at the top level of the document
@@ -209,36 +211,49 @@ class PlanGraph:
 
     # --- running ----------------------------------------------------------------------
     def _compile(self):
-        """Per node: the callable, an arg list template, where its references go, and which
-        node values are used for the last time there (replay frees them right after)."""
-        program = []
-        last_use = list(range(len(self.nodes)))  # a value no later node reads dies where it is made
+        """Per node: the callable, an arg list template, where its references come from, and
+        which node values are used for the last time there (replay frees them right after).
+        Every value lives in one flat list of slots (inputs, then constants, then node
+        outputs), so filling an argument is one list index."""
+        n_nodes = len(self.nodes)
+        base = {"input": 0, "const": len(self.inputs), "node": len(self.inputs) + len(self.constants)}
+
+        def slot(v: Value) -> int:
+            return base[v.kind] + v.index
+
+        last_use = list(range(n_nodes))  # a value no later node reads dies where it is made
         for k, node in enumerate(self.nodes):
             for v in _refs(node):
                 if v.kind == "node":
                     last_use[v.index] = k
         for o in self.outputs:
             if isinstance(o, Value) and o.kind == "node":
-                last_use[o.index] = len(self.nodes)  # outputs live on
+                last_use[o.index] = n_nodes  # outputs live on
         frees = [[] for _ in self.nodes]
         for k, at in enumerate(last_use):
-            if at < len(self.nodes):
+            if at < n_nodes:
                 frees[at].append(k)
+        program = []
         for k, node in enumerate(self.nodes):
             fills = []
             args = list(node.args)
             for i, a in enumerate(args):
                 if isinstance(a, Value):
-                    fills.append((i, None, a))
+                    fills.append((i, None, slot(a)))
                 elif isinstance(a, list) and any(isinstance(b, Value) for b in a):
                     for j, b in enumerate(a):
                         if isinstance(b, Value):
-                            fills.append((i, j, b))
-            kw_fills = [(name, v) for name, v in node.kwargs.items() if isinstance(v, Value)]
+                            fills.append((i, j, slot(b)))
+            kw_fills = [(name, slot(v)) for name, v in node.kwargs.items() if isinstance(v, Value)]
             fn = _getitem if node.op == "getitem" else node.op
-            program.append((fn, args, fills, dict(node.kwargs), kw_fills, frees[k]))
-        self._program = program
-        return program
+            is_op = type(fn) is torch._ops.OpOverload  # not getitem or shape arithmetic
+            # an op runs through its C++ overload packet: OpOverload.__call__ is a Python frame
+            call = fn._op if is_op else fn
+            dead = [(base["node"] + d, d) for d in frees[k]]
+            program.append((fn, call, is_op, args, fills, dict(node.kwargs), kw_fills, base["node"] + k, dead))
+        outputs = [(True, slot(o)) if isinstance(o, Value) else (False, o) for o in self.outputs]
+        self._program = program, outputs
+        return self._program
 
     def run(self, inputs: list, guard=None, check=None) -> list:
         """Replay the graph on real values; returns the output values in order.
@@ -247,46 +262,49 @@ class PlanGraph:
         still needed. On a worker, ``guard(op, args, kwargs, live_bytes)`` runs before each op
         (the allow-list's argument checks and the quota, given the bytes the replay holds) and
         returns the op's estimated new bytes; ``check(op, value)`` refuses a bad result."""
-        program = self._program or self._compile()
-        env = {"input": inputs, "const": self.constants, "node": [None] * len(program)}
-        nodes_out = env["node"]
+        if len(inputs) != len(self.inputs):
+            raise SyftError(f"plan {self.name!r} takes {len(self.inputs)} values (state and inputs), "
+                            f"got {len(inputs)}")
+        program, outputs = self._program or self._compile()
+        slots = [*inputs, *self.constants, *([None] * len(program))]
         sizes = [0] * len(program) if guard is not None else None
         live = 0
         grad = torch.is_grad_enabled() and not self.mutated_inputs
         with torch.set_grad_enabled(grad):
-            for k, (fn, template, fills, kwargs, kw_fills, frees) in enumerate(program):
+            for k, (fn, call, is_op, template, fills, kwargs, kw_fills, at, dead) in enumerate(program):
                 if fills:
                     args = [list(a) if type(a) is list else a for a in template]
-                    for i, j, v in fills:
-                        val = env[v.kind][v.index]
+                    for i, j, src in fills:
                         if j is None:
-                            args[i] = val
+                            args[i] = slots[src]
                         else:
-                            args[i][j] = val
+                            args[i][j] = slots[src]
                 else:
                     args = template
                 if kw_fills:
                     kw = dict(kwargs)
-                    for name, v in kw_fills:
-                        kw[name] = env[v.kind][v.index]
+                    for name, src in kw_fills:
+                        kw[name] = slots[src]
                 else:
                     kw = kwargs
-                is_op = type(fn) is torch._ops.OpOverload  # not getitem or shape arithmetic
                 if guard is not None and is_op:
                     sizes[k] = guard(fn, args, kw, live)
                     live += sizes[k]
-                out = fn(*args, **kw)
+                out = call(*args, **kw)
                 if check is not None and is_op:
-                    for o in (out if type(out) in (list, tuple) else (out,)):
-                        if isinstance(o, torch.Tensor):
-                            check(fn, o)
-                nodes_out[k] = out
+                    if type(out) is _Tensor:
+                        check(fn, out)
+                    else:
+                        for o in (out if type(out) in (list, tuple) else (out,)):
+                            if isinstance(o, _Tensor):
+                                check(fn, o)
+                slots[at] = out
                 del args, kw, out
-                for dead in frees:
-                    nodes_out[dead] = None
+                for s, d in dead:
+                    slots[s] = None
                     if sizes is not None:
-                        live -= sizes[dead]
-        return [env[o.kind][o.index] if isinstance(o, Value) else o for o in self.outputs]
+                        live -= sizes[d]
+        return [slots[v] if is_ref else v for is_ref, v in outputs]
 
     def check_inputs(self, values: list, *, roles=("input", "state")) -> None:
         """A clear error for a wrong number, shape or dtype of inputs (a -1 dim takes the batch size N)."""
@@ -501,13 +519,25 @@ class PlanBuilds:
         self.name = name
         fixed = [g for g in graphs if g.batch_sizes is None]
         self.graphs = fixed + sorted((g for g in graphs if g.batch_sizes is not None), key=lambda g: g.batch_sizes[0])
+        # (shape, dtype) of each input -> the graph that matched them: a call then skips the
+        # per-input checks (the graphs never change; a plan built again makes new PlanBuilds)
+        self._found: dict[tuple, PlanGraph] = {}
 
     @property
     def latest(self) -> PlanGraph:
         return self.graphs[-1]
 
     def find(self, values: list) -> PlanGraph | None:
-        return next((g for g in self.graphs if g.matches(values)), None)
+        try:
+            key = tuple([(v.shape, v.dtype) for v in values])
+        except AttributeError:  # not all tensors: check_inputs says what is wrong
+            key = None
+        graph = self._found.get(key)
+        if graph is None:
+            graph = next((g for g in self.graphs if g.matches(values)), None)
+            if graph is not None and key is not None and len(self._found) < 256:
+                self._found[key] = graph
+        return graph
 
     def select(self, values: list) -> PlanGraph:
         """The graph for these inputs, or an error that names the signatures there are."""
