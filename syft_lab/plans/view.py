@@ -98,7 +98,7 @@ def view_graph(graph: PlanGraph) -> dict:
                 sid = f"s{i}.{k}"
                 scalars.setdefault(vid, []).append({
                     "id": sid, "role": "constant", "scalar": True, "label": _arg_text(a), "op": None,
-                    "shape": None, "dtype": type(a).__name__, "arg": name})
+                    "shape": None, "dtype": type(a).__name__, "arg": name, "region": region[i]})
                 scalar_edges.append({"from": sid, "to": vid, "shape": None, "dtype": type(a).__name__})
                 entry["inputs"].append(sid)
             else:
