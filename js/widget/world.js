@@ -14,7 +14,7 @@
 
 import { actionBarHTML, toggleMenu } from "./actions.js";
 import { colourStyle, esc, h, laneColours, objKey, s, shapeText, shortId } from "./dom.js";
-import { indexWorld, worldArrows } from "./patch.js";
+import { indexWorld } from "./patch.js";
 
 const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped"]);
 export const isDown = (lane) => !!lane && (lane.gone === true || DOWN.has(lane.state));
@@ -406,7 +406,6 @@ export function createWorldView(ctx) {
   el.addEventListener("scroll", () => schedule(), { passive: true });
   const onFilter = (ev, picked) => {
     query = picked || parseQuery(search.value, kindSel.value, workerSel.value);
-    for (const L of lanes.values()) L.lane = null; // recompute every lane's items
     const t0 = performance.now();
     if (world) update(world, focus, true);
     timings.filter = performance.now() - t0;
@@ -474,25 +473,31 @@ export function createWorldView(ctx) {
       const L = laneFor(lane);
       const isCollapsed = collapsed.has(lane.id);
       const ghostList = ghosts.get(lane.id);
-      if (L.lane !== lane || L.ghosts !== ghostList || L.collapsed !== isCollapsed) {
-        if (!L.lane || L.lane.objects !== lane.objects || L.ghosts !== ghostList || L.q !== query) {
+      const prevLane = L.lane;
+      if (prevLane !== lane || L.ghosts !== ghostList || L.collapsed !== isCollapsed || L.q !== query) {
+        let nShown = L.shown;
+        if (!prevLane || prevLane.objects !== lane.objects || L.ghosts !== ghostList || L.q !== query) {
           L.items = withGhosts(laneItems(lane, query, laneOrder), ghostList);
           L.index = new Map();
-          L.items.forEach((o, i) => { if (!o.group && !o.ghost) L.index.set(o.id, i); });
+          nShown = 0;
+          L.items.forEach((o, i) => {
+            if (o.group === undefined && !o.ghost) { L.index.set(o.id, i); nShown++; }
+          });
           L.list.style.height = `${L.items.length * ROW_H}px`;
           L.q = query;
         }
-        const nShown = L.items.filter((o) => !o.group && !o.ghost).length;
-        if (!L.lane || L.lane.objects !== lane.objects || headerChanged(L.lane, lane) || L.collapsed !== isCollapsed
-          || L.shown !== nShown || !L.head) {
+        if (!L.head || !prevLane || headerChanged(prevLane, lane) || L.collapsed !== isCollapsed || L.shown !== nShown
+          || (prevLane.objects || []).length !== (lane.objects || []).length) {
           const head = laneHead(lane, nShown, isCollapsed);
           if (L.head) L.head.replaceWith(head);
           else L.section.prepend(head);
           L.head = head;
           L.shown = nShown;
         }
-        L.section.className = `syft-lane${isDown(lane) ? " syft-lane-down" : ""}${isCollapsed ? " syft-lane-collapsed" : ""}`;
-        L.section.setAttribute("style", colourStyle(colours.get(lane.id)));
+        const cls = `syft-lane${isDown(lane) ? " syft-lane-down" : ""}${isCollapsed ? " syft-lane-collapsed" : ""}`;
+        if (L.section.className !== cls) L.section.className = cls;
+        const style = colourStyle(colours.get(lane.id));
+        if (L.style !== style) { L.section.setAttribute("style", style); L.style = style; }
         L.body.hidden = isCollapsed;
         L.lane = lane;
         L.ghosts = ghostList;
@@ -646,8 +651,14 @@ export function createWorldView(ctx) {
     const n = L.items.length;
     if (L.collapsed || !n) return [0, 0];
     const viewH = el.clientHeight || DEFAULT_VIEW_H;
+    const scrolled = el.scrollTop || 0;
+    const secTop = L.section.offsetTop || 0;
+    const secH = L.section.offsetHeight;
+    // a lane out of the scroller's view: nothing to make, and its inside is not measured (the
+    // browser skips laying out lanes out of view: style.css content-visibility)
+    if (secH && (secTop > scrolled + viewH || secTop + secH < scrolled)) return [0, 0];
     const bodyH = L.body.clientHeight || Infinity; // no layout (tests): the lane is as tall as its rows
-    const listTop = (L.section.offsetTop || 0) + (L.body.offsetTop || 0);
+    const listTop = secTop + (L.body.offsetTop || 0);
     const inner = L.body.scrollTop || 0;
     const top = Math.max(inner, (el.scrollTop || 0) - listTop + inner);
     const bottom = Math.min(inner + bodyH, (el.scrollTop || 0) + viewH - listTop + inner);
@@ -749,9 +760,15 @@ export function createWorldView(ctx) {
   /** Lane geometry in the lanes' coordinates: sides, the grid row's top, where rows are. */
   function geometry() {
     const geo = new Map();
-    const rowTops = [];
+    // only the lanes an arrow in view starts or ends in are measured
+    const wanted = new Set();
     for (const [laneId, L] of lanes) {
-      if (!L.section.offsetWidth) continue; // not laid out (hidden)
+      for (const R of L.rows.values()) {
+        if (R.entry.kind === "pointer" && R.entry.location !== undefined) { wanted.add(laneId); wanted.add(R.entry.location); }
+      }
+    }
+    for (const [laneId, L] of lanes) {
+      if (!wanted.has(laneId) || !L.section.offsetWidth) continue; // not laid out (hidden)
       const left = L.section.offsetLeft;
       const top = L.section.offsetTop;
       const headH = L.head?.offsetHeight || ROW_H;
@@ -759,10 +776,7 @@ export function createWorldView(ctx) {
       const bodyH = L.collapsed ? 0 : L.body.clientHeight;
       geo.set(laneId, { left, right: left + L.section.offsetWidth, top, headY: top + headH / 2, bodyTop, bodyH,
         scroll: L.body.scrollTop || 0, index: L.index, collapsed: L.collapsed });
-      rowTops.push(top);
     }
-    const rows = [...new Set(rowTops)].sort((a, b) => a - b);
-    for (const g of geo.values()) g.row = rows.indexOf(g.top);
     return geo;
   }
 
@@ -793,19 +807,23 @@ export function createWorldView(ctx) {
     const parts = [];
     let total = 0;
     let k = 0;
-    for (const a of worldArrows(world)) {
-      const [fl, fid] = splitKey(a.from);
-      const [tl, tid] = splitKey(a.to);
-      const F = geo.get(fl);
+    for (const [fl, L] of lanes) {
+     const F = geo.get(fl);
+     if (!F) continue;
+     for (const [fid, R] of L.rows) {
+      const o = R.entry;
+      if (o.kind !== "pointer" || typeof fid !== "number") continue; // only the pointer rows in view
+      const tl = o.location;
+      const tid = o.id_at_location;
       const T = geo.get(tl);
-      if (!F || !T || !F.index.has(fid)) continue;
+      if (!T || !worldIndex.has(objKey(tl, tid))) continue;
       total++;
-      if (!lanes.get(fl)?.rows.has(fid)) continue; // the pointer's row is not in view
+      const a = { from: objKey(fl, fid), to: objKey(tl, tid), location: tl };
       const src = rowY(F, fid);
       if (src.off) continue;
       const dst = rowY(T, tid);
       if (Math.max(src.y, dst.y) < viewTop - 40 || Math.min(src.y, dst.y) > viewBottom + 40) continue;
-      const entry = lanes.get(fl)?.rows.get(fid)?.entry || {};
+      const entry = o;
       const off = ((k++ % 5) - 2) * 2.5; // arrows side by side in a gutter
       const leftward = T.left < F.left;
       const sameColumn = T.left === F.left;
@@ -819,6 +837,7 @@ export function createWorldView(ctx) {
       const cls = `syft-arrow${entry.owning === false ? " syft-arrow-weak" : ""}${dst.off ? " syft-arrow-off" : ""}`;
       parts.push(`<path class="${cls}" style="${colourStyle(colours.get(a.location))}" data-from="${esc(a.from)}" data-to="${esc(a.to)}"`
         + ` d="${d.replace(/-?\d+\.\d+/g, (m) => Number(m).toFixed(1))}" marker-end="url(#${markerId})"/>`);
+     }
     }
     arrows.innerHTML = `<defs><marker id="${markerId}" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7"`
       + ` markerHeight="7" orient="auto"><path d="M0,0 L8,4 L0,8 z" class="syft-arrowhead"/></marker></defs>`
