@@ -76,6 +76,11 @@ export function filterLog(records, { text = "", phase = "all", start = 0 } = {})
   return out;
 }
 
+function opText(r) {
+  const ins = (r.inputs || []).map((i) => `${i.dtype}[${(i.shape || []).join(", ")}]`).join(", ");
+  return `${r.op}(${ins})`;
+}
+
 function opLine(r) {
   return typeof r === "string" ? r : opText(r);
 }
