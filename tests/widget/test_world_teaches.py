@@ -1,0 +1,158 @@
+"""The kernel side of the world view's teaching parts (issue 18): the steps a patch carries,
+workers that close or die, the keepalive, views that hold what they show weakly, pointers held
+in containers and pointers that are gone."""
+from __future__ import annotations
+
+import gc
+import types
+import weakref
+
+import pytest
+import torch
+
+import syft_lab as sy
+from syft_lab.inspection.model import world_dict
+from syft_lab.widget import ChainWidget, WorldWidget, diff, live
+
+
+@pytest.fixture
+def carol():
+    w = sy.VirtualWorker("carol")
+    yield w
+    w.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_live_state():
+    live._state.update(seen={}, states=None, raw=[], action=None, cell=None, code=None)
+    yield
+    live._state.update(seen={}, states=None, raw=[], action=None, cell=None, code=None)
+
+
+def test_a_patch_says_what_its_step_did_stored_moved_fetched(bob, alice, capture):
+    ns = {}
+    w = WorldWidget(namespace=ns)
+    w._views.add("v1")
+    sent = capture(w)
+    live._state.update(cell=3, code="x_ptr = x.send(bob)")
+    ns["x_ptr"] = torch.ones(2).send(bob)
+    live.refresh_all()
+    (patch,) = sent.of("world_patch")
+    step = patch["step"]
+    assert (step["cell"], step["by"], step["code"]) == (3, "cell", "x_ptr = x.send(bob)")
+    assert [(e["type"], e["worker"], e["names"]) for e in step["events"]] == [("stored", "bob", ["x_ptr"])]
+    live._state.update(cell=4, code="x_ptr = x_ptr.move(alice)")
+    ns["x_ptr"] = ns["x_ptr"].move(alice)
+    live.refresh_all()
+    events = sent.of("world_patch")[-1]["step"]["events"]
+    assert [(e["type"], e["worker"], e.get("to")) for e in events] == [("moved", "bob", "alice")]
+    with live.action_step("x = x_ptr.get()"):
+        ns["x"] = ns["x_ptr"].get()
+        live.refresh_all()
+    step = sent.of("world_patch")[-1]["step"]
+    assert (step["by"], step["cell"], step["code"]) == ("action", None, "x = x_ptr.get()")
+    assert [(e["type"], e["worker"]) for e in step["events"]] == [("fetched", "alice")]
+    del ns["x_ptr"]
+    gc.collect()
+
+
+def test_describe_names_plan_runs_deletions_and_worker_changes():
+    lane = lambda wid, objs, **kw: {"id": wid, "kind": "virtual", "state": "in-process", "objects": objs, **kw}  # noqa: E731
+    plan_ptr = {"id": 9, "kind": "pointer", "type": "PlanPointer", "location": "bob", "id_at_location": 1, "names": ["f_ptr"]}
+    t = {"id": 2, "kind": "tensor", "shape": [2], "dtype": "float32"}
+    old = {"workers": [lane("me", [plan_ptr]), lane("bob", [{"id": 1, "kind": "plan"}, t]), lane("alice", [])]}
+    new = {"workers": [lane("me", [plan_ptr]), lane("bob", [{"id": 1, "kind": "plan"}, {**t, "id": 3}]),
+                       lane("alice", [], state="unreachable")]}
+    events = diff.describe(old, new, raw=[], code="y = f_ptr(x_ptr)")
+    assert [(e["type"], e["worker"], e.get("id")) for e in events] == [
+        ("deleted", "bob", 2), ("plan run", "bob", 3), ("worker down", "alice", None)]
+
+
+def test_a_closed_worker_stays_as_a_gone_lane_while_pointers_point_to_it(bob, carol, capture):
+    ns = {"c": torch.ones(2).send(carol), "b": torch.ones(1).send(bob)}
+    w = WorldWidget(namespace=ns)
+    w._views.add("v1")
+    sent = capture(w)
+    carol.close()
+    live.refresh_all()
+    lanes = {lane["id"]: lane for lane in w.world["workers"]}
+    assert lanes["carol"] == {"id": "carol", "kind": "virtual", "state": "closed", "gone": True, "objects": []}
+    me = {o["names"][0]: o for o in lanes["me"]["objects"] if o["names"]}
+    assert me["c"].get("dangling") is True and "dangling" not in me["b"]
+    events = sent.of("world_patch")[-1]["step"]["events"]
+    assert ("worker down", "carol") in [(e["type"], e["worker"]) for e in events]
+    del ns["c"]
+    live.refresh_all()
+    assert "carol" not in {lane["id"] for lane in w.world["workers"]}  # nothing points there now
+    w.close()
+    ns.clear()
+    gc.collect()
+
+
+def test_the_keepalive_refreshes_the_views_when_a_worker_state_changes(bob, capture, monkeypatch):
+    w = WorldWidget(namespace={})
+    w._views.add("v1")
+    sent = capture(w)
+    states = [("bob", "connected")]
+    monkeypatch.setattr(live, "worker_states", lambda: tuple(states))
+    assert live.keepalive_tick() is False  # the first reading is the baseline
+    assert live.keepalive_tick() is False  # nothing changed: nothing is recomputed
+    states[0] = ("bob", "disconnected")
+    n = len(sent)
+    assert live.keepalive_tick() is True
+    assert live.keepalive_tick() is False
+    assert len(sent) >= n  # a refresh ran (it sends only if the world changed)
+
+
+class _FakeShell:
+    def __init__(self):
+        self.user_ns = {"_oh": {}}
+        self.user_ns_hidden = {}
+        self.displayhook = type("Hook", (), {"_": None, "__": None, "___": None})()
+
+
+def test_the_value_that_ended_a_cell_is_kept_weakly_by_out_and_underscores(alice):
+    ip = _FakeShell()
+    t = torch.ones(1).send(alice)
+    for store in (ip.user_ns, ip.user_ns_hidden):
+        store.update({"_": t, "_5": t})
+    ip.user_ns["_oh"][5] = t
+    ip.displayhook._ = t
+    result = types.SimpleNamespace(result=t, execution_count=5)
+    live.weaken_output(ip, result)
+    assert isinstance(ip.user_ns["_oh"][5], weakref.ProxyTypes)
+    assert ip.user_ns["_"].location.id == "alice"  # the proxy still works while t lives
+    assert len(alice.objects) == 1
+    del t
+    gc.collect()
+    assert alice.objects == {}
+
+
+def test_a_chain_view_holds_its_object_weakly_and_shows_it_gone(alice):
+    ns = {"t": torch.ones(1).send(alice)}
+    view = ChainWidget(ns["t"], namespace=ns)
+    assert view.chains[0]["nodes"][0]["kind"] == "pointer"
+    del ns["t"]
+    gc.collect()
+    assert alice.objects == {}
+    view.refresh()
+    head = view.chains[0]["nodes"][0]
+    assert (head["kind"], head["state"]) == ("pointer", "gone")
+    assert view.held() == []
+    view.close()
+
+
+def test_pointers_in_containers_are_named_by_path_and_fetched_pointers_show_gone(bob, alice):
+    ns = {"data": {"bob": torch.ones(2).send(bob)}, "parts": [torch.zeros(1).send(alice)],
+          "y_ptr": torch.ones(3).send(alice)}
+    ns["y"] = ns["y_ptr"].get()
+    me = {o["id"]: o for o in world_dict(ns)["workers"][0]["objects"] if o["kind"] == "pointer"
+          and (o["names"] or o.get("held_in"))}
+    assert sorted(tuple(o.get("held_in", ())) for o in me.values()) == [(), ("data['bob']",), ("parts[0]",)]
+    gone = [o for o in me.values() if o["state"] == "gone"]
+    assert [o["names"] for o in gone] == [["y_ptr"]]
+    w = WorldWidget(namespace=ns)
+    assert {id(v) for v in w.held()} == {id(ns["data"]["bob"]), id(ns["parts"][0])}
+    w.close()
+    ns.clear()
+    gc.collect()
