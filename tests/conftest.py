@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.configuration import set_hypothesis_home_dir
 from jupyter_client.manager import start_new_kernel
 
 import syft_lab as sy
@@ -19,9 +18,8 @@ from venv_kernel import install_kernelspec
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"  # git-ignored: the only place in the tree tests write to
 
-# Hypothesis keeps its example database in the working directory by default.
-settings.register_profile("syft_lab", database=DirectoryBasedExampleDatabase(str(ARTIFACTS / "hypothesis")))
-settings.load_profile("syft_lab")
+# Hypothesis keeps its example database and caches in ./.hypothesis by default.
+set_hypothesis_home_dir(ARTIFACTS / "hypothesis")
 
 _LEAK_CHECKED = pytest.StashKey[list]()
 _CALL_FAILED = pytest.StashKey[bool]()
