@@ -83,7 +83,7 @@ def test_names_follow_the_namespace_after_a_cell(bob, capture):
     assert patch["ops"][0][0] == "put" and patch["ops"][0][3]["names"] == ["y"]
 
 
-def test_events_mark_the_world_dirty_and_flush_later(bob, capture):
+def test_events_mark_the_world_dirty_and_flush_later(bob, capture, monkeypatch):
     ns = {}
     w = WorldWidget(namespace=ns)
     w._views.add("v1")
@@ -95,6 +95,7 @@ def test_events_mark_the_world_dirty_and_flush_later(bob, capture):
         ns["p"] = torch.ones(1).send(bob)  # in-process work mid-cell: a throttled flush
         assert sent.of("world_patch")
         n = len(sent)
+        monkeypatch.setattr(live, "FLUSH_INTERVAL", 3600.0)  # however slow the machine, still within it
         ns["q"] = torch.ones(1).send(bob)  # within FLUSH_INTERVAL: no flush yet
         assert len(sent) == n and live._state["dirty"]
     finally:
