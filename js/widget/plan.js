@@ -493,14 +493,32 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
   return { el, fit, zoomBy, setScale, select, view: () => ({ ...view, ...size() }), selected: () => selected };
 }
 
-function signaturesLine(node) {
+/** "built for ..." and, when the node carries every signature's graph, a picker of them. */
+function signaturesLine(node, pick) {
   const sigs = node.signatures || [];
-  if (sigs.length < 2) return sigs.length ? h("div", { class: "syft-plan-sigs syft-muted" }, `built for ${sigs[0]}`) : null;
-  return h("div", { class: "syft-plan-sigs syft-muted" },
-    `built for ${sigs.join(" or ")}; the graph shown is the last, ${sigs[sigs.length - 1]}`);
+  if (!sigs.length) return null;
+  const graphs = node.graphs || [];
+  if (graphs.length < 2) {
+    return h("div", { class: "syft-plan-sigs syft-muted" },
+      sigs.length === 1 ? `built for ${sigs[0]}` : `built for ${sigs.join(" or ")}`);
+  }
+  const select = h("select", { class: "syft-plan-sig-pick", "aria-label": "the graph of which signature" },
+    graphs.map((g, i) => h("option", { value: String(i), selected: i === (node.shown ?? graphs.length - 1) },
+      `${g.signature} · ${g.n_nodes} op${g.n_nodes === 1 ? "" : "s"}`)));
+  select.addEventListener("change", () => pick(Number(select.value)));
+  return h("div", { class: "syft-plan-sigs" },
+    h("span", { class: "syft-muted" }, `built for ${graphs.length} signatures; showing `), select);
 }
 
-/** The plan view of a plan node (kind "plan"): header, where it is, legend, graph, code. */
+function legendOf(graph) {
+  const regions = [...new Set(graph.nodes.map((n) => n.region).filter(Boolean))];
+  return h("div", { class: "syft-plan-legend" },
+    ROLES.map((r) => h("span", { class: `syft-legend syft-role-${r}` }, r)),
+    regions.length > 1 ? regions.map((r) => h("span", { class: `syft-legend syft-legend-region syft-region-${r}` }, REGIONS[r] || r)) : null,
+    graph.nodes.some((n) => n.inplace) ? h("span", { class: "syft-legend syft-legend-inplace" }, "in-place") : null);
+}
+
+/** The plan view of a plan node (kind "plan"): header, where it is, signatures, legend, graph, code. */
 export function renderPlan(node, { idPrefix, actions = null, onFitted } = {}) {
   if (!node) return h("div", { class: "syft-empty" }, "no plan to show");
   const graph = node.graph || { nodes: [], edges: [] };
@@ -509,7 +527,7 @@ export function renderPlan(node, { idPrefix, actions = null, onFitted } = {}) {
     h("span", { class: "syft-kind syft-kind-plan" }, "plan"),
     h("span", { class: "syft-type" }, node.name || "plan"),
     node.id ? h("span", { class: "syft-id", title: `id ${node.id}` }, shortId(node.id)) : null,
-    h("span", { class: "syft-meta" }, node.built === false ? "not built yet" : `${nOps} op${nOps === 1 ? "" : "s"}`),
+    h("span", { class: "syft-meta syft-plan-nops" }, node.built === false ? "not built yet" : `${nOps} op${nOps === 1 ? "" : "s"}`),
     node.owner && node.owner !== "me" ? h("span", { class: "syft-owner" }, `on ${node.owner}`) : null, actions);
   const sent = node.sent_to || [];
   const left = (node.left || []).filter((w) => !sent.includes(w));
@@ -518,22 +536,23 @@ export function renderPlan(node, { idPrefix, actions = null, onFitted } = {}) {
       : h("span", { class: "syft-muted" }, "not sent to any worker"),
     left.length ? h("span", { class: "syft-muted syft-plan-left", title: "it came back (get), or its pointer was dropped" },
       ` · no longer on ${left.join(", ")}`) : null);
-  const regions = [...new Set(graph.nodes.map((n) => n.region).filter(Boolean))];
-  const legend = h("div", { class: "syft-plan-legend" },
-    ROLES.map((r) => h("span", { class: `syft-legend syft-role-${r}` }, r)),
-    regions.length > 1 ? regions.map((r) => h("span", { class: `syft-legend syft-legend-region syft-region-${r}` }, REGIONS[r] || r)) : null,
-    graph.nodes.some((n) => n.inplace) ? h("span", { class: "syft-legend syft-legend-inplace" }, "in-place") : null);
-  const body = [];
-  let viewer = null;
-  if (graph.nodes.length) {
-    viewer = planViewer(layoutPlan(graph), { idPrefix, onFitted });
-    body.push(viewer.el);
-  } else body.push(h("div", { class: "syft-empty" }, "the plan has no graph yet: call it once, or build it"));
-  if (node.code) {
-    body.push(h("details", { class: "syft-plan-code" }, h("summary", null, "code"), h("pre", null, node.code)));
+  const area = h("div", { class: "syft-plan-area" });
+  const el = h("div", { class: "syft-plan" }, header, sentLine, null, area);
+  function show(g, code) {
+    const parts = [legendOf(g)];
+    el.__syftPlan = null; // for tests and benchmarks: the viewer of the graph shown
+    if (g.nodes.length) {
+      el.__syftPlan = planViewer(layoutPlan(g), { idPrefix, onFitted });
+      parts.push(el.__syftPlan.el);
+    } else parts.push(h("div", { class: "syft-empty" }, "the plan has no graph yet: call it once, or build it"));
+    if (code) parts.push(h("details", { class: "syft-plan-code" }, h("summary", null, "code"), h("pre", null, code)));
+    area.replaceChildren(...parts);
+    const ops = g.nodes.filter((n) => (n.role || "op") === "op").length;
+    if (node.built !== false) header.querySelector(".syft-plan-nops").textContent = `${ops} op${ops === 1 ? "" : "s"}`;
   }
-  const el = h("div", { class: "syft-plan" }, header, sentLine, signaturesLine(node), legend, body);
-  el.__syftPlan = viewer; // for tests and benchmarks
+  const sigs = signaturesLine(node, (i) => show(node.graphs[i].graph, node.graphs[i].code));
+  if (sigs) el.insertBefore(sigs, area);
+  show(graph, node.code);
   return el;
 }
 

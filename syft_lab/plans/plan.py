@@ -261,7 +261,8 @@ class Plan:
         held = self.held_by()
         return [plan_node(self.id, self.name, self._graph, owner, sorted(self.tags), self.description,
                           sent_to=held, signatures=self.signatures, origin=self.origin,
-                          left=[w for w in self.sent_to if w not in held])]
+                          left=[w for w in self.sent_to if w not in held],
+                          builds=self.builds() if self._graph is not None else None)]
 
     def _object_meta(self) -> dict:
         return {"kind": "plan", "type": "Plan", "name": self.name, "tags": sorted(self.tags),
@@ -304,8 +305,11 @@ class Plan:
         raise SyftError("a Plan is saved with plan.to_json() and loaded with sy.Plan.from_json(text)")
 
 
+MAX_VIEW_NODES = 5000  # over the graphs of every signature that a plan node carries for the view
+
+
 def plan_node(obj_id, name, graph: PlanGraph | None, owner, tags, description, sent_to=(), signatures=(),
-              origin=None, left=()) -> dict:
+              origin=None, left=(), builds: PlanBuilds | None = None) -> dict:
     """The inspection-model node of a plan: its latest graph (with scalar constants, in-place
     writes and regions, plans/view.py), its signatures, inputs and outputs, what it was made
     from, the workers that hold a copy now (``sent_to``) and those it was sent to that do not
@@ -314,8 +318,16 @@ def plan_node(obj_id, name, graph: PlanGraph | None, owner, tags, description, s
             "description": description, "built": graph is not None, "sent_to": list(sent_to),
             "left": list(left), "signatures": list(signatures), "origin": origin}
     if graph is not None:
-        node.update(graph=view_graph(graph), code=graph.code(), n_nodes=len(graph.nodes),
+        shown = view_graph(graph)
+        node.update(graph=shown, code=graph.code(), n_nodes=len(graph.nodes),
                     inputs=graph.inputs, n_outputs=len(graph.outputs))
+        # every signature's graph, in the order of `signatures`, when there are several (and
+        # they are not too many to send): the view lets one pick; `shown` is `graph`'s index
+        others = builds.graphs if builds is not None else []
+        if len(others) > 1 and sum(len(g.nodes) for g in others) <= MAX_VIEW_NODES:
+            node["graphs"] = [{"signature": g.signature(), "graph": shown if g is graph else view_graph(g),
+                               "code": g.code(), "n_nodes": len(g.nodes)} for g in others]
+            node["shown"] = next((i for i, g in enumerate(others) if g is graph), len(others) - 1)
     return node
 
 
@@ -337,7 +349,7 @@ class StoredPlan:
 
     def _inspection_nodes(self, owner: str, with_values: bool) -> list[dict]:
         return [plan_node(0, self.builds.name, self.builds.latest, owner, sorted(self.tags), self.description,
-                          signatures=self.builds.signatures(), origin="sent to this worker")]
+                          signatures=self.builds.signatures(), origin="sent to this worker", builds=self.builds)]
 
     def _on_delete(self, core) -> None:
         for i in self.state_ids:

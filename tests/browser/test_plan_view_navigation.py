@@ -225,7 +225,7 @@ def test_a_300_node_training_step_opens_fitted_and_navigates(open_notebook, arti
     out.locator("[data-tool='1:1']").click()
     target = inplace.first
     target_id = target.get_attribute("data-id")
-    page.evaluate("id => document.querySelector('.syft-plan-viewer').parentElement.__syftPlan.select(id)", target_id)
+    page.evaluate("id => document.querySelector('.syft-plan-viewer').closest('.syft-plan').__syftPlan.select(id)", target_id)
     detail = out.locator(".syft-plan-detail")
     detail.wait_for()
     text = detail.inner_text()
@@ -280,3 +280,27 @@ w"""])
     box.locator(".syft-log-filter").fill("")
     assert items.count() == total
     out.screenshot(path=str(artifacts / "oplog-filter.png"))
+
+
+def test_a_plan_of_two_signatures_shows_the_graph_picked(open_notebook, artifacts):
+    nb = open_notebook("plan_sigs.ipynb", [SETUP, """\
+@sy.plan
+def f(x):
+    return (x * 2).sum(dim=0) if x.dim() == 2 else x.abs()
+
+f.build(torch.ones(2, 3))
+f.build(torch.ones(3))
+f"""])
+    out = nb.output(1)
+    out.locator(".syft-plan-viewer[data-fitted=true]").wait_for()
+    pick = out.locator(".syft-plan-sig-pick")
+    assert [o.inner_text() for o in pick.locator("option").all()] == \
+        ["(x: float32[2, 3]) · 2 ops", "(x: float32[3]) · 1 op"]
+    ops = lambda: sorted(g.locator(".syft-plan-label").text_content() for g in out.locator(".syft-plan-node[data-role=op]").all())
+    assert ops() == ["abs"]  # the last build is shown first
+    pick.select_option("0")
+    out.locator(".syft-plan-viewer[data-fitted=true]").wait_for()
+    assert ops() == ["mul.Tensor", "sum.dim_IntList"]
+    assert "2 ops" in out.locator(".syft-plan-head").inner_text()
+    assert out.locator(".syft-plan-node.syft-plan-scalar").count() == 1
+    out.screenshot(path=str(artifacts / "plan-view-signatures.png"))

@@ -186,3 +186,23 @@ test("an op log without phases shows no phase buttons, and no links without cell
   assert.equal(el.querySelectorAll(".syft-log-cell").length, 0);
   assert.equal(ops(el).length, 4);
 });
+
+test("a plan built for several signatures lets one pick the graph shown", () => {
+  const small = { nodes: [{ id: "in0", role: "input", label: "x", shape: [3], dtype: "float32" },
+    { id: "v0", role: "op", label: "abs", op: "aten.abs.default", shape: [3], dtype: "float32", inputs: ["in0"] }],
+  edges: [{ from: "in0", to: "v0", shape: [3] }] };
+  const node = { ...train, signatures: ["(X: float32[4, 3], Y: float32[4, 2])", "(x: float32[3])"], shown: 0,
+    graphs: [{ signature: "(X: float32[4, 3], Y: float32[4, 2])", graph: train.graph, code: train.code, n_nodes: train.n_nodes },
+      { signature: "(x: float32[3])", graph: small, code: "def f(x):\n    v0 = abs(x)", n_nodes: 1 }] };
+  const el = renderPlan(node, { idPrefix: "g" });
+  const pick = el.querySelector(".syft-plan-sig-pick");
+  assert.deepEqual([...pick.querySelectorAll("option")].map((o) => o.textContent),
+    [`(X: float32[4, 3], Y: float32[4, 2]) · ${train.n_nodes} ops`, "(x: float32[3]) · 1 op"]);
+  assert.equal(el.querySelectorAll(".syft-plan-node").length > 2, true);
+  for (const o of pick.querySelectorAll("option")) o.toggleAttribute("selected", o.value === "1");
+  pick.dispatchEvent(new window.Event("change"));
+  assert.deepEqual([...el.querySelectorAll(".syft-plan-node")].map((g) => g.getAttribute("data-id")), ["in0", "v0"]);
+  assert.match(el.querySelector(".syft-plan-head").textContent, /1 op/);
+  assert.match(el.querySelector(".syft-plan-code pre").textContent, /abs\(x\)/);
+  assert.equal(el.querySelectorAll(".syft-plan-legend").length, 1);
+});

@@ -87,3 +87,22 @@ def test_sent_to_lists_only_workers_that_hold_the_plan_now(bob, alice):
     node = sy.chain(step).nodes[0]
     assert (node["sent_to"], node["left"]) == ([], ["bob", "alice"])
     assert step.held_by() == [] and not any(getattr(o, "kind", None) == "plan" for o in alice.objects.values())
+
+
+def test_a_plan_of_several_signatures_carries_each_graph_for_the_view(bob):
+    @sy.plan
+    def double(x):
+        return 2 * x
+
+    double.build(torch.ones(3))
+    double.build(torch.ones(2, 2, dtype=torch.int64))
+    node = sy.chain(double).nodes[0]
+    assert [g["signature"] for g in node["graphs"]] == node["signatures"] == ["(x: float32[3])", "(x: int64[2, 2])"]
+    assert node["graphs"][node["shown"]]["graph"] == node["graph"]  # the last build is the one shown
+    assert node["graphs"][0]["graph"]["nodes"][0]["shape"] == [3]
+    # what a worker holds describes every signature too
+    ptr = double.send(bob)
+    remote = sy.chain(ptr).nodes[-1]
+    assert remote["kind"] == "plan" and len(remote["graphs"]) == 2
+    one = sy.plan(lambda x: x.abs(), name="one").build(torch.ones(2))
+    assert "graphs" not in sy.chain(one).nodes[0]  # a single signature: its graph is `graph`
