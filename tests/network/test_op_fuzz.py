@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import resource
+import threading
 import time
 
 import pytest
@@ -439,3 +440,68 @@ def test_a_5000_node_plan_frees_its_intermediates_and_fits_the_quota(spawn, toke
     assert info.value.remote_type == "QuotaExceededError" and "aten.repeat.default" in info.value.remote_message
     assert proc.proc.poll() is None and torch.equal(x.get(), torch.zeros(size))
     w.close()
+
+
+# --- the security review's attacks (issue 12, items 1, 2 and 6) -------------------------------
+
+def test_the_reviews_memory_attacks_are_refused_and_the_worker_lives(remote, worker_procs):
+    bob, _ = remote
+    buf = torch.arange(16.).send(bob)  # 64 bytes
+    buf_id = Ref(buf.id_at_location)
+    alive = []
+
+    def ref(t):  # a stored tensor for a raw command (its pointer kept alive)
+        alive.append(t.send(bob))
+        return Ref(alive[-1].id_at_location)
+
+    attacks = {
+        "a view past the end of a 64-byte buffer": ("aten._reshape_alias.default", [buf_id, [4096], [1]], {}),
+        "as_strided with an offset outside it": ("aten.as_strided.default", [buf_id, [4], [1], 10**6], {}),
+        "a sparse tensor writing at a chosen index": (
+            "aten._sparse_coo_tensor_unsafe.default", [ref(torch.tensor([[10**9]])), buf_id,
+                                                       [10**9 + 1]], {}),
+        "batch norm in eval mode without statistics (a segfault)": (
+            "aten.native_batch_norm.default", [ref(torch.ones(2, 3, 4)), None, None, None,
+                                               None, False, 0.1, 1e-5], {}),
+        "batch norm without stats, eval (a segfault)": (
+            "aten._native_batch_norm_legit.no_stats", [ref(torch.ones(2, 3)), None, None,
+                                                       False, 0.1, 1e-5], {}),
+        "an fft internal": ("aten._fft_r2c.default", [buf_id, [0], 0, True], {}),
+        "a vmap internal": ("aten._remove_batch_dim.default", [buf_id, 0, 1, 0], {}),
+        "a polynomial of degree 2**40 (a 19 s stall)": ("aten.special_laguerre_polynomial_l.default",
+                                                        [buf_id, 2**40], {}),
+    }
+    for what, (op, args, kwargs) in attacks.items():
+        with pytest.raises(RemoteError) as info:
+            run_op(bob, op, *args, **kwargs)
+        assert info.value.remote_type == "OpNotAllowedError", what
+        assert worker_procs["bob"].proc.poll() is None and bob.ping(), what
+    assert torch.equal(buf.get(), torch.arange(16.))
+
+
+def test_no_command_can_free_or_reshape_a_tensor_while_a_reply_streams_it(remote, token, worker_procs):
+    """Client A fetches a 64 MiB tensor while client B tries to resize it or write into it with
+    out=: B is refused (those overloads are off the list), A gets exactly what was stored."""
+    bob, _ = remote
+    data = torch.arange(16 * 2**20, dtype=torch.float32)
+    p = data.send(bob)
+    target = Ref(p.id_at_location)
+    other = WebSocketWorker(worker_procs["bob"].url, id="bob", token=token, progress=False)
+    one = torch.ones(1).send(other)
+    got = {}
+    reader = threading.Thread(target=lambda: got.setdefault("copy", bob._copy_out(p.id_at_location)))
+    reader.start()
+    refused = []
+    for op, args, kwargs in [("aten.resize_.default", [target, [1]], {}),
+                             ("aten.resize_as_.default", [target, Ref(one.id_at_location)], {}),
+                             ("aten.add.out", [target, 1.0], {"out": target}),
+                             ("aten.set_.source_Tensor", [target, Ref(one.id_at_location)], {}),
+                             ("aten.t_.default", [target], {})]:
+        with pytest.raises(RemoteError) as info:
+            run_op(other, op, *args, **kwargs)
+        refused.append(info.value.remote_type)
+    reader.join(60)
+    del one
+    other.close()
+    assert refused == ["OpNotAllowedError"] * 5
+    assert torch.equal(got["copy"], data) and torch.equal(p.get(), data)
