@@ -16,7 +16,7 @@ grouped by purpose, and of their overloads only those that pass every rule:
 
 ``check_call(op, args, kwargs)`` then checks arguments that name sizes, strides, offsets or
 indices, on the resolved values, before the op runs; ``check_result`` refuses a result that is
-a meta or sparse tensor or reaches outside its own storage. docs/op-allow-list.md says what the
+a meta or sparse tensor or reaches outside its own storage. docs/op-allowlist.md says what the
 list leaves out and what remains a token holder's power (CPU time, memory up to the quotas).
 """
 from __future__ import annotations
@@ -109,15 +109,13 @@ INDEXING = """
 ALLOWED_NAMES = frozenset(" ".join([POINTWISE, COMPARISONS, REDUCTIONS, LINEAR_ALGEBRA, NN_FORWARD, NN_BACKWARD,
                                     SHAPE_AND_VIEW, FACTORIES, INDEXING]).split())
 
-# Overloads of listed names refused although the rules admit them (each with its reason).
-DENIED_OVERLOADS = frozenset()
 _DENIED_TYPES = ("Storage", "Stream", "Event", "Dimname", "Generator ", "Generator[")
 _OUT_OVERLOAD = re.compile(r"(^|_)out($|_)|grad_input")
 
 
 def _overload_ok(op) -> bool:
     schema = op._schema
-    if torch.Tag.inplace_view in op.tags or str(op) in DENIED_OVERLOADS:
+    if torch.Tag.inplace_view in op.tags:
         return False
     if _OUT_OVERLOAD.search(schema.overload_name):
         return False
@@ -239,11 +237,12 @@ _NORM_ARGS = ("weight", "bias", "running_mean", "running_var", "save_mean", "sav
 def _batch_norm(name, args, kwargs):
     """Per-channel tensors must be 1-d with one entry per channel (else the kernel reads past them)."""
     schema_args = _SCHEMA_ARGS[name]
-    x = _arg(args, kwargs, 1 if schema_args[0] == "grad_out" else 0, schema_args[1 if schema_args[0] == "grad_out" else 0])
+    backward = schema_args[0] == "grad_out"
+    x = _arg(args, kwargs, 1 if backward else 0, schema_args[1 if backward else 0])
     if not isinstance(x, torch.Tensor) or x.dim() < 2:
         raise OpNotAllowedError(f"{name}: the input must be a tensor of at least 2 dimensions (N, C, ...)")
     channels = x.shape[1]
-    if schema_args[0] == "grad_out":
+    if backward:
         g = _arg(args, kwargs, 0, "grad_out")
         if not isinstance(g, torch.Tensor) or g.shape != x.shape:
             raise OpNotAllowedError(f"{name}: grad_out must have the input's shape {list(x.shape)}")
@@ -257,7 +256,7 @@ def _batch_norm(name, args, kwargs):
     # The kernels read the statistics their mode needs without checking that they were given.
     flag = next((i for i, n in enumerate(schema_args) if n in ("training", "train", "update")), None)
     training = bool(_arg(args, kwargs, flag, schema_args[flag])) if flag is not None else "no_update" not in name
-    if schema_args[0] == "grad_out":
+    if backward:
         save = ("save_mean", "save_invstd" if "save_invstd" in schema_args else "save_var")
         needed = save if training else ("running_mean", "running_var")
     elif name.endswith(".no_stats"):
@@ -374,10 +373,10 @@ CHECKS = {
     **_checks_for("aten.native_group_norm", _group_norm),
     **_checks_for("aten.native_group_norm_backward", _group_norm),
     **_checks_for("aten.native_layer_norm_backward", _layer_norm_backward),
-    **{n: _batch_norm for base in ("native_batch_norm", "_native_batch_norm_legit",
-                                   "_native_batch_norm_legit_no_training", "_batch_norm_with_update",
-                                   "_batch_norm_no_update", "native_batch_norm_backward", "batch_norm_backward")
-       for n in _checks_for("aten." + base, None)},
+    **{n: c for base in ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+                         "_batch_norm_with_update", "_batch_norm_no_update", "native_batch_norm_backward",
+                         "batch_norm_backward")
+       for n, c in _checks_for("aten." + base, _batch_norm).items()},
 }
 _SCHEMA_ARGS = {n: [a.name for a in ALLOWED[n]._schema.arguments] for n in CHECKS}
 # Keyed by id(op): OpOverload hashes in Python (0.2 us a lookup), an id in a set of ints does not,
