@@ -1,116 +1,210 @@
-"""Plans (issue 5): one plan message vs the same step op by op, replay cost, tracing cost."""
+"""Plans (issues 5 and 16): one plan message vs the same step op by op and vs the step run
+eagerly, replay cost over the same aten ops called directly, and the first build in a fresh
+process. Peers and floors are measured side by side in one run."""
 from __future__ import annotations
 
 import sys
-import time
+import textwrap
+from pathlib import Path
 
 import torch
-import torch.nn as nn
 
-from common import figure, interleaved
+from common import cpu_clock, figure, fresh_process, interleaved
 
 torch.set_num_threads(1)
+HERE = Path(__file__).resolve().parent
+
+# The training step of every figure here (also run as code in fresh processes).
+STEP_SOURCE = """
+import torch, torch.nn as nn
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+X, Y = torch.randn(32, 8), torch.randn(32, 1)
+
+def train_step(x, y):
+    loss = ((model(x) - y) ** 2).mean()
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    with torch.no_grad():
+        for p, g in zip(model.parameters(), grads):
+            p.sub_(0.01 * g)
+    return loss
+"""
 
 
-def _setup(sy, worker):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
-    X, Y = torch.randn(32, 8), torch.randn(32, 1)
-
-    def train_step(x, y):
-        loss = ((model(x) - y) ** 2).mean()
-        grads = torch.autograd.grad(loss, list(model.parameters()))
-        with torch.no_grad():
-            for p, g in zip(model.parameters(), grads):
-                p.sub_(0.01 * g)
-        return loss
-
-    t0 = time.perf_counter()
-    step = sy.plan(train_step, state=model).build(X, Y)
-    trace_s = time.perf_counter() - t0
-    return model, X, Y, train_step, step, trace_s
+def _step():
+    ns: dict = {}
+    exec(STEP_SOURCE, ns)
+    return ns["model"], ns["X"], ns["Y"], ns["train_step"]
 
 
-def run(quick: bool = False) -> list[dict]:
+def first_build(quick: bool) -> list[dict]:
+    """The first plan of a fresh process (after ``import syft_lab``), and what it costs once
+    torch's tracer has its imports (make_fx imports torch._dynamo on first use)."""
+    code = STEP_SOURCE + textwrap.dedent("""
+        import json, time, sys
+        import syft_lab as sy
+        pre = 0.0
+        if PREIMPORT:
+            t0 = time.perf_counter(); import torch._dynamo; pre = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sy.plan(train_step, state=model).build(X, Y)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sy.plan(train_step, state=model).build(X, Y)
+        print(json.dumps({"first": first, "second": time.perf_counter() - t0, "preimport": pre}))
+    """)
+    runs = {False: [], True: []}
+    for i in range(1 if quick else 3):
+        for pre in ((False, True) if i % 2 == 0 else (True, False)):
+            runs[pre].append(fresh_process(f"PREIMPORT = {pre}\n" + code))
+    med = lambda rs, k: sorted(r[k] for r in rs)[len(rs) // 2]  # noqa: E731
+    first, warm_first = med(runs[False], "first"), med(runs[True], "first")
+    return [figure("first plan build in a fresh process", first * 1e3, "ms", 300.0,
+                   peer=f"of which importing torch._dynamo (make_fx does, on first use): "
+                        f"{med(runs[True], 'preimport') * 1e3:.0f} ms alone; the first build once it is imported "
+                        f"{warm_first * 1e3:.0f} ms; a second build {med(runs[False], 'second') * 1e3:.0f} ms "
+                        f"({len(runs[False])} process(es) each)")]
+
+
+def _direct_aten(model, train_step, X, Y):
+    """The step's aten ops called directly (torch's own fx code for the trace), no replay loop."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from syft_lab.plans.trace import _flat_fn, _state_tensors
+
+    names, values = _state_tensors(model)
+    flat = _flat_fn(train_step, model, names)
+    examples = [torch.empty(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad) for t in values + [X, Y]]
+    return make_fx(flat, tracing_mode="fake")(*examples)
+
+
+def in_process(quick: bool) -> list[dict]:
     import syft_lab as sy
+    from syft_lab.wire.allowlist import check_result
 
     sy.hook()
+    model, X, Y, train_step = _step()
+    step = sy.plan(train_step, state=model).build(X, Y)
     bob = sy.VirtualWorker("bench_plans_bob")
-    model, X, Y, train_step, step, trace_s = _setup(sy, bob)
-    # a second trace, warm: what building another plan costs once torch's tracer is loaded
-    t0 = time.perf_counter()
-    sy.plan(train_step, state=model).build(X, Y)
-    trace_warm = time.perf_counter() - t0
+    _, _, _, step_eager = _step()  # the eager step trains a model of its own
     x_ptr, y_ptr = X.send(bob), Y.send(bob)
     model.send(bob)
     pp = step.send(bob)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
-    def eager_pointer_step():
+    def op_by_op():
         opt.zero_grad()
         loss = ((model(x_ptr) - y_ptr) ** 2).mean()
         loss.backward()
         opt.step()
 
-    def plan_step():
-        pp(x_ptr, y_ptr)
-
-    repeat = 5 if quick else 15
-    t = interleaved({"eager": eager_pointer_step, "plan": plan_step}, number=5 if quick else 30, repeat=repeat)
+    repeat = 11 if quick else 41
+    pp(x_ptr, y_ptr), op_by_op()  # warm
+    t = interleaved({"eager": lambda: step_eager(X, Y), "plan": lambda: pp(x_ptr, y_ptr), "op_by_op": op_by_op},
+                    number=5 if quick else 10, repeat=repeat, clock=cpu_clock)
     model.get()
 
-    # replay overhead per node, in process, against the same function run eagerly
+    # replay vs the same aten ops called directly, both without autograd (the graph holds the
+    # backward ops already; the step writes its parameters, so replay runs it under no_grad)
     graph = step._graph
     n = len(graph.nodes)
-    state = list(model.parameters())
-    values = state + [X, Y]
+    values = [p.detach().clone() for p in model.parameters()] + [X, Y]
+    gm = _direct_aten(model, train_step, X, Y)
+    core = bob.core
 
-    def eager_local():
+    def direct():
         with torch.no_grad():
-            # the traced graph already holds the backward ops; eager must run autograd for them
-            pass
-        train_step(X, Y)
+            gm(*values)
 
     def replay():
-        graph.run(values)
+        with torch.no_grad():
+            graph.run(values)
 
-    tr = interleaved({"eager": eager_local, "replay": replay}, number=20 if quick else 200, repeat=repeat)
-    per_node_us = (tr["replay"] - tr["eager"]) / n * 1e6
+    def replay_checked():  # as a worker runs it: the allow-list's checks on every node
+        with torch.no_grad():
+            graph.run(values, guard=core._guard_node, check=check_result)
+
+    tr = interleaved({"direct": direct, "replay": replay, "checked": replay_checked},
+                     number=10 if quick else 40, repeat=repeat, clock=cpu_clock)
     bob.close()
+    per_node = (tr["replay"] - tr["direct"]) / n * 1e6
+    per_node_checked = (tr["checked"] - tr["direct"]) / n * 1e6
+    return [
+        figure("training step as one plan on a VirtualWorker vs the same step run eagerly", t["plan"] * 1e6, "us",
+               1.15, peer=f"eager step (local tensors, autograd) {t['eager'] * 1e6:.0f} us; replay alone "
+                          f"{tr['replay'] * 1e6:.0f} us, with the allow-list's checks {tr['checked'] * 1e6:.0f} us",
+               ratio=t["plan"] / t["eager"]),
+        figure("training step: op-by-op pointers vs one plan message (VirtualWorker)",
+               t["op_by_op"] / t["plan"], "x faster", 15.0, higher_is_better=True,
+               peer=f"op by op {t['op_by_op'] * 1e3:.2f} ms, plan {t['plan'] * 1e3:.3f} ms",
+               ratio=t["op_by_op"] / t["plan"]),
+        figure(f"plan replay overhead per node ({n} nodes) over the same aten ops called directly", per_node,
+               "us/node", 3.0, peer=f"direct (torch's fx code, no_grad) {tr['direct'] * 1e6:.0f} us, replay "
+                                    f"{tr['replay'] * 1e6:.0f} us; with the allow-list's checks "
+                                    f"{per_node_checked:.2f} us/node"),
+    ]
 
-    # the same comparison against a worker process over websockets on loopback
+
+def over_websocket(quick: bool) -> list[dict]:
+    """A plan call on a worker process vs one bare websockets echo plus the step's eager compute."""
+    import subprocess
+
+    import syft_lab as sy
+    from websockets.sync.client import connect
+
+    import bench_transport as bt
+
+    model, X, Y, train_step = _step()
+    step = sy.plan(train_step, state=model).build(X, Y)
+    _, _, _, step_eager = _step()
+    bare, port = bt._start([sys.executable, str(HERE / "bench_transport.py"), "--bare-server"])
     remote = sy.start_worker("bench_plans_remote")
     try:
+        ws = connect(f"ws://127.0.0.1:{port}", compression=None, legacy=True)
         x_r, y_r = X.send(remote), Y.send(remote)
         model.send(remote)
         pp_r = step.send(remote)
         opt_r = torch.optim.SGD(model.parameters(), lr=0.01)
+        msg = b"E" + b"x" * 200  # about a plan call's request and reply
 
-        def eager_remote():
+        def op_by_op():
             opt_r.zero_grad()
             loss = ((model(x_r) - y_r) ** 2).mean()
             loss.backward()
             opt_r.step()
 
-        tw = interleaved({"eager": eager_remote, "plan": lambda: pp_r(x_r, y_r)},
-                         number=2 if quick else 10, repeat=3 if quick else 7)
+        fns = {"plan": lambda: pp_r(x_r, y_r), "echo": lambda: (ws.send(msg), ws.recv()),
+               "eager": lambda: step_eager(X, Y)}
+        for fn in fns.values():  # warm: the worker's first plan run loads torch's meta machinery
+            fn()
+        t = interleaved(fns, number=10 if quick else 20, repeat=11 if quick else 41)
+        t_ops = interleaved({"op_by_op": op_by_op, "plan": fns["plan"]}, number=2 if quick else 5,
+                            repeat=3 if quick else 9)
         model.get()
+        ws.close()
     finally:
         remote.close()
+        bare.kill()
+        try:
+            bare.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+    floor = t["echo"] + t["eager"]
     return [
+        figure("training step as one plan over a websocket worker vs one echo round trip + the eager step",
+               t["plan"] * 1e6, "us", 1.2, peer=f"bare websockets echo {t['echo'] * 1e6:.0f} us + eager step "
+                                               f"{t['eager'] * 1e6:.0f} us = {floor * 1e6:.0f} us",
+               ratio=t["plan"] / floor),
         figure("training step: op-by-op pointers vs one plan message (websocket worker, loopback)",
-               tw["eager"] / tw["plan"], "x faster", 20.0, higher_is_better=True,
-               peer=f"op by op {tw['eager'] * 1e3:.1f} ms, plan {tw['plan'] * 1e3:.2f} ms",
-               ratio=tw["eager"] / tw["plan"]),
-        figure("training step: op-by-op pointers vs one plan message (VirtualWorker)",
-               t["eager"] / t["plan"], "x faster", 15.0, higher_is_better=True,
-               peer=f"op by op {t['eager'] * 1e3:.2f} ms, plan {t['plan'] * 1e3:.3f} ms",
-               ratio=t["eager"] / t["plan"]),
-        figure(f"plan replay overhead per node ({n} nodes) over eager torch", per_node_us, "us/node", 3.0,
-               peer=f"eager step {tr['eager'] * 1e6:.0f} us, replay {tr['replay'] * 1e6:.0f} us"),
-        figure("tracing the training step (first plan in the process)", trace_s * 1e3, "ms", 50.0,
-               peer=f"a second build: {trace_warm * 1e3:.1f} ms"),
+               t_ops["op_by_op"] / t_ops["plan"], "x faster", 20.0, higher_is_better=True,
+               peer=f"op by op {t_ops['op_by_op'] * 1e3:.1f} ms, plan {t_ops['plan'] * 1e3:.2f} ms",
+               ratio=t_ops["op_by_op"] / t_ops["plan"]),
     ]
+
+
+def run(quick: bool = False) -> list[dict]:
+    return in_process(quick) + over_websocket(quick) + first_build(quick)
 
 
 if __name__ == "__main__":

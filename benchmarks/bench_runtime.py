@@ -1,86 +1,147 @@
-"""Tensor layers and in-process workers: what a chain costs over plain torch (issues 2 and 3).
+"""Tensor layers and in-process workers: what a chain costs over plain torch (issues 2, 3 and 16).
 
-Each figure is a ratio of two timings taken side by side, in turns, in one process.
+Each figure is a ratio of two timings taken side by side, in turns, in one process (CPU time
+of the thread: the machine is shared). The floor of any chain layer is measured in the same
+run: a minimal flat ``__torch_dispatch__`` wrapper that only unwraps and rewraps.
 """
 from __future__ import annotations
 
-import subprocess
+import statistics
 import sys
 import textwrap
 
 import torch
 
-from common import figure, interleaved
+from common import cpu_clock, figure, fresh_process, interleaved
 
 torch.set_num_threads(1)
+_make_wrapper = torch.Tensor._make_wrapper_subclass
+
+
+class FlatWrapper(torch.Tensor):
+    """The floor for a chain layer: unwraps its own instances among the top-level args, runs the
+    op, wraps a tensor result. No logging, no lists, no in-place care. Built the same way as
+    LoggingTensor's wrappers (same strides, the op's C++ packet) so only the layer's own work
+    differs."""
+
+    __slots__ = ("child",)
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, child):
+        r = _make_wrapper(cls, child.shape, child.stride(), child.storage_offset(), None, child.dtype)
+        r.child = child
+        return r
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        args = [a.child if isinstance(a, cls) else a for a in args]
+        out = func._op(*args, **kwargs) if kwargs else func._op(*args)
+        if isinstance(out, torch.Tensor):
+            r = _make_wrapper(cls, out.shape, out.stride(), out.storage_offset(), None, out.dtype)
+            r.child = out
+            return r
+        return out
+
+
+# --- hook cost ----------------------------------------------------------------------------
+
+_PLAIN_WORK = """
+import json, statistics, time, torch, torch.nn as nn, torch.nn.functional as F
+torch.set_num_threads(1)
+a = torch.ones(1); b = torch.ones(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+X, T = torch.randn(16, 32), torch.randint(0, 10, (16,))
+def add():
+    for _ in range(2000): a + b
+def step():
+    for _ in range(10):
+        opt.zero_grad(); F.cross_entropy(model(X), T).backward(); opt.step()
+def sample(fn):
+    t = time.thread_time(); fn(); return time.thread_time() - t
+add(); step()  # warm
+"""
+
+
+def _fresh_code(with_import: bool, reps: int) -> str:
+    imp = "import syft_lab as sy; sy.hook()" if with_import else ""
+    return _PLAIN_WORK + textwrap.dedent(f"""
+        {imp}
+        s = {{"add": [], "step": []}}
+        for _ in range({reps}):
+            s["add"].append(sample(add)); s["step"].append(sample(step))
+        print(json.dumps({{k: statistics.median(v) for k, v in s.items()}}))
+    """)
 
 
 def hook_cost(quick: bool) -> list[dict]:
-    """Plain ops before and after `import syft_lab; sy.hook()`: measured in a fresh process,
-    since an import cannot be undone. Alternating hook/unhook rounds after the import check
-    that the hook itself adds nothing."""
-    reps = 5 if quick else 25
-    code = textwrap.dedent(f"""
-        import json, statistics, time, torch, torch.nn as nn, torch.nn.functional as F
-        torch.set_num_threads(1)
-        a = torch.ones(1); b = torch.ones(1)
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        X, T = torch.randn(16, 32), torch.randint(0, 10, (16,))
-        def add():
-            for _ in range(2000): a + b
-        def step():
-            for _ in range(50):
-                opt.zero_grad(); F.cross_entropy(model(X), T).backward(); opt.step()
-        def sample(fn):
-            t = time.perf_counter(); fn(); return time.perf_counter() - t
-        before = {{"add": [], "step": []}}
-        for _ in range({reps}):
-            before["add"].append(sample(add)); before["step"].append(sample(step))
-        import syft_lab as sy
-        after = {{"add": [], "step": []}}
-        for i in range({reps}):
-            sy.hook() if i % 2 == 0 else sy.unhook()
-            sy.hook()
-            after["add"].append(sample(add)); after["step"].append(sample(step))
-        print(json.dumps({{k: statistics.median(after[k]) / statistics.median(before[k]) for k in before}}))
-    """)
-    import json
+    """Plain ops with and without syft_lab, two ways: (1) fresh processes, in turns, one that
+    imports syft_lab and calls sy.hook() and one that does not (an import cannot be undone);
+    (2) in one process after the import, samples with the hook on and off in turns."""
+    pairs, reps = (2, 15) if quick else (5, 31)
+    fresh = {"with": [], "without": []}
+    for i in range(pairs):
+        for kind in (("with", "without") if i % 2 == 0 else ("without", "with")):
+            fresh[kind].append(fresh_process(_fresh_code(kind == "with", reps)))
+    f_ratio = {k: statistics.median(r[k] for r in fresh["with"]) / statistics.median(r[k] for r in fresh["without"])
+               for k in ("add", "step")}
 
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    ratios = json.loads(out.stdout.strip().splitlines()[-1])
+    inproc = fresh_process(_PLAIN_WORK + textwrap.dedent(f"""
+        import syft_lab as sy
+        s = {{"on": {{"add": [], "step": []}}, "off": {{"add": [], "step": []}}}}
+        for i in range({2 * reps}):
+            for state in (("on", "off") if i % 2 == 0 else ("off", "on")):
+                sy.hook() if state == "on" else sy.unhook()
+                add(); step()  # changing torch.Tensor's class resets Python's attribute caches: warm again
+                s[state]["add"].append(sample(add)); s[state]["step"].append(sample(step))
+        print(json.dumps({{k: statistics.median(s["on"][k]) / statistics.median(s["off"][k]) for k in ("add", "step")}}))
+    """))
+    n = f"{pairs} fresh processes each, in turns"
     return [
-        figure("plain 1-element add after import + sy.hook()", ratios["add"], "x before", 1.02,
-               peer="the same add before import", ratio=ratios["add"]),
-        figure("plain small MLP train step after import + sy.hook()", ratios["step"], "x before", 1.02,
-               peer="the same step before import", ratio=ratios["step"]),
+        figure("plain 1-element add, fresh process with import + sy.hook() vs without", f_ratio["add"], "x", 1.02,
+               peer=f"the same add in a process without syft_lab ({n})", ratio=f_ratio["add"]),
+        figure("plain small MLP train step, fresh process with import + sy.hook() vs without", f_ratio["step"], "x",
+               1.02, peer=f"the same step in a process without syft_lab ({n})", ratio=f_ratio["step"]),
+        figure("plain 1-element add, sy.hook() on vs off (one process, samples in turns)", inproc["add"], "x", 1.02,
+               peer="the same add with sy.unhook()", ratio=inproc["add"]),
+        figure("plain small MLP train step, sy.hook() on vs off (one process, samples in turns)", inproc["step"], "x",
+               1.02, peer="the same step with sy.unhook()", ratio=inproc["step"]),
     ]
 
+
+# --- chain layers ---------------------------------------------------------------------------
 
 def logging_cost(quick: bool) -> list[dict]:
     import syft_lab as sy
 
-    number, repeat = (500, 5) if quick else (5000, 15)
+    number, repeat = (200, 41) if quick else (500, 101)
     a = torch.ones(1)
+    fa = FlatWrapper(torch.ones(1))
     la = sy.LoggingTensor(torch.ones(1))
-    big = torch.ones(1000, 1000)
-    lbig = sy.LoggingTensor(torch.ones(1000, 1000))
 
     def add_logged():
         la + la
         if len(la.log) > 10000:
             del la.log[:]
 
-    t = interleaved({"plain": lambda: a + a, "logging": add_logged}, number=number, repeat=repeat)
-    tb = interleaved({"plain": lambda: big + big, "logging": lambda: lbig + lbig},
-                     number=5 if quick else 20, repeat=repeat)
-    r, rb = t["logging"] / t["plain"], tb["logging"] / tb["plain"]
+    t = interleaved({"plain": lambda: a + a, "floor": lambda: fa + fa, "logging": add_logged},
+                    number=number, repeat=repeat, clock=cpu_clock)
+    big = torch.ones(1000, 1000)
+    fbig = FlatWrapper(torch.ones(1000, 1000))
+    lbig = sy.LoggingTensor(torch.ones(1000, 1000))
+    tb = interleaved({"plain": lambda: big + big, "floor": lambda: fbig + fbig, "logging": lambda: lbig + lbig},
+                     number=5 if quick else 10, repeat=repeat, clock=cpu_clock)
     return [
-        figure("LoggingTensor 1-element add", t["logging"] * 1e6, "us", 6.0,
-               peer=f"plain add {t['plain'] * 1e6:.2f} us", ratio=r),
-        figure("LoggingTensor 1000x1000 add", tb["logging"] * 1e6, "us", 1.08,
-               peer=f"plain add {tb['plain'] * 1e6:.0f} us", ratio=rb),
+        figure("LoggingTensor 1-element add", t["logging"] * 1e6, "us", 1.15,
+               peer=f"ratio to the minimal flat dispatch wrapper (the floor), same run: {t['floor'] * 1e6:.2f} us ({t['floor'] / t['plain']:.1f}x plain); "
+                    f"plain add {t['plain'] * 1e6:.2f} us; LoggingTensor {t['logging'] / t['plain']:.1f}x plain",
+               ratio=t["logging"] / t["floor"]),
+        figure("LoggingTensor 1000x1000 add", tb["logging"] * 1e6, "us", 1.05,
+               peer=f"ratio to plain add {tb['plain'] * 1e6:.0f} us; the flat wrapper floor {tb['floor'] * 1e6:.0f} us "
+                    f"({tb['floor'] / tb['plain']:.3f}x plain)",
+               ratio=tb["logging"] / tb["plain"]),
     ]
 
 
@@ -88,10 +149,12 @@ def pointer_cost(quick: bool) -> list[dict]:
     import syft_lab as sy
 
     bob = sy.VirtualWorker("bench_bob")
-    number, repeat = (300, 5) if quick else (3000, 15)
+    number, repeat = (200, 41) if quick else (500, 101)
     a = torch.ones(1)
+    fa = FlatWrapper(torch.ones(1))
     p = bob.send(torch.ones(1))
-    t = interleaved({"plain": lambda: a + a, "pointer": lambda: p + p}, number=number, repeat=repeat)
+    t = interleaved({"plain": lambda: a + a, "floor": lambda: fa + fa, "pointer": lambda: p + p},
+                    number=number, repeat=repeat, clock=cpu_clock)
     big = torch.ones(1000, 1000)
 
     def clone_twice():
@@ -101,11 +164,13 @@ def pointer_cost(quick: bool) -> list[dict]:
     def send_get():
         bob.send(big).get()
 
-    tb = interleaved({"clone2": clone_twice, "send_get": send_get}, number=3 if quick else 10, repeat=repeat)
+    tb = interleaved({"clone2": clone_twice, "send_get": send_get}, number=3 if quick else 10,
+                     repeat=5 if quick else 15, clock=cpu_clock)
     bob.close()
     return [
-        figure("pointer op round trip (1 element, VirtualWorker)", t["pointer"] * 1e6, "us", 20.0,
-               peer=f"plain add {t['plain'] * 1e6:.2f} us", ratio=t["pointer"] / t["plain"]),
+        figure("pointer op round trip (1 element, VirtualWorker)", t["pointer"] * 1e6, "us", 8.0,
+               peer=f"ratio to plain add {t['plain'] * 1e6:.2f} us; the flat wrapper floor {t['floor'] / t['plain']:.1f}x plain",
+               ratio=t["pointer"] / t["plain"]),
         figure("send + get of 1000x1000 (VirtualWorker)", tb["send_get"] * 1e3, "ms", 3.0,
                peer=f"t.clone() twice {tb['clone2'] * 1e3:.2f} ms", ratio=tb["send_get"] / tb["clone2"]),
     ]

@@ -5,7 +5,8 @@
 Figures, each measured against its peer in the same run on loopback:
 - one small op (1-element add on pointers) round trip vs a bare websockets echo of a message of
   the same size (same sync client, an asyncio server in another process, no compression);
-  torch.distributed.rpc ``rpc_sync(torch.add)`` of the same op as the peer to beat;
+  torch.distributed.rpc ``rpc_sync(torch.add)`` of the same op as the peer to beat (its callee with
+  the worker's thread settings), all sampled in turns in one client process;
 - sending a 256 MiB tensor and getting it back vs a bare websockets transfer of the same bytes
   (4 MiB messages each way), and the peak memory each process adds during the transfer.
 """
@@ -91,6 +92,9 @@ def _mem(pid="self", field="VmHWM") -> int:
 
 
 # --- torch.distributed.rpc peer ------------------------------------------------------------
+# With the worker's thread settings: one torch thread, one thread running requests.
+RPC_THREADS = 1
+
 
 def _free_port():
     with socket.socket() as s:
@@ -98,37 +102,86 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _rpc_rank(rank: int, port: int, n: int, repeat: int):
+def _rpc_init(rank: int, port: int):
     import torch
     import torch.distributed.rpc as rpc
 
+    torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    opts = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}", num_worker_threads=4)
+    opts = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}", num_worker_threads=RPC_THREADS)
     rpc.init_rpc(f"w{rank}", rank=rank, world_size=2, rpc_backend_options=opts)
-    if rank == 0:
-        a = torch.ones(1)
-        t = interleaved({"rpc": lambda: rpc.rpc_sync("w1", torch.add, args=(a, a))}, number=n, repeat=repeat)
-        print(t["rpc"], flush=True)
-    rpc.shutdown()
+    return rpc
 
 
-def rpc_round_trip(n: int, repeat: int) -> float | None:
-    port = _free_port()
-    cmd = [sys.executable, __file__, "--rpc-rank"]
+def _rpc_peer(port: int):
+    _rpc_init(1, port).shutdown()  # serves rank 0's calls until rank 0 shuts down too
+
+
+def _small_op_client(address, token, echo_port, rpc_port, n, repeat):
+    """Rank 0 of the rpc pair and a syft_lab client at once: the op, a bare echo of the same
+    size, a protocol-only ping and rpc_sync(torch.add), sampled in turns. Prints JSON."""
+    import json
+
+    import torch
+    from websockets.sync.client import connect
+
+    import syft_lab as sy
+    from syft_lab.wire.allowlist import op_name
+    from syft_lab.wire.format import encode
+    from syft_lab.workers.core import NewObject, Ref
+    from syft_lab.workers.websocket import WebSocketWorker
+
+    torch.set_num_threads(1)
+    sy.hook()
+    rpc = _rpc_init(0, rpc_port) if rpc_port else None
+    bob = WebSocketWorker(address, id="benchbob", token=token, progress=False)
+    ws = connect(f"ws://127.0.0.1:{echo_port}", compression=None, max_size=2 * CHUNK, max_queue=8, legacy=True)
+    p = torch.ones(1).send(bob)
+    request = encode({"c": "run", "r": 1, "op": op_name(torch.ops.aten.add.Tensor),
+                      "a": [Ref(p.id_at_location), Ref(p.id_at_location)], "k": None, "rel": [2**52]}).frames[0]
+    reply = encode({"r": 1, "ok": NewObject(2**52, [1], torch.float32)}).frames[0]
+    msg = b"E" + b"x" * (max(len(request), len(reply)) - 1)
+    a = torch.ones(1)
+    # a ping carrying releases is served on the command thread: the hop's cost, next to the plain ping
+    fns = {"op": lambda: p + p, "echo": lambda: (ws.send(msg), ws.recv()), "ping": bob.ping,
+           "ping_thread": lambda: bob._request({"c": "ping", "rel": []})}
+    if rpc is not None:
+        fns["rpc"] = lambda: rpc.rpc_sync("w1", torch.add, args=(a, a))
+    for fn in fns.values():  # warm: first calls set up caches on both sides
+        for _ in range(20):
+            fn()
+    t = interleaved(fns, number=n, repeat=repeat)
+    t["msg_bytes"] = len(msg)
+    bob.close()
+    ws.close()
+    if rpc is not None:
+        rpc.shutdown()
+    print(json.dumps(t), flush=True)
+
+
+def small_op(address, token, echo_port, n, repeat, with_rpc: bool) -> dict:
+    """Run the small-op client (and its rpc peer) in processes of their own."""
+    import json
+
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    peer = subprocess.Popen(cmd + ["1", str(port), str(n), str(repeat)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
+    rpc_port = _free_port() if with_rpc else 0
+    peer = None
+    if with_rpc:
+        peer = subprocess.Popen([sys.executable, __file__, "--rpc-peer", str(rpc_port)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env)
     try:
-        out = subprocess.run(cmd + ["0", str(port), str(n), str(repeat)], capture_output=True, text=True,
-                             env=env, timeout=120)
-        return float(out.stdout.strip().splitlines()[-1])
-    except (subprocess.TimeoutExpired, ValueError, IndexError):
-        return None
+        out = subprocess.run([sys.executable, __file__, "--small-op-client", address, token, str(echo_port),
+                              str(rpc_port), str(n), str(repeat)], capture_output=True, text=True, env=env,
+                             timeout=300)
+        if out.returncode != 0:
+            raise RuntimeError(f"the small-op client failed: {out.stderr[-2000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
     finally:
-        try:
-            peer.wait(20)
-        except subprocess.TimeoutExpired:
-            peer.kill()
+        if peer is not None:
+            try:
+                peer.wait(20)
+            except subprocess.TimeoutExpired:
+                peer.kill()
 
 
 # --- the benchmark -------------------------------------------------------------------------
@@ -140,9 +193,6 @@ def run(quick: bool = False) -> list[dict]:
     from websockets.sync.client import connect
 
     import syft_lab as sy
-    from syft_lab.wire.allowlist import op_name
-    from syft_lab.wire.format import encode
-    from syft_lab.workers.core import NewObject, Ref
     from syft_lab.workers.websocket import WebSocketWorker
 
     sy.hook()
@@ -152,30 +202,29 @@ def run(quick: bool = False) -> list[dict]:
                           env={"SYFT_LAB_TOKEN": token})
     bare, port = _start([sys.executable, __file__, "--bare-server"])
     try:
-        bob = WebSocketWorker(line.split("listening on ")[1], id="benchbob", token=token, progress=False)
-        ws = connect(f"ws://127.0.0.1:{port}", compression=None, max_size=2 * CHUNK, max_queue=8, legacy=True)
-
-        # 1. one small op round trip
-        p = torch.ones(1).send(bob)
-        request = encode({"c": "run", "r": 1, "op": op_name(torch.ops.aten.add.Tensor),
-                          "a": [Ref(p.id_at_location), Ref(p.id_at_location)], "k": None}).frames[0]
-        reply = encode({"r": 1, "ok": NewObject(2**52, [1], torch.float32)}).frames[0]
-        msg = b"E" + b"x" * (max(len(request), len(reply)) - 1)
-        n, repeat = (200, 7) if quick else (500, 15)
-        t = interleaved({"op": lambda: p + p, "echo": lambda: (ws.send(msg), ws.recv()), "ping": bob.ping},
-                        number=n, repeat=repeat)
-        rpc_t = None if quick else rpc_round_trip(n, repeat)
-        peer = f"bare websockets echo of {len(msg)} B: {t['echo'] * 1e6:.0f} us"
-        if rpc_t is not None:
-            peer += f"; torch rpc_sync(torch.add): {rpc_t * 1e6:.0f} us"
-        results.append(figure("websocket pointer op round trip (1-element add)", t["op"] * 1e6, "us", 1.5,
+        # 1. one small op round trip, side by side with its peers (in a client process of its own)
+        n, repeat = (100, 9) if quick else (200, 31)
+        t = small_op(line.split("listening on ")[1], token, port, n, repeat, with_rpc=not quick)
+        peer = f"bare websockets echo of {t['msg_bytes']} B: {t['echo'] * 1e6:.0f} us"
+        if "rpc" in t:
+            peer += f"; torch rpc_sync(torch.add): {t['rpc'] * 1e6:.0f} us"
+        results.append(figure("websocket pointer op round trip (1-element add)", t["op"] * 1e6, "us", 1.3,
                               peer=peer, ratio=t["op"] / t["echo"]))
         results.append(figure("websocket worker ping (protocol only, no pointer)", t["ping"] * 1e6, "us", None,
                               peer=f"bare websockets echo: {t['echo'] * 1e6:.0f} us", ratio=t["ping"] / t["echo"]))
-        if rpc_t is not None:
+        results.append(figure("websocket worker ping served on the command thread (the thread hop)",
+                              t["ping_thread"] * 1e6, "us", None,
+                              peer=f"the same ping on the event loop: {t['ping'] * 1e6:.0f} us (hop "
+                                   f"{(t['ping_thread'] - t['ping']) * 1e6:.0f} us); the op: "
+                                   f"{(t['op'] - t['ping_thread']) * 1e6:.0f} us more", ratio=t["ping_thread"] / t["echo"]))
+        if "rpc" in t:
             results.append(figure("websocket pointer op vs torch.distributed.rpc rpc_sync", t["op"] * 1e6, "us",
-                                  None, peer=f"rpc_sync {rpc_t * 1e6:.0f} us (TensorPipe, loopback)",
-                                  ratio=t["op"] / rpc_t))
+                                  1.0, peer=f"rpc_sync {t['rpc'] * 1e6:.0f} us (TensorPipe, loopback, "
+                                            f"{RPC_THREADS} worker thread, 1 torch thread; samples in turns)",
+                                  ratio=t["op"] / t["rpc"]))
+
+        bob = WebSocketWorker(line.split("listening on ")[1], id="benchbob", token=token, progress=False)
+        ws = connect(f"ws://127.0.0.1:{port}", compression=None, max_size=2 * CHUNK, max_queue=8, legacy=True)
 
         # 2. send + get of a large tensor
         size = (64 if quick else 256) * 2**20
@@ -247,10 +296,13 @@ def main():
     if "--bare-server" in sys.argv:
         asyncio.run(_bare_main())
         return
-    if "--rpc-rank" in sys.argv:
-        i = sys.argv.index("--rpc-rank")
-        rank, port, n, repeat = (int(a) for a in sys.argv[i + 1:i + 5])
-        _rpc_rank(rank, port, n, repeat)
+    if "--rpc-peer" in sys.argv:
+        _rpc_peer(int(sys.argv[sys.argv.index("--rpc-peer") + 1]))
+        return
+    if "--small-op-client" in sys.argv:
+        i = sys.argv.index("--small-op-client")
+        address, token, echo_port, rpc_port, n, repeat = sys.argv[i + 1:i + 7]
+        _small_op_client(address, token, int(echo_port), int(rpc_port), int(n), int(repeat))
         return
     quick = "--quick" in sys.argv
     results = run(quick)

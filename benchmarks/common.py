@@ -1,20 +1,43 @@
-"""Shared by every benchmark: interleaved timing and the result record."""
+"""Shared by every benchmark: interleaved timing, fresh-process timing and the result record."""
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# CPU time of this thread: the machine is shared, and time spent descheduled is not the code's.
+# For figures that wait on another process (round trips), wall time is the right clock.
+cpu_clock = time.thread_time
+wall_clock = time.perf_counter
 
 
-def interleaved(fns: dict, *, number: int, repeat: int) -> dict:
-    """Median seconds per call of each function, sampled in turns so drift hits all alike."""
+def interleaved(fns: dict, *, number: int, repeat: int, clock=wall_clock) -> dict:
+    """Median seconds per call of each function, sampled in turns (ABC, CBA, ABC, ...) so that
+    drift and the order within a round hit all alike."""
     samples = {k: [] for k in fns}
-    for _ in range(repeat):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
+    items = list(fns.items())
+    for i in range(repeat):
+        for k, fn in (items if i % 2 == 0 else items[::-1]):
+            t0 = clock()
             for _ in range(number):
                 fn()
-            samples[k].append((time.perf_counter() - t0) / number)
+            samples[k].append((clock() - t0) / number)
     return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def fresh_process(code: str, timeout: float = 300) -> dict:
+    """Run ``code`` in a new interpreter (the repo on its path); it prints one JSON line last."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                         cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark subprocess failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def figure(name, value, unit, target, peer=None, ratio=None, *, higher_is_better=False, note=""):

@@ -1,7 +1,10 @@
 """Run every benchmark and write benchmarks/results.md and results.json.
 
-    .venv/bin/python benchmarks/run.py            # full run, a few minutes
-    .venv/bin/python benchmarks/run.py --quick    # short mode (the test suite runs this)
+    .venv/bin/python benchmarks/run.py            # full run, at most ~10 minutes on 2 cores
+    .venv/bin/python benchmarks/run.py --quick    # short mode (scripts/test runs it as a step of its own)
+
+results.md names the commit it measured, and says so when the working tree had uncommitted
+changes to tracked files (dirty): quote figures only from a clean run of the current commit.
 
 Every benchmark module has ``run(quick) -> list[dict]`` (see common.figure); a module that
 fails is reported as such in the table instead of stopping the others.
@@ -14,7 +17,9 @@ import importlib
 import json
 import os
 import platform
+import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -25,13 +30,35 @@ sys.path.insert(0, str(HERE.parent))
 MODULES = ["bench_runtime", "bench_plans", "bench_transport", "bench_widget", "bench_federated"]
 
 
+def source() -> dict:
+    """The commit measured and whether tracked files differed from it (a dirty tree)."""
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=str(HERE.parent)).stdout.strip()
+
+    try:
+        changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()]
+        return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(changed), "changed": changed}
+    except OSError:  # no git here
+        return {"commit": None, "dirty": None, "changed": []}
+
+
 def machine() -> dict:
     import torch
 
     return {"python": platform.python_version(), "torch": torch.__version__,
             "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
+            "load_average": [round(x, 1) for x in os.getloadavg()],
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def source_line(src: dict) -> str:
+    if src["commit"] is None:
+        return "Source: not a git checkout."
+    if not src["dirty"]:
+        return f"Source: commit {src['commit']} (clean)."
+    shown = ", ".join(src["changed"][:8]) + (", ..." if len(src["changed"]) > 8 else "")
+    return f"Source: commit {src['commit']} **plus uncommitted changes** (dirty: {shown})."
 
 
 def _fmt(x):
@@ -67,10 +94,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=HERE, help="folder for results.md and results.json")
     ap.add_argument("--only", nargs="*", help="run only these modules")
     args = ap.parse_args(argv)
-    results = []
+    src = source()  # before running: the code measured is the code at start
+    results, seconds = [], {}
     for name in args.only or MODULES:
         if not (HERE / f"{name}.py").exists():
             continue
+        t0 = time.perf_counter()
         try:
             mod = importlib.import_module(name)
             for r in mod.run(quick=args.quick):
@@ -79,15 +108,20 @@ def main(argv=None) -> int:
         except Exception as e:  # one broken benchmark must not hide the others
             traceback.print_exc()
             results.append({"name": name, "module": name, "error": f"{type(e).__name__}: {e}"})
+        seconds[name] = round(time.perf_counter() - t0, 1)
+        print(f"benchmarks/run.py: {name} took {seconds[name]} s", file=sys.stderr, flush=True)
     info = machine()
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "results.quick" if args.quick else "results"
-    (args.out / f"{stem}.json").write_text(json.dumps({"machine": info, "quick": args.quick,
-                                                       "results": results}, indent=2))
+    (args.out / f"{stem}.json").write_text(json.dumps({"machine": info, "source": src, "quick": args.quick,
+                                                       "seconds": seconds, "results": results}, indent=2))
     md = [f"# Benchmark results{' (quick mode)' if args.quick else ''}", "",
+          source_line(src), "",
           f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}, torch {info['torch']} "
-          f"({info['torch_threads']} thread(s)), {info['platform']}; run {info['date']}.", "",
-          "Ratios are timings of syft_lab and its peer taken side by side, in turns, in one run.", "",
+          f"({info['torch_threads']} thread(s)), {info['platform']}; load average at the end "
+          f"{info['load_average'][0]}; run {info['date']}, {sum(seconds.values()):.0f} s.", "",
+          "Ratios are timings of syft_lab and its peer or floor taken side by side, in turns, in one run "
+          "(medians; CPU time of the thread for in-process figures, wall time for round trips).", "",
           table(results), ""]
     (args.out / f"{stem}.md").write_text("\n".join(md))
     print("\n".join(md))

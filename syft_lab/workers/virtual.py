@@ -104,8 +104,11 @@ class VirtualWorker(BaseWorker):
                                     tags, description)
 
     def _run_plan(self, plan_id, args, state):
-        with held_by(self.id):
+        token = current_holder.set(self.id)  # held_by(self.id), as in _run
+        try:
             return self.core.run_plan(plan_id, [a.id for a in args], None if state is None else [s.id for s in state])
+        finally:
+            current_holder.reset(token)
 
     def _run_graph(self, graph, input_ids, output_ids):
         with held_by(self.id):
