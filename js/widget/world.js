@@ -241,12 +241,21 @@ export function stepSummary(step) {
   return [...counts].map(([t, n]) => `${n} ${t}`).join(", ");
 }
 
+/** What a ghost says: where an object went; for a pointer, what became of its object (a
+ * pointer whose object was fetched or moved is gone: the view shows it so before it goes). */
 function ghostText(step, laneId, o) {
-  const e = (step?.events || []).find((x) => x.worker === laneId && x.id === o.id);
+  const evs = step?.events || [];
+  const e = evs.find((x) => x.worker === laneId && x.id === o.id);
   if (e?.type === "moved") return `moved to ${e.to}`;
   if (e?.type === "fetched") return "fetched to me";
   if (e?.type === "deleted") return "deleted";
-  if (laneId === "me" && o.kind === "pointer") return "pointer dropped";
+  if (o.kind === "pointer") {
+    const t = evs.find((x) => x.worker === o.location && x.id === o.id_at_location);
+    if (t?.type === "fetched") return "gone: its object was fetched";
+    if (t?.type === "moved") return `gone: its object moved to ${t.to}`;
+    if (t?.type === "deleted") return "dropped: its object was deleted";
+    return "pointer dropped";
+  }
   return "left";
 }
 
