@@ -15,7 +15,7 @@ import traitlets
 
 
 class RoundChart(anywidget.AnyWidget):
-    _esm = Path(__file__).with_name("chart.mjs")
+    _esm = Path(__file__).with_name("chart.mjs").read_text(encoding="utf-8")  # text: a Path keeps instances alive
     rounds = traitlets.List().tag(sync=True)
 
     def add(self, result) -> None:

@@ -69,7 +69,10 @@ def _set_silently(widget, name: str, value) -> None:
 
 
 class SyftWidget(anywidget.AnyWidget):
-    _esm = STATIC if STATIC.is_file() else _MISSING_ESM
+    # The module's text, not its Path: for a Path, anywidget connects every instance to the
+    # file's change signal with a strong reference, so no view would ever be freed (nor what
+    # it shows).
+    _esm = STATIC.read_text(encoding="utf-8") if STATIC.is_file() else _MISSING_ESM
 
     view = traitlets.Unicode("chain").tag(sync=True)
     workers = traitlets.List().tag(sync=True)
