@@ -208,23 +208,6 @@ def container_items(namespace: dict | None):
             yield from walk(name, value, 1)
 
 
-def _gone_bound_pointers(namespace: dict | None, live_ids: set) -> list[dict]:
-    """Pointers still bound to a notebook variable whose object was fetched or moved away:
-    the views show them as gone (instead of dropping the row the learner is looking for)."""
-    out, seen = [], set()
-    for name, value in list((namespace or {}).items()):
-        if name.startswith("_"):
-            continue
-        ref = value.__dict__.get("_ref") if isinstance(value, torch.Tensor) else getattr(value, "_ref", None)
-        if ref is None or not getattr(ref, "released", False) or not hasattr(ref, "pointer_id"):
-            continue
-        if ref.pointer_id in live_ids or ref.pointer_id in seen or getattr(ref, "owner_id", LOCAL_OWNER) != LOCAL_OWNER:
-            continue
-        seen.add(ref.pointer_id)
-        out.append(_local_pointer_entry(ref))
-    return out
-
-
 def world_dict(namespace: dict | None = None) -> dict:
     """One JSON-ready snapshot of every known worker, its objects and the local pointers.
 
@@ -284,9 +267,7 @@ def world_dict(namespace: dict | None = None) -> dict:
         if w.id == LOCAL_OWNER:
             refs = sorted((r for r in list(_live_refs) if r.owner_id == LOCAL_OWNER and not r.released),
                           key=lambda r: r.pointer_id)
-            live_ids = {r.pointer_id for r in refs}
-            gone = _gone_bound_pointers(namespace, live_ids)
-            lane["objects"] = ([_local_pointer_entry(r) for r in refs] + gone + objects
+            lane["objects"] = ([_local_pointer_entry(r) for r in refs] + objects
                                + [{"id": key, **object_meta(t), "names": []} for key, t in local_named])
         for o in lane["objects"]:
             key = o.get("pointer_id", o["id"]) if o.get("kind") == "pointer" else o["id"]
