@@ -46,21 +46,26 @@ def _synced(cls, layer, child):
     return layer
 
 
+_graph_task_id = torch._C._current_graph_task_id  # -1 unless autograd's backward is running
+
 class OpRecord:
-    """One op seen by a LoggingTensor: the aten op and the shapes/dtypes of its tensor inputs."""
+    """One op seen by a LoggingTensor: the aten op, the shapes/dtypes of its tensor inputs, and
+    whether autograd's backward ran it (the op log shows forward and backward apart)."""
 
-    __slots__ = ("func", "inputs")
+    __slots__ = ("func", "inputs", "backward")
 
-    def __init__(self, func, inputs):
+    def __init__(self, func, inputs, backward=False):
         self.func = func  # an OpOverload, or its name once restored from a pickle
         self.inputs = inputs  # tuple of (torch.Size, torch.dtype)
+        # the graph task id while recording (-1 outside backward), or a bool once restored
+        self.backward = backward is True or (type(backward) is int and backward >= 0)
 
     @property
     def op(self) -> str:
         return str(self.func)  # e.g. "aten.addmm.default"
 
     def to_dict(self) -> dict:
-        return {"op": self.op,
+        return {"op": self.op, "backward": self.backward,
                 "inputs": [{"shape": list(s), "dtype": str(d).replace("torch.", "")} for s, d in self.inputs]}
 
     def __repr__(self):
@@ -68,7 +73,7 @@ class OpRecord:
         return f"{self.op}({ins})"
 
     def __reduce__(self):
-        return (OpRecord, (self.op, self.inputs))
+        return (OpRecord, (self.op, self.inputs, self.backward))
 
     def __deepcopy__(self, memo):
         return self  # immutable
@@ -77,7 +82,7 @@ class OpRecord:
 class OpLog(list):
     """The shared list of ops of a LoggingTensor and of everything computed from it.
 
-    Entries are stored as compact ``(func, inputs)`` tuples (appending must be cheap: it
+    Entries are stored as compact ``(func, inputs, graph task id)`` tuples (appending must be cheap: it
     happens on every op) and read as OpRecords."""
 
     __slots__ = ()
@@ -166,7 +171,7 @@ class LoggingTensor(ChainLayer):
             out = func._op(*unwrapped)
         if log is None:  # a layer nested deeper than we unwrap: it logged in its own dispatch
             log = OpLog()
-        log.append((func, inputs))
+        log.append((func, inputs, _graph_task_id()))
 
         try:
             writes = _writes[func]

@@ -154,7 +154,7 @@ class _Encoder:
             return self.default(PointerSpec(ref.location.id, getattr(ref.location, "url", None), ref.id,
                                             obj.shape, obj.dtype, d.get("tags"), d.get("description")))
         if isinstance(obj, LoggingTensor):
-            records = [[r.op, [[list(s), _dtype_to_name(dt)] for s, dt in r.inputs]] for r in obj.log]
+            records = [[r.op, [[list(s), _dtype_to_name(dt)] for s, dt in r.inputs], r.backward] for r in obj.log]
             d = obj.__dict__
             return msgpack.ExtType(EXT_LOGGING, self.pack(
                 [obj.child, records, sorted(d["tags"]) if d.get("tags") else None, d.get("description")]))
@@ -399,14 +399,15 @@ class _HeaderDecoder:
             raise WireError("a log is a list of records")
         log = OpLog()
         for r in records:
-            if type(r) is not list or len(r) != 2 or type(r[1]) is not list:
-                raise WireError("a log record is [op name, [[shape, dtype], ...]]")
+            if type(r) is not list or len(r) not in (2, 3) or type(r[1]) is not list or (
+                    len(r) == 3 and type(r[2]) is not bool):
+                raise WireError("a log record is [op name, [[shape, dtype], ...], backward?]")
             inputs = []
             for i in r[1]:
                 if type(i) is not list or len(i) != 2:
                     raise WireError("a log record input is [shape, dtype]")
                 inputs.append((torch.Size(_check_shape(i[0])), _check_dtype(i[1])))
-            log.append(OpRecord(_check_text(r[0], "an op name"), tuple(inputs)))
+            log.append(OpRecord(_check_text(r[0], "an op name"), tuple(inputs), len(r) == 3 and r[2]))
         if isinstance(child, PointerSpec):
             return _LoggingOverPointer(child, log, _check_tags(tags), desc)
         return _apply_meta(LoggingTensor(child, log), tags, desc)

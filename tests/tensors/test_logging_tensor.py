@@ -329,3 +329,20 @@ def test_recurrent_ops_on_plain_tensors_are_untouched():
     rnn = nn.LSTM(4, 3)
     out, (h, c) = rnn(torch.randn(5, 2, 4))
     assert type(out) is torch.Tensor and type(h) is torch.Tensor and type(c) is torch.Tensor
+
+
+def test_the_log_tells_backward_ops_from_forward_ops_and_keeps_it_across_the_wire():
+    from syft_lab.wire.format import Decoder, encode
+
+    x = sy.LoggingTensor(torch.tensor([1., 2.], requires_grad=True))
+    (x * x).sum().backward()
+    phases = [(r.op, r.backward) for r in x.log]
+    assert phases[:2] == [("aten.mul.Tensor", False), ("aten.sum.default", False)]
+    assert ("aten.mul.Tensor", True) in phases and all(b for _, b in phases[phases.index(("aten.expand.default", True)):])
+    assert x.log[0].to_dict()["backward"] is False
+    enc = encode({"o": sy.LoggingTensor(torch.ones(1), x.log)})
+    dec = Decoder()
+    msg = None
+    for frame in enc.frames:
+        msg = dec.feed(frame)
+    assert [(r.op, r.backward) for r in msg["o"].log] == phases
