@@ -30,6 +30,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
+import weakref
 from typing import Callable, Iterable
 
 import torch
@@ -160,8 +161,13 @@ def object_keys(obj) -> list:
 
 
 def _candidates(namespace, held):
+    """Values the views may act on: public names first, then private ones and what the views
+    hold; never the weak proxies that ``_``/``Out`` keep of a shown object (not the object)."""
+    items = sorted((namespace or {}).items(), key=lambda kv: kv[0].startswith("_"))
     seen = set()
-    for value in list((namespace or {}).values()) + list(held or ()):
+    for value in [v for _k, v in items] + list(held or ()):
+        if type(value) in weakref.ProxyTypes:
+            continue
         if id(value) not in seen:
             seen.add(id(value))
             yield value

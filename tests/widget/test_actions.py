@@ -378,3 +378,16 @@ def test_parse_is_strict_and_names_are_checked():
     p = actions.parse({"type": "action", "req": "v1-2", "action": "move", "target": {"worker": "me", "id": 5},
                        "worker": "alice", "name": "z"})
     assert p == {"action": "move", "req": "v1-2", "worker": "me", "id": 5, "dest": "alice", "name": "z"}
+
+
+def test_a_weak_proxy_in_underscore_never_stands_for_the_object(bob):
+    """After a cell ends with ``lx``, IPython's ``_`` holds a weak proxy of it (views hold
+    what they show weakly): an action on lx names lx, not the proxy."""
+    import weakref
+
+    lx = sy.LoggingTensor(torch.tensor([1., 2.]))
+    ns = {"_": weakref.proxy(lx), "_2": weakref.proxy(lx), "lx": lx, "bob": bob}
+    w = WorldWidget(namespace=ns)
+    reply = act(w, "send", "me", entry_named(w.world, "lx")[1]["id"], worker="bob")
+    assert reply["ok"] and reply["code"] == "lx_ptr = lx.send(bob)"
+    assert ns["lx_ptr"].location is bob

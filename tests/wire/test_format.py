@@ -1,7 +1,9 @@
 """The wire format: round trips, every rejection, and a fuzz of the decoder."""
+import gc
 import os
 import pickle
 import struct
+import weakref
 
 import msgpack
 import pytest
@@ -219,7 +221,12 @@ def test_a_decoder_dropped_mid_message_keeps_nothing():
     enc = encode({"o": t})
     d = Decoder()
     assert d.feed(enc.frames[0]) is None and d.in_message
-    del d  # nothing to clean: the half-filled tensor was never handed out
+    d.feed(bytes(enc.frames[1]))  # part of the tensor's bytes arrived
+    filling = [weakref.ref(s.tensor) for s in d._pending[1] if s.tensor is not None]
+    assert filling, "the decoder is filling a tensor"
+    del d
+    gc.collect()
+    assert [r() for r in filling] == [None]  # the half-filled tensor went with the decoder
 
 
 def test_encoder_refuses_what_cannot_travel():
