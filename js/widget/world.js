@@ -691,8 +691,10 @@ export function createWorldView(ctx) {
 
   /** What a row shows besides its entry: redrawn when it changes. */
   function rowExtra(laneId, o) {
+    // not the highlight: it is a class that comes and goes on the row itself (redrawing the row
+    // when it ends would close a menu the user is in)
     const opts = rowOpts(laneId, o);
-    return `${opts.mark || ""}|${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}`
+    return `${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}`
       + `|${o.kind === "pointer" ? rowColour(o.location) : ""}`;
   }
 
