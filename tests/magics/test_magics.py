@@ -2,9 +2,13 @@
 import pytest
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(autouse=True)
 def loaded(kernel):
-    r = kernel.run("import torch\n%load_ext syft_lab\nimport syft_lab as sy\nx = torch.tensor([1., 2., 3.])")
+    """Each test starts from the same kernel state (it passes alone and in any order): the
+    extension loaded, ``x``, and the workers bob and alice."""
+    kernel.reset()
+    r = kernel.run("import torch\n%load_ext syft_lab\nimport syft_lab as sy\nx = torch.tensor([1., 2., 3.])\n"
+                   "bob, alice = sy.VirtualWorker('bob'), sy.VirtualWorker('alice')")
     assert r["error"] is None, r
 
 
@@ -15,12 +19,11 @@ def test_help_lists_every_command(kernel):
 
 
 def test_worker_creates_and_binds_a_virtual_worker(kernel):
-    r = kernel.run("%syft worker bob")
-    assert r["stdout"].strip() == "bob = sy.VirtualWorker('bob')"
-    assert kernel.eval("type(bob).__name__") == "VirtualWorker"
-    again = kernel.run("%syft worker bob")
+    r = kernel.run("%syft worker dave")
+    assert r["stdout"].strip() == "dave = sy.VirtualWorker('dave')"
+    assert kernel.eval("type(dave).__name__") == "VirtualWorker"
+    again = kernel.run("%syft worker dave")
     assert "exists already" in again["stdout"]
-    kernel.run("%syft worker alice")
 
 
 def test_send_get_move_bind_names_and_print_the_code(kernel):
@@ -38,6 +41,7 @@ def test_send_get_move_bind_names_and_print_the_code(kernel):
 
 
 def test_workers_prints_the_table(kernel):
+    kernel.run("%syft send x bob as on_bob")
     out = kernel.run("%syft workers")["stdout"]
     assert "bob (virtual)" in out and "alice (virtual)" in out and "me (local)" in out
     assert "on_bob" in out
