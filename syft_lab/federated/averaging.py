@@ -4,7 +4,8 @@
     avg = sy.federated_avg(models, {"bob": 600, "alice": 300})   # or given counts
 
 Each floating tensor of the result is ``sum_k (n_k / N) * theta_k``, summed in the models'
-order (a plain mean without weights); integer buffers (BatchNorm's batch counter) come from
+order (without weights: by the samples of the dataset the keys' workers hold, else a plain
+mean); integer buffers (BatchNorm's batch counter) come from
 the first model. The input models are left as they are.
 
 Where it happens:
@@ -27,12 +28,32 @@ from torch import nn
 from ..errors import SyftError
 from ..tensors.pointer import PointerTensor
 from ..workers.base import BaseWorker
+from ..workers.registry import all_workers
 from .datasets import FederatedDataset, check_alive
+
+
+def _counts_held(models: dict):
+    """Sample counts from the datasets the keys' workers hold, when that says it unambiguously:
+    every key names a worker holding datasets, and one dataset name is common to all of them."""
+    known = {w.id: w for w in all_workers()}
+    workers = [known.get(k) if isinstance(k, str) else None for k in models]
+    if any(w is None for w in workers):
+        return None
+    held = {w.id: w.datasets for w in workers}
+    if not all(held.values()):
+        return None
+    common = set.intersection(*(set(d) for d in held.values()))
+    if len(common) != 1:
+        raise SyftError(f"cannot tell which dataset the models trained on (the workers hold "
+                        f"{', '.join(sorted(set().union(*held.values())))}): pass weights=, a "
+                        f"FederatedDataset or a dict of sample counts")
+    name = common.pop()
+    return {k: len(held[k][name]) for k in models}
 
 
 def _weights(models: dict, weights) -> dict[str, float]:
     if weights is None:
-        counts = {k: 1 for k in models}
+        counts = _counts_held(models) or {k: 1 for k in models}
     elif isinstance(weights, FederatedDataset):
         counts = weights.counts
     elif isinstance(weights, dict):
@@ -77,8 +98,9 @@ def _to(t, worker):
 def federated_avg(models: dict, weights=None, *, to: BaseWorker | None = None) -> nn.Module:
     """The weighted average of ``models`` (a dict such as ``{"bob": m1, "alice": m2}``): a new module.
 
-    ``weights``: sample counts by the same keys, or a FederatedDataset (its counts), or None
-    for a plain mean. ``to``: the worker that averages remote models (see the module doc)."""
+    ``weights``: sample counts by the same keys, or a FederatedDataset (its counts), or None:
+    then the samples of the dataset the keys' workers hold (``{"bob": m1}`` with bob holding one
+    federated dataset), else a plain mean. ``to``: the worker that averages remote models (see the module doc)."""
     if not isinstance(models, dict) or not models:
         raise SyftError("federated_avg takes a non-empty dict of models, e.g. {'bob': m1, 'alice': m2}")
     bad = [k for k, m in models.items() if not isinstance(m, nn.Module)]

@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 import syft_lab as sy
+from syft_lab.errors import SyftError
 
 
 def models(n=3, seed=0):
@@ -49,6 +50,13 @@ def test_no_weights_is_a_plain_mean_and_a_dataset_gives_its_counts(bob, alice):
     fds = sy.BaseDataset(torch.zeros(9, 3), torch.zeros(9), name="w").federate((bob, alice), indices=[range(6), range(6, 9)])
     weighted = sy.federated_avg({"bob": m1, "alice": m2}, fds)
     assert all(torch.equal(p, by_hand([m1, m2], [6, 3])[k]) for k, p in weighted.named_parameters())
+    # keyed by workers that hold one dataset: weighted by its samples without being told
+    implied = sy.federated_avg({"bob": m1, "alice": m2})
+    assert all(torch.equal(p, by_hand([m1, m2], [6, 3])[k]) for k, p in implied.named_parameters())
+    other = sy.BaseDataset(torch.zeros(4, 3), torch.zeros(4), name="v").federate((bob, alice))
+    with pytest.raises(SyftError, match="cannot tell which dataset.*pass weights="):
+        sy.federated_avg({"bob": m1, "alice": m2})
+    other.unload()
     fds.unload()
 
 
