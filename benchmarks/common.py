@@ -17,9 +17,9 @@ cpu_clock = time.thread_time
 wall_clock = time.perf_counter
 
 
-def interleaved(fns: dict, *, number: int, repeat: int, clock=wall_clock) -> dict:
-    """Median seconds per call of each function, sampled in turns (ABC, CBA, ABC, ...) so that
-    drift and the order within a round hit all alike."""
+def interleaved_samples(fns: dict, *, number: int, repeat: int, clock=wall_clock) -> dict:
+    """Seconds per call of each function in each round, sampled in turns (ABC, CBA, ABC, ...)
+    so that drift and the order within a round hit all alike."""
     samples = {k: [] for k in fns}
     items = list(fns.items())
     for i in range(repeat):
@@ -28,7 +28,19 @@ def interleaved(fns: dict, *, number: int, repeat: int, clock=wall_clock) -> dic
             for _ in range(number):
                 fn()
             samples[k].append((clock() - t0) / number)
+    return samples
+
+
+def interleaved(fns: dict, *, number: int, repeat: int, clock=wall_clock) -> dict:
+    """Median seconds per call of each function, sampled in turns (see interleaved_samples)."""
+    samples = interleaved_samples(fns, number=number, repeat=repeat, clock=clock)
     return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def paired_ratio(samples: dict, a: str, b: str) -> float:
+    """Median over rounds of a's time / b's time in the same round: a memory-bound figure on a
+    shared machine swings with other processes' traffic, which a round's neighbours share."""
+    return statistics.median(x / y for x, y in zip(samples[a], samples[b]))
 
 
 def fresh_process(code: str, timeout: float = 300) -> dict:

@@ -33,11 +33,12 @@ MODULES = ["bench_runtime", "bench_plans", "bench_transport", "bench_widget", "b
 def source() -> dict:
     """The commit measured and whether tracked files differed from it (a dirty tree)."""
     def git(*args):
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=str(HERE.parent)).stdout.strip()
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=str(HERE.parent)).stdout
 
     try:
-        changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()]
-        return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(changed), "changed": changed}
+        # porcelain lines are "XY path": the status columns may be blank, so no strip() before [3:]
+        changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines() if line]
+        return {"commit": git("rev-parse", "HEAD").strip() or None, "dirty": bool(changed), "changed": changed}
     except OSError:  # no git here
         return {"commit": None, "dirty": None, "changed": []}
 
