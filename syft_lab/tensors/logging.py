@@ -12,7 +12,9 @@ _no_python_dispatch = torch._C._DisableTorchDispatch
 _strided = torch.strided
 
 
-_writes: dict = {}  # op -> whether its schema writes to an argument (memoised: checked per op)
+# id(op) -> (op, whether its schema writes to an argument), memoised: checked on every op. Keyed
+# by id because an OpOverload hashes in Python (~0.2 us); the op kept in the entry guards the id.
+_writes: dict = {}
 
 
 def _schema_writes(func) -> bool:
@@ -173,11 +175,10 @@ class LoggingTensor(ChainLayer):
             log = OpLog()
         log.append((func, inputs, _graph_task_id()))
 
-        try:
-            writes = _writes[func]
-        except KeyError:
-            writes = _writes[func] = _schema_writes(func)
-        if writes:  # in-place and out= ops return an input: give back the caller's own object
+        entry = _writes.get(id(func))
+        if entry is None or entry[0] is not func:
+            entry = _writes[id(func)] = (func, _schema_writes(func))
+        if entry[1]:  # in-place and out= ops return an input: give back the caller's own object
             for orig, u in zip(args, unwrapped):
                 if out is u:
                     return _synced(cls, orig, u)
