@@ -148,9 +148,9 @@ def _to_meta(a):
 
 def _key(a):
     if isinstance(a, torch.Tensor):
-        return (tuple(a.shape), a.stride(), a.dtype)
+        return (a.shape, a.stride(), a.dtype)  # a torch.Size hashes and compares as a tuple
     if type(a) in (list, tuple):
-        return tuple(_key(b) for b in a)
+        return tuple([_key(b) for b in a])
     if type(a) is float and a != a:
         return "nan"
     return a
@@ -199,6 +199,18 @@ class Estimate:
 
 _UNKNOWN = Estimate(0, 0)
 
+# id(op) -> (op, its name, whether it returns a view), for the checks every op of a worker runs:
+# str(op) and op._schema.returns are Python work (~1 us each). The entry keeps the op alive, so
+# its id is never reused.
+_op_info: dict[int, tuple] = {}
+
+
+def _info(op) -> tuple:
+    entry = _op_info.get(id(op))
+    if entry is None or entry[0] is not op:
+        entry = _op_info[id(op)] = (op, str(op), any(r.alias_info is not None for r in op._schema.returns))
+    return entry
+
 
 def _repeat_interleave_bytes(op, args, kwargs) -> int:
     """repeat_interleave with tensor repeats: its size is in the data (a meta run cannot tell)."""
@@ -228,11 +240,12 @@ class OutputEstimator:
         """The op's new bytes (outputs that alias an input count 0) and its number of tensor
         outputs. Unknown (0, 0) when the op has no meta kernel or its output depends on data;
         ``WorkerCore`` then checks the result after the op instead."""
-        data_sized = _DATA_SIZED.get(str(op))
+        name = _info(op)[1]
+        data_sized = _DATA_SIZED.get(name)
         if data_sized is not None:
             return Estimate(data_sized(op, args, kwargs), 1)
-        try:
-            key = (op, _key(args), tuple((k, _key(v)) for k, v in kwargs.items()) if kwargs else None)
+        try:  # keyed by the op's name: an OpOverload hashes in Python
+            key = (name, _key(args), tuple((k, _key(v)) for k, v in kwargs.items()) if kwargs else None)
             hash(key)
         except (TypeError, RuntimeError):
             key = None
@@ -281,7 +294,7 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def output_count(op, args, kwargs) -> int | None:
     """The number of tensors an op returns, where its arguments tell it cheaply."""
-    count = _COUNTS.get(str(op))
+    count = _COUNTS.get(_info(op)[1])
     if count is None:
         return None
     try:
@@ -302,7 +315,7 @@ def check_input_sizes(limits: Limits, op, args, kwargs) -> None:
     """Refuse computing on a tensor larger than the memory limit: only a broadcast view (an
     ``expand`` to 2**40 elements of one stored number) can be, and a reduction over it would
     occupy the worker for hours. View ops on it stay allowed (they compute nothing)."""
-    if any(r.alias_info is not None for r in op._schema.returns):
+    if _info(op)[2]:
         return
     for t in _tensors_in(list(args) + list(kwargs.values() if kwargs else ())):
         if t.numel() * t.element_size() > limits.max_bytes:
