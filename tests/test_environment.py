@@ -27,7 +27,11 @@ def test_every_declared_dependency_is_pinned():
 
 
 def test_the_venv_has_the_pinned_versions():
-    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    # the first distribution of a name on sys.path is the one imports use; later ones can be
+    # copies vendored by setuptools (setuptools/_vendor is put on sys.path once it is imported)
+    installed = {}
+    for d in metadata.distributions():
+        installed.setdefault(canonicalize_name(d.metadata["Name"]), d.version)
     # a local label (torch's +cpu) names the build, not the version
     wrong = {name: (pin, installed.get(name)) for name, pin in pins().items()
              if name not in installed or Version(installed[name]).public != pin}
