@@ -270,7 +270,11 @@ w"""])
     items = box.locator(".syft-log li:not(.syft-log-section):not(.syft-more):not(.syft-empty)")
     total = int(nb.kernel_eval("len(w.log)"))
     assert total > 5  # more than the tail the view carries: the whole log is asked for
-    nb.page.wait_for_function("n => document.querySelectorAll('.syft-log li:not(.syft-more)').length === n", arg=total)
+    nb.page.wait_for_function(
+        "n => document.querySelectorAll('.syft-log li:not(.syft-more):not(.syft-log-section)').length === n", arg=total)
+    # the records say which ops backward ran: the log shows forward and backward apart
+    sections = [t.strip().lower() for t in box.locator(".syft-log li.syft-log-section").all_inner_texts()]
+    assert any("forward" in t for t in sections) and any("backward" in t for t in sections), sections
     box.locator(".syft-log-filter").fill("mm")
     ops = [li.inner_text() for li in items.all()]
     assert ops and all("mm" in o for o in ops) and len(ops) < total
