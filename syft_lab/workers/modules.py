@@ -42,14 +42,19 @@ def send_module(module: nn.Module, worker) -> nn.Module:
     if any(isinstance(t, PointerTensor) for t in tensors):
         raise SyftError("this module's parameters are pointers already: call module.get() first")
     for t in tensors:
-        grad = t.grad if t.requires_grad else None
-        ptr = worker.send(t.detach(), requires_grad=t.requires_grad)
-        t.grad = None
-        _swap(t, ptr, "send")
-        if grad is not None:
-            t.grad = worker.send(grad)
+        _send_in_place(t, worker, "send")
     module.location = worker
     return module
+
+
+def _send_in_place(t, worker, what: str) -> None:
+    """The local tensor ``t`` becomes a pointer to its copy on ``worker``, its gradient too."""
+    grad = t.grad if t.requires_grad else None
+    ptr = worker.send(t.detach(), requires_grad=t.requires_grad)
+    t.grad = None
+    _swap(t, ptr, what)
+    if grad is not None:
+        t.grad = worker.send(grad)
 
 
 def get_module(module: nn.Module) -> nn.Module:
@@ -94,12 +99,7 @@ def move_module(module: nn.Module, worker) -> nn.Module:
             if isinstance(grad, PointerTensor):
                 t.grad = grad.move(worker)
         else:
-            grad = t.grad if t.requires_grad else None
-            ptr = worker.send(t.detach(), requires_grad=t.requires_grad)
-            t.grad = None
-            _swap(t, ptr, "move")
-            if grad is not None:
-                t.grad = worker.send(grad)
+            _send_in_place(t, worker, "move")
     module.location = worker
     return module
 
