@@ -10,6 +10,7 @@ import itertools
 import torch
 
 from .. import events
+from ..commands import NewObject, Ref, SameAsArg  # re-exported until tensors/wire/plans import commands
 from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError
 from ..ids import new_id
 from .limits import (Estimate, Limits, OutputEstimator, StorageLedger, check_input_sizes, check_quota, fmt_bytes,
@@ -17,36 +18,6 @@ from .limits import (Estimate, Limits, OutputEstimator, StorageLedger, check_inp
 
 _Tensor = torch.Tensor
 _seq = (list, tuple)
-
-
-class Ref:
-    """A reference to an object in a worker's store, as it appears in command arguments."""
-
-    __slots__ = ("id",)
-
-    def __init__(self, obj_id: int):
-        self.id = obj_id
-
-    def __repr__(self):
-        return f"Ref({self.id})"
-
-
-class NewObject:
-    """A command result that the worker stored: its id and the metadata a pointer needs."""
-
-    __slots__ = ("id", "shape", "dtype")
-
-    def __init__(self, obj_id, shape, dtype):
-        self.id, self.shape, self.dtype = obj_id, shape, dtype
-
-
-class SameAsArg:
-    """A command result that is one of the command's own arguments (in-place and out= ops)."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int):
-        self.index = index
 
 
 def object_kind(obj) -> str:

@@ -7,7 +7,7 @@ from ..errors import SyftError
 from . import registry
 from .base import BaseWorker
 from .core import WorkerCore
-from .holder import current_holder, held_by
+from ..commands import current_holder, held_by
 
 
 def plan_state_to_send(state: list, worker) -> list:
