@@ -169,7 +169,11 @@ def run_line(line: str, namespace: dict):
             raise MagicUsageError("usage: %syft show VAR")
         from .widget import widget_for
 
-        return widget_for(_lookup(namespace, args[0]))
+        value = _lookup(namespace, args[0])
+        try:
+            return widget_for(value)
+        except TypeError as e:  # not something a view shows (a module, a number, ...)
+            raise MagicUsageError(f"{args[0]} is a {type(value).__name__}: {e}") from None
     if cmd == "inspect":
         if args:
             raise MagicUsageError("usage: %syft inspect")
@@ -187,13 +191,22 @@ def syft_magic(line: str):
     try:
         out = run_line(line, ip.user_ns)
     except SyftError as e:  # one clear line, no traceback wall
-        print(f"syft: {e}", file=sys.stderr)
+        print(f"syft: {_one_line(e)}", file=sys.stderr)
+        return None
+    except Exception as e:  # a bad argument that reached deeper code: still one line
+        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, e.__traceback__  # for %tb
+        print(f"syft: {type(e).__name__}: {_one_line(e)} (%tb shows where)", file=sys.stderr)
         return None
     if isinstance(out, str):
         print(out)
     else:
         display(out)
     return None
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def load_ipython_extension(ip) -> None:

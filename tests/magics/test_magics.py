@@ -61,6 +61,9 @@ def test_workers_prints_the_table(kernel):
     ("%syft worker len --port 0", "is not a name for a worker"),
     ("%syft worker bob --port nope", "--port takes a port number"),
     ("%syft show", "usage: %syft show VAR"),
+    ("%syft show torch", "torch is a module: sy.show shows tensors"),
+    ("%syft show nope", "no variable named 'nope'"),
+    ("%syft show torch.ones", "'torch.ones' is not a variable name"),
 ])
 def test_mistakes_print_one_line_and_change_nothing(kernel, line, message):
     before = kernel.eval("sorted(k for k in globals() if not k.startswith('_'))"), kernel.eval("len(bob.objects)")
@@ -70,6 +73,17 @@ def test_mistakes_print_one_line_and_change_nothing(kernel, line, message):
     assert len(lines) == 1 and lines[0].startswith("syft: ") and message in lines[0]
     after = kernel.eval("sorted(k for k in globals() if not k.startswith('_'))"), kernel.eval("len(bob.objects)")
     assert before == after
+
+
+def test_a_bad_argument_that_fails_deep_inside_still_prints_one_line(kernel):
+    kernel.run("class Odd:\n    @property\n    def _inspection_nodes(self):\n        return 1 / 0\nodd = Odd()")
+    r = kernel.run("%syft show odd")
+    assert r["error"] is None, r  # no traceback
+    lines = [s for s in r["stderr"].splitlines() if s.strip()]
+    assert lines == ["syft: ZeroDivisionError: division by zero (%tb shows where)"], r
+    # the traceback is still there for whoever wants it
+    tb = kernel.run("%tb")
+    assert "ZeroDivisionError" in tb["stdout"] + tb["stderr"] + str(tb["error"]), tb
 
 
 def test_show_and_inspect_display_the_widget_views(kernel):
