@@ -1,10 +1,38 @@
 """Worker events (object stored or deleted, pointer created or dropped) for views to follow.
 
 A tiny synchronous bus: with no subscriber, emitting costs one truth test.
+
+Also the notebook cell running now (``current_cell``): the widget's ``pre_run_cell`` hook sets
+it with ``set_current_cell(execution_count)`` and every op a LoggingTensor records carries it,
+so the op log links each op to the cell that ran it.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable
+
+
+class _CurrentCell:
+    """The execution count of the notebook cell running now, or None outside a notebook."""
+
+    __slots__ = ("number",)
+
+    def __init__(self):
+        self.number: int | None = None
+
+    def __repr__(self):
+        return f"current_cell({self.number})"
+
+
+current_cell = _CurrentCell()
+
+
+def set_current_cell(number: int | None) -> None:
+    """Called by the notebook's ``pre_run_cell`` hook (syft_lab/widget/live.py) with the
+    cell's execution count; ``None`` when no cell runs."""
+    if number is not None and (type(number) is not int or number < 0):
+        raise ValueError(f"a cell number is a non-negative int, got {number!r}")
+    current_cell.number = number
 
 _subscribers: list[Callable[[dict], None]] = []
 
@@ -28,6 +56,4 @@ def emit(type_: str, worker: str, obj_id: int, **fields) -> None:
         try:
             cb(event)
         except Exception:  # a broken view must not break the runtime
-            import logging
-
             logging.getLogger("syft_lab").exception("event subscriber failed")

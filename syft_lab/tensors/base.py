@@ -1,12 +1,33 @@
-"""The base of every chain layer.
+"""The base of every chain layer, and the layer protocol every layer type declares.
 
 A layer is a real ``torch.Tensor`` (a wrapper subclass with no storage of its own) whose
-data is ``child``, the next layer down. The head of a chain is simply its outermost layer:
-there is no empty wrapper above it, so ``nn`` layers, losses and optimizers take it as is.
-Ops reach a layer through ``__torch_dispatch__`` (backward ops too); plain tensors never
-pass through any syft code.
+data is ``child``, the next layer down (or, for a shared tensor, several children). The head
+of a chain is simply its outermost layer: there is no empty wrapper above it, so ``nn``
+layers, losses and optimizers take it as is. Ops reach a layer through
+``__torch_dispatch__`` (backward ops too); plain tensors never pass through any syft code.
+
+The protocol (each layer class declares these; ``tensors/registry.py`` registers the class,
+and the wire format, workers, the inspection model and every renderer read only this)::
+
+    kind: str                  # the ``kind`` of its inspection node: "logging", "pointer", ...
+    wire_code: int | None      # its msgpack ext code (10-127); None: it never travels
+    wire_schema: dict          # wire field name -> type(s) its decoded value must have
+    remote_storable: bool      # may a worker store it (a shared tensor may not)
+    node_actions: tuple[str]   # actions it offers when held in the notebook ("get", "move", ...)
+    layer_children() -> list[torch.Tensor]     # the tensors below it, here
+    node_fields() -> dict                      # extra JSON fields of its node (no secret values)
+    display() -> dict                          # {"label", "lines", "badge"}: what renderers draw
+    stored_copy(copy_child) -> ChainLayer      # an independent, detached copy for a store
+    wire_fields() -> dict                      # its fields as wire values (children travel apart)
+    from_wire(fields, children) (classmethod)  # the layer again, from validated fields; data only
+
+The text form of a chain (``repr``) comes from the renderer registered with
+``set_chain_repr`` (syft_lab.inspection registers its text renderer when imported); without
+one, a plain fallback draws ``display()``.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 
@@ -42,20 +63,94 @@ def require_tensor(layer_name: str, obj) -> torch.Tensor:
     return obj
 
 
+def _plain_repr(layer) -> str:
+    """The repr of a layer when no renderer is registered: its display, then its children."""
+    d = layer.display()
+    text = d.get("label") or type(layer).__name__
+    if d.get("lines"):
+        text += f"[{'; '.join(d['lines'])}]"
+    kids = layer.layer_children()
+    if kids:
+        inner = ", ".join(repr(k) if isinstance(k, ChainLayer) else torch.Tensor.__repr__(k) for k in kids)
+        text += f">{inner}" if len(kids) == 1 else f">({inner})"
+    return text
+
+
+def _transitional_repr(layer) -> str:
+    # Until syft_lab/inspection registers its renderer with set_chain_repr (then this goes).
+    from ..inspection.text import chain_text  # transitional lazy import
+
+    return chain_text(layer)
+
+
+_chain_repr: Callable[[torch.Tensor], str] = _transitional_repr
+
+
+def set_chain_repr(fn: Callable[[torch.Tensor], str] | None) -> None:
+    """Register the function that gives a layer its ``repr`` (the text renderer of chains).
+
+    syft_lab.inspection registers its text renderer when imported, so layers never import a
+    renderer; ``None`` restores the plain fallback."""
+    global _chain_repr
+    _chain_repr = _plain_repr if fn is None else fn
+
+
 class ChainLayer(torch.Tensor):
-    """Common behaviour of layers: metadata from the child, chain-shaped repr, safe copies."""
+    """Common behaviour of layers, and the defaults of the layer protocol (see the module doc).
+
+    The defaults fit a layer with one ``child`` that never travels and offers no action."""
 
     # Layers decide everything in __torch_dispatch__; the torch_function layer would only
     # add Python work to every call.
     __torch_function__ = torch._C._disabled_torch_function_impl
 
-    #: the ``kind`` field of this layer's node in the inspection model
-    kind = "layer"
+    #: the ``kind`` field of this layer's node in the inspection model (each layer sets its own)
+    kind: str = "layer"
+    #: the msgpack ext code it travels as (see tensors/registry.py LAYER_CODES); None: never sent
+    wire_code: int | None = None
+    #: wire field name -> the type (or tuple of types) its decoded value must have
+    wire_schema: dict = {}
+    #: whether a worker may store it; when not, ``remote_storable_reason`` says why
+    remote_storable: bool = True
+    remote_storable_reason: str = ""
+    #: actions this layer offers when held in the notebook; the node builder filters by context
+    node_actions: tuple = ()
 
+    def layer_children(self) -> list:
+        """The tensors directly below this layer in this process, outermost first."""
+        return [self.child]
+
+    def node_fields(self) -> dict:
+        """Extra JSON-ready fields of this layer's inspection node (never secret values)."""
+        return {}
+
+    def display(self) -> dict:
+        """The renderer entry: ``{"label": str, "lines": [str, ...], "badge": str | None}``.
+
+        Text, SVG and JS views draw every layer from this alone."""
+        return {"label": type(self).__name__, "lines": [], "badge": None}
+
+    def stored_copy(self, copy_child: Callable) -> "ChainLayer":
+        """An independent copy for a worker's store, outside any autograd graph;
+        ``copy_child(t)`` copies one child the same way (tags and description are copied
+        by the registry's ``stored_copy``)."""
+        raise SyftError(f"a {type(self).__name__} cannot be copied into a worker's store")
+
+    def wire_fields(self) -> dict:
+        """This layer's own fields as wire values (msgpack types, dtypes, tuples); its
+        children travel beside them and tags/description are added by the wire format."""
+        return {}
+
+    @classmethod
+    def from_wire(cls, fields: dict, children: list):
+        """The layer from decoded ``fields`` (keys and value types already checked against
+        ``wire_schema``) and ``children`` (decoded tensors). Checks the values (raising
+        SyftError) and builds data only: never a live remote reference."""
+        raise SyftError(f"a {cls.__name__} cannot be received from the wire")
+
+    # --- shared behaviour -------------------------------------------------------------------
     def __repr__(self, *, tensor_contents=None):  # torch passes tensor_contents sometimes
-        from ..inspection.text import chain_text
-
-        return chain_text(self)
+        return _chain_repr(self)
 
     __str__ = __repr__
 
@@ -67,13 +162,12 @@ class ChainLayer(torch.Tensor):
         """This layer's stable id (given on first ask: most op results are never inspected)."""
         return tensor_id(self)
 
-    # Layer-specific node fields for the inspection model; subclasses extend this.
+    # Old names, until syft_lab/inspection builds nodes from the protocol (tensors/nodes.py).
     def _node_fields(self) -> dict:
-        return {}
+        return self.node_fields()
 
     def _chain_rest(self, owner: str, with_values: bool) -> list:
-        """The nodes below this layer (a pointer overrides this to continue on its worker)."""
-        from ..inspection.model import chain_nodes
+        from ..inspection.model import chain_nodes  # transitional: goes with the old model
 
         return chain_nodes(self.child, owner, with_values)
 

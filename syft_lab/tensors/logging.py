@@ -1,9 +1,21 @@
-"""LoggingTensor: a layer that records every op done to it, then forwards the op to its child."""
+"""LoggingTensor: a layer that records every op done to it, then forwards the op to its child.
+
+Why it exists: the smallest useful layer, and the one students meet first. It shows that a
+chain layer is a real tensor (nn layers, losses, autograd and optimizers take it) and what
+torch actually runs for a line of Python (``lx.log``: aten ops, forward and backward apart,
+each with the notebook cell that ran it).
+"""
 from __future__ import annotations
+
+import copy
 
 import torch
 
+from ..dtypes import dtype_name, parse_dtype
+from ..errors import SyftError
+from ..events import current_cell
 from .base import ChainLayer, layer_like, require_tensor
+from .registry import register_layer, wire_list, wire_shape, wire_text
 
 _Tensor = torch.Tensor
 _make_wrapper = torch.Tensor._make_wrapper_subclass
@@ -49,33 +61,36 @@ def _synced(cls, layer, child):
 
 
 _graph_task_id = torch._C._current_graph_task_id  # -1 unless autograd's backward is running
+_cell = current_cell  # .number: the notebook cell running now (read on every op)
 
 class OpRecord:
-    """One op seen by a LoggingTensor: the aten op, the shapes/dtypes of its tensor inputs, and
-    whether autograd's backward ran it (the op log shows forward and backward apart)."""
+    """One op seen by a LoggingTensor: the aten op, the shapes/dtypes of its tensor inputs,
+    whether autograd's backward ran it (the op log shows forward and backward apart) and the
+    notebook cell that ran it (``syft_lab.events.current_cell``; None outside a notebook)."""
 
-    __slots__ = ("func", "inputs", "backward")
+    __slots__ = ("func", "inputs", "backward", "cell")
 
-    def __init__(self, func, inputs, backward=False):
-        self.func = func  # an OpOverload, or its name once restored from a pickle
+    def __init__(self, func, inputs, backward=False, cell=None):
+        self.func = func  # an OpOverload, or its name once restored from a pickle or the wire
         self.inputs = inputs  # tuple of (torch.Size, torch.dtype)
         # the graph task id while recording (-1 outside backward), or a bool once restored
         self.backward = backward is True or (type(backward) is int and backward >= 0)
+        self.cell = cell  # the execution count of the cell, or None
 
     @property
     def op(self) -> str:
         return str(self.func)  # e.g. "aten.addmm.default"
 
     def to_dict(self) -> dict:
-        return {"op": self.op, "backward": self.backward,
-                "inputs": [{"shape": list(s), "dtype": str(d).replace("torch.", "")} for s, d in self.inputs]}
+        return {"op": self.op, "backward": self.backward, "cell": self.cell,
+                "inputs": [{"shape": list(s), "dtype": dtype_name(d)} for s, d in self.inputs]}
 
     def __repr__(self):
-        ins = ", ".join(f"{str(d).replace('torch.', '')}{list(s)}" for s, d in self.inputs)
+        ins = ", ".join(f"{dtype_name(d)}{list(s)}" for s, d in self.inputs)
         return f"{self.op}({ins})"
 
     def __reduce__(self):
-        return (OpRecord, (self.op, self.inputs, self.backward))
+        return (OpRecord, (self.op, self.inputs, self.backward, self.cell))
 
     def __deepcopy__(self, memo):
         return self  # immutable
@@ -84,7 +99,7 @@ class OpRecord:
 class OpLog(list):
     """The shared list of ops of a LoggingTensor and of everything computed from it.
 
-    Entries are stored as compact ``(func, inputs, graph task id)`` tuples (appending must be cheap: it
+    Entries are stored as compact ``(func, inputs, graph task id, cell)`` tuples (appending must be cheap: it
     happens on every op) and read as OpRecords."""
 
     __slots__ = ()
@@ -110,6 +125,13 @@ class OpLog(list):
         return f"OpLog({[r.op for r in self]})"
 
 
+def _short_op(name: str) -> str:
+    """``aten.addmm.default`` -> ``addmm`` (the op log shows the full name)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) >= 3 and parts[0] == "aten" else name
+
+
+@register_layer
 class LoggingTensor(ChainLayer):
     """Logs each op (backward ops included) and forwards it to ``child``.
 
@@ -119,6 +141,9 @@ class LoggingTensor(ChainLayer):
     """
 
     kind = "logging"
+    wire_code = 10
+    wire_schema = {"records": list}
+    node_actions = ("send", "oplog")
     # Slots: read and written on every op, found before torch.Tensor's long attribute lookup.
     # ``_meta``: the child's (shape, dtype), kept for the log records of the ops it enters
     # (reading them off the tensor again costs ~0.1 us per input, a sixth of the layer's cost).
@@ -173,7 +198,7 @@ class LoggingTensor(ChainLayer):
             out = func._op(*unwrapped)
         if log is None:  # a layer nested deeper than we unwrap: it logged in its own dispatch
             log = OpLog()
-        log.append((func, inputs, _graph_task_id()))
+        log.append((func, inputs, _graph_task_id(), _cell.number))
 
         entry = _writes.get(id(func))
         if entry is None or entry[0] is not func:
@@ -217,14 +242,46 @@ class LoggingTensor(ChainLayer):
         r._meta = (out.shape, out.dtype)
         return r
 
-    def _node_fields(self) -> dict:
+    # --- the layer protocol (base.py) ---------------------------------------------------
+    def node_fields(self) -> dict:
         return {"log_length": len(self.log), "log_tail": [r.op for r in self.log[-5:]]}
+
+    def display(self) -> dict:
+        n = len(self.log)
+        if not n:
+            line = "no ops yet"
+        else:
+            names = [_short_op(r.op) for r in self.log[-3:]]
+            line = f"{n} op{'s' if n != 1 else ''}: {'..., ' if n > 3 else ''}{', '.join(names)}"
+        return {"label": type(self).__name__, "lines": [line], "badge": None}
+
+    def stored_copy(self, copy_child):
+        return type(self)(copy_child(self.child), OpLog(list.__iter__(self.log)))
+
+    def wire_fields(self) -> dict:
+        return {"records": [[r.op, [[list(s), dtype_name(d)] for s, d in r.inputs], r.backward, r.cell]
+                            for r in self.log]}
+
+    @classmethod
+    def from_wire(cls, fields, children):
+        if len(children) != 1:
+            raise SyftError("a LoggingTensor has one child")
+        log = OpLog()
+        for r in wire_list(fields["records"], "a log"):
+            if type(r) is not list or len(r) != 4 or type(r[1]) is not list or type(r[2]) is not bool or not (
+                    r[3] is None or (type(r[3]) is int and r[3] >= 0)):
+                raise SyftError("a log record is [op name, [[shape, dtype], ...], backward, cell or None]")
+            inputs = []
+            for i in r[1]:
+                if type(i) is not list or len(i) != 2:
+                    raise SyftError("a log record input is [shape, dtype]")
+                inputs.append((torch.Size(wire_shape(i[0])), parse_dtype(i[1])))
+            log.append(OpRecord(wire_text(r[0], "an op name"), tuple(inputs), r[2], r[3]))
+        return cls(children[0], log)
 
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        import copy
-
         child = copy.deepcopy(self.child, memo)
         if self.requires_grad:
             child.requires_grad_(True)

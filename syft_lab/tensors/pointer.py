@@ -8,6 +8,10 @@ exact and no local shape inference is needed).
 
 Remote objects are reference counted: a pointer that ``owns`` a reference releases it when it
 is garbage collected, and the worker deletes the object when its last reference goes.
+
+Why it exists: it is remote execution itself. Its layer has no children here (the rest of its
+chain is on its worker); on the wire it travels as a ``PointerSpec``, data that decoding never
+turns into a live pointer.
 """
 from __future__ import annotations
 
@@ -16,11 +20,11 @@ import weakref
 import torch
 
 from .. import events
-from ..errors import SyftError
-from ..ids import new_id
-from ..workers.core import NewObject, Ref, SameAsArg
-from ..workers.holder import current_holder
+from ..commands import NewObject, Ref, SameAsArg, current_holder
+from ..errors import ObjectNotFoundError, SyftError
+from ..ids import new_id, short
 from .base import ChainLayer, flat_layers
+from .registry import register_layer, wire_int, wire_shape, wire_text
 from .transfer import GetWithGrad, MoveWithGrad
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
@@ -49,7 +53,7 @@ class RemoteRef(Ref):
     """A pointer's hold on one remote object. Dropping the last owning one releases the object."""
 
     __slots__ = ("location", "owning", "released", "pointer_id", "owner_id", "target_kind", "shape", "dtype",
-                 "__weakref__")
+                 "gone_how", "gone_to", "__weakref__")
 
     def __init__(self, location, obj_id: int, owning: bool, target_kind: str = "tensor", shape=None, dtype=None):
         self.id = obj_id
@@ -58,6 +62,7 @@ class RemoteRef(Ref):
         self.location = location
         self.owning = owning
         self.released = False
+        self.gone_how = self.gone_to = None  # once released by mark_left: "fetched"/"moved", where to
         self.pointer_id = new_id()  # the id of the pointer holding this ref, for the views
         self.owner_id = current_holder.get()  # the worker holding that pointer
         _live[id(self)] = _weakref(self)
@@ -96,12 +101,14 @@ class _LiveRefs:
 _live_refs = _LiveRefs()
 
 
-def mark_left(location, obj_id: int) -> None:
+def mark_left(location, obj_id: int, how: str | None = None, to: str | None = None) -> None:
     """The object left ``location`` (get or move): every pointer to it is stale now, not only
-    the one that was used, and none of them may release it again."""
+    the one that was used, and none of them may release it again. ``how`` ("fetched",
+    "moved", "deleted") and ``to`` (the worker it moved to) are kept on the refs for the views."""
     for ref in list(_live_refs):
         if ref.id == obj_id and ref.location is location:
             ref.released = True
+            ref.gone_how, ref.gone_to = how, to
 
 
 def pointer_state(ref) -> str:
@@ -144,9 +151,19 @@ class RemoteHandle:
     @property
     def owner(self):
         """The worker that holds this pointer (``sy.local_worker`` unless it was sent on)."""
-        from ..workers.registry import get_worker
+        from ..workers.registry import get_worker  # transitional: until the worker registry is a leaf
 
         return get_worker(self._ref.owner_id)
+
+    @property
+    def holder_id(self) -> str:
+        """The id of the worker that holds this pointer ("me" for this process)."""
+        return self._ref.owner_id
+
+    def set_holder(self, worker_id: str) -> None:
+        """Record that ``worker_id`` holds this pointer now (a worker stored it, or it was
+        fetched back: "me"). The core calls this instead of writing the pointer's internals."""
+        self._ref.owner_id = worker_id
 
     @property
     def id(self) -> int:
@@ -159,8 +176,6 @@ class RemoteHandle:
 
     def _check_alive(self):
         if self._ref.released:
-            from ..errors import ObjectNotFoundError
-
             raise ObjectNotFoundError(self.location.id, self.id_at_location)
 
     def _remote_nodes(self) -> list:
@@ -175,8 +190,27 @@ class RemoteHandle:
                      "owner": ref.location.id, "error": str(e)}]
 
 
+class PointerSpec:
+    """A pointer as it travels: where its object is and which id it has there.
+
+    Decoding never makes a live pointer: a receiver decides what, if anything, to do with it."""
+
+    __slots__ = ("worker_id", "address", "id_at_location", "shape", "dtype", "tags", "description")
+
+    def __init__(self, worker_id, address, id_at_location, shape, dtype, tags=None, description=None):
+        self.worker_id, self.address, self.id_at_location = worker_id, address, id_at_location
+        self.shape, self.dtype, self.tags, self.description = shape, dtype, tags, description
+
+    def __repr__(self):
+        return f"PointerSpec({self.worker_id!r}, {self.id_at_location})"
+
+
+@register_layer
 class PointerTensor(ChainLayer, RemoteHandle):
     kind = "pointer"
+    wire_code = 11
+    wire_schema = {"worker": str, "address": (str, type(None)), "id": int, "shape": list, "dtype": torch.dtype}
+    node_actions = ("get", "move")
     id = RemoteHandle.id  # a pointer is known by one id everywhere (ChainLayer would give another)
 
     @staticmethod
@@ -290,13 +324,50 @@ class PointerTensor(ChainLayer, RemoteHandle):
             raise _mixed_error(f"this process (a local {e.args[0]})",
                                f"worker {where[0].location.id!r} (a pointer)") from None
 
-    # --- inspection -------------------------------------------------------------------
-    def _node_fields(self) -> dict:
-        ref = self._ref
-        return {"owner": ref.owner_id, "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
-                "state": pointer_state(ref)}
+    # --- the layer protocol (base.py) ---------------------------------------------------
+    def layer_children(self) -> list:
+        return []  # the rest of the chain is on the pointer's worker
 
-    def _chain_rest(self, owner: str, with_values: bool) -> list:
+    def node_fields(self) -> dict:
+        ref = self._ref
+        fields = {"owner": ref.owner_id, "location": ref.location.id, "id_at_location": ref.id,
+                  "owning": ref.owning, "state": pointer_state(ref)}
+        if ref.gone_how is not None:
+            fields["gone_how"] = ref.gone_how
+            if ref.gone_to is not None:
+                fields["gone_to"] = ref.gone_to
+        return fields
+
+    def display(self) -> dict:
+        ref = self._ref
+        state = pointer_state(ref)
+        badge = state if state != "ok" else ("weak" if not ref.owning else None)
+        return {"label": type(self).__name__,
+                "lines": [f"{ref.owner_id}:{short(ref.pointer_id)} -> {ref.location.id}:{short(ref.id)}"],
+                "badge": badge}
+
+    def stored_copy(self, copy_child):
+        """A pointer to a pointer (in-process workers): a new owning reference to the same object."""
+        self._check_alive()
+        self.location._incref(self.id_at_location)
+        return type(self)(self.location, self.id_at_location, self.shape, self.dtype)
+
+    def wire_fields(self) -> dict:
+        ref = self._ref
+        return {"worker": ref.location.id, "address": getattr(ref.location, "url", None), "id": ref.id,
+                "shape": list(self.shape), "dtype": self.dtype}
+
+    @classmethod
+    def from_wire(cls, fields, children):
+        if children:
+            raise SyftError("a pointer has no children on the wire")
+        address = fields["address"]
+        if address is not None:
+            wire_text(address, "a worker address")
+        return PointerSpec(wire_text(fields["worker"], "a worker id"), address, wire_int(fields["id"], "an object id"),
+                           wire_shape(fields["shape"]), fields["dtype"])
+
+    def _chain_rest(self, owner: str, with_values: bool) -> list:  # old model, until tensors/nodes.py
         return self._remote_nodes()
 
     # --- copies -----------------------------------------------------------------------

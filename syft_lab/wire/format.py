@@ -1,4 +1,4 @@
-"""The syft_lab wire format, version 1: the only code that reads bytes received from a peer.
+"""The syft_lab wire format, version 3: the only code that reads bytes received from a peer.
 
 A message is a msgpack map (the header) plus raw tensor buffers. It travels as websocket
 binary messages:
@@ -14,6 +14,12 @@ plus one chunk. Values inside the header are msgpack types plus the ext types be
 is an ext naming its buffer, dtype (from the allow-list in syft_lab.dtypes) and shape, and
 shape x itemsize must equal the buffer's length. Nothing is ever unpickled, evaluated or
 loaded with torch.load. See docs/wire-format.md.
+
+Chain layers travel generically: each registered layer type (syft_lab/tensors/registry.py)
+has its own ext code, whose payload is ``[fields, children, tags, description]``; the decoder
+checks ``fields`` against the layer's ``wire_schema``, requires its children to be tensors, and
+lets the layer's ``from_wire`` check the values. A pointer decodes to a ``PointerSpec``, data
+that never becomes a live pointer.
 """
 from __future__ import annotations
 
@@ -24,21 +30,24 @@ import struct
 import msgpack
 import torch
 
+from ..commands import NewObject, Ref, SameAsArg
 from ..dtypes import DTYPES, dtype_name
 from ..errors import SyftError
-from ..workers.core import NewObject, Ref, SameAsArg
+from ..tensors.base import ChainLayer
+from ..tensors.pointer import PointerSpec
+from ..tensors.registry import LAYER_CODES, MAX_DIM_SIZE, MAX_DIMS, is_registered, layer_for_code
+from ..tensors.registry import MAX_TEXT  # tags, descriptions, op names, error messages (characters)
 
-WIRE_VERSION = 2  # 2: paged summary, sessions in hello, load, plan format 2 in store_plan/fetch
+# 2: paged summary, sessions in hello, load, plan format 2 in store_plan/fetch
+# 3: layers as [fields, children, tags, description] by their registered codes; log records carry the cell
+WIRE_VERSION = 3
 MAGIC = b"SY"
 STREAMED = 0x01
 
 CHUNK_SIZE = 4 * 2**20  # streamed buffers travel in messages of at most this size
 MAX_HEADER_SIZE = 16 * 2**20  # the msgpack header of one message
 MAX_BUFFERS = 4096  # tensors in one message
-MAX_DIMS = 64
-MAX_DIM_SIZE = 2**40
 MAX_NESTING = 32  # ext values inside ext values (tuples, chains)
-MAX_TEXT = 4096  # tags, descriptions, op names, error messages (characters)
 DEFAULT_MAX_MESSAGE_SIZE = 2**31  # header + buffers of one message; configurable per side
 # The largest websocket message either side must accept: a header plus one chunk inline.
 WS_MAX_SIZE = MAX_HEADER_SIZE + CHUNK_SIZE + 4096
@@ -52,9 +61,10 @@ WIRE_DTYPE_CODES = ("float64", "float32", "float16", "bfloat16", "complex64", "c
                     "int64", "int32", "int16", "int8", "uint8", "bool")
 _DTYPE_CODE = {DTYPES[n]: i for i, n in enumerate(WIRE_DTYPE_CODES) if n in DTYPES}
 
-# ext type codes
+# ext type codes of the format's own values; layers have theirs in the registry (LAYER_CODES)
 EXT_REF, EXT_TENSOR, EXT_TUPLE, EXT_DTYPE, EXT_DEVICE, EXT_ENUM, EXT_COMPLEX = 1, 2, 3, 4, 5, 6, 7
-EXT_NEWOBJ, EXT_SAMEARG, EXT_LOGGING, EXT_POINTER = 8, 9, 10, 11
+EXT_NEWOBJ, EXT_SAMEARG = 8, 9
+assert EXT_SAMEARG < LAYER_CODES.start
 
 _DEVICES = {"cpu": torch.device("cpu"), "meta": torch.device("meta")}
 _ENUMS = {
@@ -70,21 +80,6 @@ _DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 class WireError(SyftError):
     """A message that breaks the wire format: wrong version, truncated, oversized, malformed."""
-
-
-class PointerSpec:
-    """A pointer as it travels: where its object is and which id it has there.
-
-    Decoding never makes a live pointer: a receiver decides what, if anything, to do with it."""
-
-    __slots__ = ("worker_id", "address", "id_at_location", "shape", "dtype", "tags", "description")
-
-    def __init__(self, worker_id, address, id_at_location, shape, dtype, tags=None, description=None):
-        self.worker_id, self.address, self.id_at_location = worker_id, address, id_at_location
-        self.shape, self.dtype, self.tags, self.description = shape, dtype, tags, description
-
-    def __repr__(self):
-        return f"PointerSpec({self.worker_id!r}, {self.id_at_location})"
 
 
 # --- encoding ------------------------------------------------------------------------------
@@ -143,29 +138,25 @@ class _Encoder:
                         + b"".join([_U64.pack(n) for n in shape]))
         if tp is SameAsArg:
             return msgpack.ExtType(EXT_SAMEARG, self.pack(obj.index))
-        if tp is PointerSpec:
-            return msgpack.ExtType(EXT_POINTER, self.pack(
-                [obj.worker_id, obj.address, obj.id_at_location, list(obj.shape), _dtype_to_name(obj.dtype),
-                 sorted(obj.tags) if obj.tags else None, obj.description]))
-        PointerTensor, LoggingTensor = _layers()
-        if isinstance(obj, PointerTensor):
-            ref = obj._ref
-            d = obj.__dict__
-            return self.default(PointerSpec(ref.location.id, getattr(ref.location, "url", None), ref.id,
-                                            obj.shape, obj.dtype, d.get("tags"), d.get("description")))
-        if isinstance(obj, LoggingTensor):
-            records = [[r.op, [[list(s), _dtype_to_name(dt)] for s, dt in r.inputs], r.backward] for r in obj.log]
-            d = obj.__dict__
-            return msgpack.ExtType(EXT_LOGGING, self.pack(
-                [obj.child, records, sorted(d["tags"]) if d.get("tags") else None, d.get("description")]))
+        if isinstance(obj, ChainLayer):
+            return self._layer(obj)
         if isinstance(obj, torch.Tensor):
-            raise WireError(f"a {type(obj).__name__} cannot travel: syft_lab sends plain tensors, "
-                            f"LoggingTensors and pointers")
+            raise WireError(f"a {type(obj).__name__} cannot travel: syft_lab sends plain tensors and "
+                            f"registered chain layers")
         if isinstance(obj, int) and not isinstance(obj, bool):  # e.g. a SymInt-free int subclass
             return int(obj)
         if isinstance(obj, float):
             return float(obj)
         raise WireError(f"a {type(obj).__name__} cannot travel on the wire")
+
+    def _layer(self, layer: ChainLayer) -> msgpack.ExtType:
+        cls = type(layer)
+        if cls.wire_code is None or not is_registered(layer):
+            raise WireError(f"a {cls.__name__} cannot travel: it is not a registered layer with a wire code")
+        d = layer.__dict__
+        return msgpack.ExtType(cls.wire_code, self.pack(
+            [layer.wire_fields(), layer.layer_children(), sorted(d["tags"]) if d.get("tags") else None,
+             d.get("description")]))
 
     def _tensor(self, t: torch.Tensor) -> list:
         if t.device.type != "cpu":
@@ -180,19 +171,6 @@ class _Encoder:
         self.keep.append(data)
         return [index, _dtype_to_name(t.dtype), list(t.shape), rg,
                 sorted(d["tags"]) if d.get("tags") else None, d.get("description")]
-
-
-_layer_classes: tuple = ()
-
-
-def _layers():
-    global _layer_classes
-    if not _layer_classes:
-        from ..tensors.logging import LoggingTensor
-        from ..tensors.pointer import PointerTensor
-
-        _layer_classes = (PointerTensor, LoggingTensor)
-    return _layer_classes
 
 
 def _dtype_to_name(dtype) -> str:
@@ -339,7 +317,9 @@ class _HeaderDecoder:
             return complex(*struct.unpack(">dd", data))
         if code == EXT_NEWOBJ:
             return _new_object(data)
-        if code not in (EXT_TENSOR, EXT_TUPLE, EXT_SAMEARG, EXT_LOGGING, EXT_POINTER):
+        builtin = code in (EXT_TENSOR, EXT_TUPLE, EXT_SAMEARG)
+        layer = None if builtin else layer_for_code(code)
+        if not builtin and layer is None:
             raise WireError(f"unknown ext type {code}")
         self.depth += 1
         if self.depth > MAX_NESTING:
@@ -358,9 +338,7 @@ class _HeaderDecoder:
             raise WireError(f"ext type {code} holds a list")
         if code == EXT_TENSOR:
             return self._tensor(v)
-        if code == EXT_LOGGING:
-            return self._logging(v)
-        return self._pointer(v)
+        return self._layer(layer, v)
 
     def _tensor(self, v):
         if len(v) != 6:
@@ -387,41 +365,32 @@ class _HeaderDecoder:
             t.requires_grad_(True)  # a leaf: its data is filled in below, under no_grad
         return _apply_meta(t, tags, desc)
 
-    def _logging(self, v):
-        from ..tensors.logging import LoggingTensor, OpLog, OpRecord
-
+    def _layer(self, cls, v):
+        """A registered layer: fields checked against its wire_schema, children tensors, then
+        its own ``from_wire`` checks the values (its SyftError becomes a WireError)."""
         if len(v) != 4:
-            raise WireError("a logging ext is [child, records, tags, description]")
-        child, records, tags, desc = v
-        if not isinstance(child, (torch.Tensor, PointerSpec)):
-            raise WireError("a LoggingTensor's child is a tensor, a chain or a pointer")
-        if type(records) is not list or len(records) > 1_000_000:
-            raise WireError("a log is a list of records")
-        log = OpLog()
-        for r in records:
-            if type(r) is not list or len(r) not in (2, 3) or type(r[1]) is not list or (
-                    len(r) == 3 and type(r[2]) is not bool):
-                raise WireError("a log record is [op name, [[shape, dtype], ...], backward?]")
-            inputs = []
-            for i in r[1]:
-                if type(i) is not list or len(i) != 2:
-                    raise WireError("a log record input is [shape, dtype]")
-                inputs.append((torch.Size(_check_shape(i[0])), _check_dtype(i[1])))
-            log.append(OpRecord(_check_text(r[0], "an op name"), tuple(inputs), len(r) == 3 and r[2]))
-        if isinstance(child, PointerSpec):
-            return _LoggingOverPointer(child, log, _check_tags(tags), desc)
-        return _apply_meta(LoggingTensor(child, log), tags, desc)
-
-    def _pointer(self, v):
-        if len(v) != 7:
-            raise WireError("a pointer ext is [worker, address, id, shape, dtype, tags, description]")
-        worker, address, obj_id, shape, dtype, tags, desc = v
-        if address is not None:
-            _check_text(address, "a worker address")
-        if desc is not None:
-            _check_text(desc, "a description")
-        return PointerSpec(_check_text(worker, "a worker id"), address, _check_int(obj_id, "an object id"),
-                           _check_shape(shape), _check_dtype(dtype), _check_tags(tags), desc)
+            raise WireError(f"a {cls.kind} layer ext is [fields, children, tags, description]")
+        fields, children, tags, desc = v
+        schema = cls.wire_schema
+        if type(fields) is not dict or fields.keys() != schema.keys():
+            raise WireError(f"a {cls.kind} layer's fields are {sorted(schema)}")
+        for name, want in schema.items():
+            if type(fields[name]) not in (want if type(want) is tuple else (want,)):
+                raise WireError(f"field {name!r} of a {cls.kind} layer has the wrong type "
+                                f"({type(fields[name]).__name__})")
+        if type(children) is not list:
+            raise WireError(f"a {cls.kind} layer's children are a list")
+        for c in children:
+            if not isinstance(c, torch.Tensor):
+                raise WireError(f"a {cls.kind} layer's children are tensors or layers, got a "
+                                f"{type(c).__name__}: a chain over a pointer never travels")
+        try:
+            obj = cls.from_wire(fields, children)
+        except WireError:
+            raise
+        except SyftError as e:
+            raise WireError(f"a {cls.kind} layer: {e}") from None
+        return _apply_meta(obj, tags, desc)
 
 
 def _new_object(data: bytes) -> NewObject:
@@ -437,17 +406,6 @@ def _new_object(data: bytes) -> NewObject:
     if ndim > MAX_DIMS or any(n > MAX_DIM_SIZE for n in shape):
         raise WireError(f"a shape has at most {MAX_DIMS} sizes of at most {MAX_DIM_SIZE}")
     return NewObject(obj_id, shape, dtype)
-
-
-class _LoggingOverPointer(PointerSpec):
-    """A LoggingTensor over a pointer, as decoded: kept as data, never made live."""
-
-    __slots__ = ("log",)
-
-    def __init__(self, child: PointerSpec, log, tags, description):
-        super().__init__(child.worker_id, child.address, child.id_at_location, child.shape,
-                         child.dtype, tags, description)
-        self.log = log
 
 
 class Decoder:
