@@ -16,10 +16,10 @@ import { actionBarHTML, toggleMenu } from "./actions.js";
 import { colourStyle, esc, h, laneColours, objKey, s, shapeText, shortId } from "./dom.js";
 import { indexWorld } from "./patch.js";
 
-const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped"]);
+const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped", "dead"]);
 export const isDown = (lane) => !!lane && (lane.gone === true || DOWN.has(lane.state));
 
-function laneHead(lane, shown, collapsed) {
+function laneHead(lane, shown, collapsed, closable) {
   const n = (lane.objects || []).length;
   const count = shown === n ? `${n} object${n === 1 ? "" : "s"}` : `${shown} of ${n} objects`;
   const state = lane.gone ? "gone" : lane.state;
@@ -29,15 +29,24 @@ function laneHead(lane, shown, collapsed) {
     collapsed ? "▸" : "▾"),
     h("span", { class: "syft-lane-name" }, lane.id),
     h("span", { class: "syft-lane-kind" }, lane.kind ?? ""),
+    nodeOf(lane) ? h("span", { class: "syft-lane-node", title: `runs on node ${nodeOf(lane)}` }, `@${nodeOf(lane)}`) : null,
     state && state !== "in-process" && state !== "local"
       ? h("span", { class: `syft-lane-state syft-state-${state}`, title: STATE_TEXT[state] || state }, state) : null,
     h("span", { class: "syft-lane-count" }, count),
+    closable ? h("button", { class: "syft-lane-close", type: "button", "aria-label": `back to the overview: ${lane.id}`,
+      title: "close this lane (back to the overview)" }, "×") : null,
     lane.gone ? h("div", { class: "syft-muted syft-lane-note" }, "closed: the pointers to it dangle") : null,
     lane.error ? h("div", { class: "syft-error-text" }, lane.error) : null);
 }
 
+/** The machine (Ray node, host) a worker runs on, when the snapshot says. */
+export const nodeOf = (lane) => lane.node ?? lane.host ?? "";
+
 const STATE_TEXT = {
   connected: "a worker process, connected",
+  alive: "a Ray actor, alive",
+  restarting: "restarting (Ray restarts the actor): it comes back empty",
+  dead: "dead: its pointers dangle",
   disconnected: "the connection dropped: the next call reconnects",
   unreachable: "cannot be reached: its pointers dangle until it is back",
   closed: "closed: its objects are gone, its pointers dangle",
@@ -49,7 +58,8 @@ const DEFAULT_TYPE = { tensor: "Tensor", pointer: "PointerTensor", logging: "Log
 /** The HTML of one row: kind, names, id, shape, target, tags, then the buttons. The type is
  * shown only where the kind does not say it (a Parameter, a PlanPointer); the full text is
  * the row's tooltip, as a narrow lane cuts it. `target` is a pointer's target entry.
- * opts: {pointedBy: [names], colour(id) -> inline style, dangling, pending, mark: "new"|"changed"}. */
+ * opts: {pointedBy: [names], colour(id) -> inline style, dangling, pending, mark: "new"|"changed",
+ * gone: {how, to} (what the view saw become of a gone pointer's object)}. */
 export function objectRowHTML(laneId, o, target, opts = {}) {
   const shape = shapeText(o) || (target ? shapeText(target) : "");
   const names = o.names || [];
@@ -67,6 +77,8 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   if (shape) main += `<span class="syft-shape">${esc(shape)}</span>`;
   if (o.kind === "plan" && o.name) main += `<span class="syft-shape">${esc(o.name)}</span>`;
   if (o.held) main += '<span class="syft-held" title="held by the worker itself (worker.load): no pointer owns it">held</span>';
+  if (o.group !== undefined && o.group !== null) main += shareHTML(o);
+  if (o.crypto_provider) main += `<span class="syft-crypto" title="crypto provider: ${esc(o.crypto_provider)} supplies the correlated randomness">crypto: ${esc(o.crypto_provider)}</span>`;
   const ds = o.dataset;
   if (ds) main += datasetHTML(ds);
   const shownTags = ds ? (o.tags || []).filter((t) => !datasetTags(ds).includes(t)) : o.tags || [];
@@ -78,7 +90,11 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
     side += `<span class="syft-where"${style}>→ <span class="syft-worker-chip">${esc(o.location)}</span>`
       + `<span class="syft-id" title="id ${esc(o.id_at_location)}">:${shortId(o.id_at_location)}</span>`
       + `${o.owning === false ? '<span class="syft-muted" title="does not own its target: dropping it deletes nothing"> weak</span>' : ""}</span>`;
-    if (gone) side += '<span class="syft-badge-gone" title="its object was fetched or moved away: the pointer is stale">gone</span>';
+    if (gone) {
+      const where = goneWhere(o, opts.gone);
+      side += `<span class="syft-badge-gone" title="its object was ${where ? esc(where) : "fetched or moved away"}: this pointer is`
+        + ` stale (it stays while a name holds it)">gone${where ? `<span class="syft-gone-where">: ${esc(where)}</span>` : ""}</span>`;
+    }
     else if (dangling) side += `<span class="syft-badge-gone" title="${esc(o.location)} is closed or unreachable">dangling</span>`;
   }
   const by = opts.pointedBy || [];
@@ -88,14 +104,46 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   }
   const tip = [names.length ? names.join(", ") + " =" : held.length ? held.join(", ") + " =" : "", o.type ?? o.kind,
     shortId(o.id), shape, o.kind === "pointer" ? `→ ${o.location}:${shortId(o.id_at_location)}` : "",
-    gone ? "(gone)" : dangling ? "(dangling)" : "", ...(o.tags || []), by.length ? `← ${by.join(", ")}` : "",
+    gone ? `(gone${goneWhere(o, opts.gone) ? `: ${goneWhere(o, opts.gone)}` : ""})` : dangling ? "(dangling)" : "", ...(o.tags || []), by.length ? `← ${by.join(", ")}` : "",
     o.description ? `— ${o.description}` : ""].filter(Boolean).join(" ");
   const cls = `syft-obj syft-obj-${kind}${ds ? " syft-obj-dataset" : ""}${gone ? " syft-obj-gone" : ""}`
     + `${dangling ? " syft-obj-dangling" : ""}${opts.mark ? ` syft-mark-${opts.mark}` : ""}`;
   const buttons = gone || dangling ? "" : actionBarHTML(laneId, o, names[0] || held[0]);
   return `<li class="${cls}" data-key="${esc(objKey(laneId, o.id))}" data-kind="${kind}"`
-    + ` data-names="${esc(names.join(","))}"><span class="syft-obj-main" title="${esc(tip)}">${main}</span>`
+    + ` data-names="${esc(names.join(","))}"${o.group !== undefined && o.group !== null ? ` data-group="${esc(o.group)}"` : ""}><span class="syft-obj-main" title="${esc(tip)}">${main}</span>`
     + `${side}${opts.pending ? buttons.replace(/<button /g, "<button disabled ") : buttons}</li>`;
+}
+
+/** Where a gone pointer's object went: "fetched", "moved to alice", "deleted" (the snapshot's
+ * gone_how/gone_to; or what the view saw happen, o.gone_seen). */
+export function goneWhere(o, seen) {
+  const how = o.gone_how ?? seen?.how;
+  const to = o.gone_to ?? seen?.to;
+  if (how === "moved") return to ? `moved to ${to}` : "moved";
+  if (how === "fetched") return "fetched";
+  if (how === "deleted") return "deleted";
+  return "";
+}
+
+// One share of a secret (#17): the shares of one secret carry one group id; a mark in one hue
+// per group (so siblings match across lanes), never a value.
+function groupHue(g) {
+  let hash = 2166136261;
+  for (const ch of String(g)) { hash ^= ch.codePointAt(0); hash = Math.imul(hash, 16777619) >>> 0; }
+  return (hash % 24) * 15;
+}
+
+function shareHTML(o) {
+  const sh = o.share;
+  const crypto = o.crypto || o.kind === "crypto";
+  const label = crypto ? "crypto material" : o.kind === "pointer" || o.kind === "tensor" || sh ? `share${sh ? ` ${sh.index + 1}/${sh.of}` : ""}` : "secret";
+  const tip = crypto
+    ? `correlated randomness from the crypto provider for secret ${o.group}: it exists until it is used`
+    : o.kind === "pointer" || o.kind === "tensor" || sh
+      ? `one share of secret ${o.group}: alone it reveals nothing about the secret (its value is never shown); hover to light up its siblings`
+      : `a secret shared as group ${o.group}: hover to light up its shares`;
+  return `<span class="syft-share${crypto ? " syft-share-crypto" : ""}" style="--syft-group-hue:${groupHue(o.group)}"`
+    + ` title="${esc(tip)}">${esc(label)}</span>`;
 }
 
 // A part of a federated dataset (inspection model: entry.dataset, from the tags #dataset,
@@ -142,7 +190,8 @@ function textOf(o) {
   let t = searchText.get(o);
   if (t === undefined) {
     t = [...(o.names || []), ...(o.held_in || []), o.type, o.kind, shortId(o.id), o.location, o.name, o.description,
-      o.dataset?.name, ...(o.tags || [])].filter(Boolean).join(" ").toLowerCase();
+      o.dataset?.name, o.group !== undefined && o.group !== null ? `share group:${o.group}` : "", o.crypto ? "crypto" : "",
+      ...(o.tags || [])].filter(Boolean).join(" ").toLowerCase();
     searchText.set(o, t);
   }
   return t;
@@ -162,7 +211,7 @@ const laneMatches = (q, id) => !q.workers.length || q.workers.some((w) => id.toL
 
 /** The rows of a lane, in order: the "me" lane groups pointers by target worker (named first,
  * by name), then local objects; other lanes keep the worker's order. Group headers are
- * {group, label, count}. */
+ * {header, label, count} (header: the target worker, or "" for local objects). */
 export function laneItems(lane, q, laneOrder) {
   const objs = (lane.objects || []).filter((o) => q.empty || matches(q, lane.id, o));
   if (lane.id !== "me") return objs;
@@ -184,9 +233,9 @@ export function laneItems(lane, q, laneOrder) {
   const items = [];
   for (const loc of order) {
     const g = groups.get(loc).sort(byName);
-    items.push({ group: loc, label: `pointers to ${loc}`, count: g.length }, ...g);
+    items.push({ header: loc, label: `pointers to ${loc}`, count: g.length }, ...g);
   }
-  if (local.length && items.length) items.push({ group: "", label: "here, in the notebook", count: local.length });
+  if (local.length && items.length) items.push({ header: "", label: "here, in the notebook", count: local.length });
   items.push(...local.sort(byName));
   return items;
 }
@@ -202,9 +251,14 @@ export function legendHTML() {
       '<b>weak</b>: a pointer that does not own its object (search results): dropping it deletes nothing; an owning pointer (solid) deletes its object when the last one goes'),
     item('<span class="syft-pointed">← x_ptr</span>', "the variables that point at this object"),
     item('<span class="syft-held">held</span>', "data the worker holds itself (worker.load): no pointer owns it"),
-    item('<span class="syft-badge-gone">gone</span>', "a pointer whose object was fetched or moved away"),
+    item('<span class="syft-badge-gone">gone<span class="syft-gone-where">: moved to alice</span></span>',
+      "a pointer a variable still names, whose object was fetched or moved away (it says where): the row stays while the name is bound"),
     item('<span class="syft-badge-gone">dangling</span>', "a pointer to a worker that is closed or unreachable (its lane is greyed)"),
     item('<span class="syft-legend-lane"></span>', "one colour per worker: its lane, its pointers' chips and arrows ('me' is the notebook)"),
+    item('<span class="syft-share" style="--syft-group-hue:205">share 1/2</span>',
+      "one share of a secret (its value is never shown: alone it reveals nothing); hover or click one to light up its siblings on the other workers"),
+    item('<span class="syft-share syft-share-crypto" style="--syft-group-hue:205">crypto material</span>',
+      "the crypto provider's correlated randomness (Beaver triples) for a shared secret, while it exists"),
     item('<span class="syft-lane-state syft-state-connected">connected</span>',
       "a worker process; <i>disconnected</i>: reconnects on the next call; <i>unreachable</i>, <i>closed</i>: down"),
     item('<span class="syft-legend-new">new</span><span class="syft-legend-changed">changed</span><span class="syft-ghost-sample">left</span>',
@@ -271,6 +325,16 @@ const GAP = 24; // px between lanes (style.css .syft-lanes gap): arrows run in t
 const MARK_MS = 5000; // how long appeared and changed rows stay highlighted
 const GHOST_MS = 7000; // how long a ghost of what left stays
 const HISTORY = 200; // steps the timeline keeps
+/** More workers than this (and no focus): their lanes fold into an overview, opened on demand. */
+export const OVERVIEW_AT = 12;
+const OVERVIEW_GROUPS = { kind: "kind", node: "node (host)", state: "state" };
+
+/** What an overview groups a worker under. */
+export function overviewKey(lane, by) {
+  if (by === "node") return nodeOf(lane) || (lane.kind === "virtual" ? "this process" : "no node given");
+  if (by === "state") return lane.gone ? "gone" : lane.state || "ok";
+  return lane.kind || "?";
+}
 
 /**
  * A world view. ctx: {workers(), run(action, target, extra)}.
@@ -296,9 +360,17 @@ export function createWorldView(ctx) {
   const replay = h("div", { class: "syft-replay", hidden: true, role: "status" }, replayText,
     h("button", { class: "syft-btn syft-replay-back", type: "button", onclick: () => showStep(-1) }, "Back to now"));
   const deadBanner = h("div", { class: "syft-dead-banner", hidden: true, role: "alert" });
+  // many workers: an overview of them all (grouped, searchable); a click opens a worker's lane
+  const groupSel = h("select", { class: "syft-ov-group-by", "aria-label": "group workers by" },
+    Object.entries(OVERVIEW_GROUPS).map(([k, v]) => h("option", { value: k }, `by ${v}`)));
+  const ovTitle = h("span", { class: "syft-ov-title" });
+  const ovAll = h("button", { class: "syft-btn syft-ov-all", type: "button" }, "all lanes");
+  const ovBody = h("div", { class: "syft-ov-body" });
+  const overview = h("section", { class: "syft-overview", hidden: true, "aria-label": "workers overview" },
+    h("div", { class: "syft-ov-head" }, ovTitle, groupSel, ovAll), ovBody);
   const tools = h("div", { class: "syft-world-tools" }, search, kindSel, workerSel);
   const frame = h("div", { class: "syft-world" }, deadBanner, tools, h("div", { class: "syft-world-aside" }, legend, timeline),
-    replay, el);
+    replay, overview, el);
 
   const lanes = new Map(); // id -> {section, head, body, list, lane, items, index, rows, collapsed}
   let world = null; // the world shown (now, or a step of the history)
@@ -317,6 +389,13 @@ export function createWorldView(ctx) {
   const ghosts = new Map(); // lane id -> [{key, entry, at, text, until}]
   const pending = new Set(); // keys of rows whose action awaits its reply
   const collapsed = new Set();
+  const opened = new Set(); // workers whose lanes the overview opened
+  let overviewOn = false; // the overview is shown (many workers)
+  let showAll = false; // the user asked for every lane instead
+  let groupKeys = new Map(); // share group -> keys of its entries (every lane)
+  let keyGroup = new Map(); // key -> its share group
+  const goneSeen = new Map(); // key of a gone pointer -> {how, to}: what the view saw happen
+  let pinned = ""; // a row clicked: its highlight stays until another click
   const markerId = `syft-arrowhead-${Math.random().toString(36).slice(2, 9)}`;
   const menuCtx = { ...ctx, workers: () => reachableWorkers(), layoutChanged: () => schedule() };
   const timings = {};
@@ -330,8 +409,46 @@ export function createWorldView(ctx) {
     return (ctx.workers?.() || []).filter((l) => !isDown(l));
   }
 
+  groupSel.addEventListener("change", () => { if (world) update(world, focus, true); });
+  ovAll.addEventListener("click", () => {
+    showAll = !showAll;
+    for (const L of lanes.values()) L.lane = null;
+    if (world) update(world, focus, true);
+  });
+  ovBody.addEventListener("click", (ev) => {
+    const chip = ev.target.closest?.(".syft-ov-worker");
+    if (chip) openLane(chip.dataset.worker, !opened.has(chip.dataset.worker));
+  });
+
+  /** Open (or close) a worker's lane from the overview. */
+  function openLane(id, on = true) {
+    const t0 = performance.now();
+    if (on) opened.add(id); else opened.delete(id);
+    const L = lanes.get(id);
+    if (L) L.lane = null;
+    if (world) update(world, focus, true);
+    if (on) lanes.get(id)?.section.scrollIntoView?.({ block: "nearest" });
+    timings.open = performance.now() - t0;
+  }
+
   // one listener for every row's buttons (and the lane toggles)
   lanesEl.addEventListener("click", (ev) => {
+    const close = ev.target.closest?.(".syft-lane-close");
+    if (close) {
+      const id = close.closest(".syft-lane")?.dataset.worker;
+      if (id !== undefined) openLane(id, false);
+      return;
+    }
+    // in the overview, a pointer's worker chip opens the lane it points to
+    const where = ev.target.closest?.(".syft-where");
+    if (where && overviewOn) {
+      const [l, i] = splitKey(where.closest(".syft-obj")?.dataset.key || "");
+      const o = lanes.get(l)?.rows.get(i)?.entry;
+      if (o?.kind === "pointer" && laneById.has(o.location) && !opened.has(o.location)) {
+        openLane(o.location, true);
+        return;
+      }
+    }
     const toggle = ev.target.closest?.(".syft-lane-toggle");
     if (toggle) {
       const id = toggle.closest(".syft-lane")?.dataset.worker;
@@ -343,7 +460,15 @@ export function createWorldView(ctx) {
       return;
     }
     const btn = ev.target.closest?.("button[data-action]");
-    if (!btn || btn.classList.contains("syft-menu-item")) return;
+    if (!btn) {
+      // a click on a row pins its highlight (a share's siblings, a pointer's target); again: unpins
+      const row = ev.target.closest?.(".syft-obj");
+      if (row && !ev.target.closest?.(".syft-actions")) {
+        if (pinned === row.dataset.key) { pinned = ""; unlight(); } else { pinned = ""; light(row.dataset.key); pinned = row.dataset.key; }
+      }
+      return;
+    }
+    if (btn.classList.contains("syft-menu-item")) return;
     const row = btn.closest(".syft-obj");
     const key = row?.dataset.key;
     if (!key) return;
@@ -382,34 +507,54 @@ export function createWorldView(ctx) {
   }
 
   // hover: a row lights up with its pointers, or its target, and the arrows between them
+  // a share lights up its siblings (every share of its secret, the secret, its crypto material)
   let lit = [];
+  let litSet = new Set();
   lanesEl.addEventListener("mouseover", (ev) => {
-    const row = ev.target.closest?.(".syft-obj");
-    const key = row?.dataset.key;
-    if (!key || lit[0] === key) return;
+    if (pinned) return;
+    const key = ev.target.closest?.(".syft-obj")?.dataset.key;
+    if (key && lit[0] !== key) light(key);
+  });
+  lanesEl.addEventListener("mouseleave", () => { if (!pinned) unlight(); });
+
+  function light(key) {
     unlight();
     const [laneId, id] = splitKey(key);
-    const o = lanes.get(laneId)?.rows.get(id)?.entry;
+    const o = lanes.get(laneId)?.rows.get(id)?.entry ?? worldIndex.get(key)?.entry;
     const keys = [key];
     if (o?.kind === "pointer") keys.push(objKey(o.location, o.id_at_location));
     for (const p of pointersTo.get(key) || []) keys.push(p);
+    const g = keyGroup.get(key);
+    if (g !== undefined) {
+      for (const k of groupKeys.get(g) || []) {
+        if (!keys.includes(k)) keys.push(k);
+        const e = worldIndex.get(k)?.entry; // a share pointer's share
+        if (e?.kind === "pointer") keys.push(objKey(e.location, e.id_at_location));
+      }
+    }
     lit = keys;
+    litSet = new Set(keys);
     for (const k of keys) {
       const [l, i] = splitKey(k);
       lanes.get(l)?.rows.get(i)?.el.classList.add("syft-lit");
     }
     for (const p of arrows.querySelectorAll("path.syft-arrow")) {
-      if (keys.includes(p.dataset.from) && keys.includes(p.dataset.to)) p.classList.add("syft-lit");
+      if (litSet.has(p.dataset.from) && litSet.has(p.dataset.to)) p.classList.add("syft-lit");
     }
-  });
-  lanesEl.addEventListener("mouseleave", unlight);
+    // siblings on workers whose lanes are folded into the overview: their chips light up
+    const where = new Set(keys.map((k) => splitKey(k)[0]));
+    for (const c of ovBody.querySelectorAll(".syft-ov-worker")) c.classList.toggle("syft-lit", where.has(c.dataset.worker));
+  }
+
   function unlight() {
     for (const k of lit) {
       const [l, i] = splitKey(k);
       lanes.get(l)?.rows.get(i)?.el.classList.remove("syft-lit");
     }
     for (const p of arrows.querySelectorAll(".syft-lit")) p.classList.remove("syft-lit");
+    for (const c of ovBody.querySelectorAll(".syft-ov-worker.syft-lit")) c.classList.remove("syft-lit");
     lit = [];
+    litSet = new Set();
   }
 
   el.addEventListener("scroll", () => schedule(), { passive: true });
@@ -441,8 +586,16 @@ export function createWorldView(ctx) {
   function indexPointers(w) {
     pointedBy = new Map();
     pointersTo = new Map();
+    groupKeys = new Map();
+    keyGroup = new Map();
     for (const lane of w.workers || []) {
       for (const o of lane.objects || []) {
+        if (o.group !== undefined && o.group !== null) {
+          const k = objKey(lane.id, o.id);
+          if (!groupKeys.has(o.group)) groupKeys.set(o.group, []);
+          groupKeys.get(o.group).push(k);
+          keyGroup.set(k, o.group);
+        }
         if (o.kind !== "pointer" || o.state === "gone") continue;
         const to = objKey(o.location, o.id_at_location);
         const label = (o.names && o.names[0]) || (o.held_in && o.held_in[0]) || (lane.id === "me" ? "a pointer" : `${lane.id}'s pointer`);
@@ -472,7 +625,12 @@ export function createWorldView(ctx) {
     colours = laneColours(all.map((l) => l.id));
     laneById = new Map(all.map((l) => [l.id, l]));
     const laneOrder = new Map(all.map((l, i) => [l.id, i]));
-    const shown = all.filter((l) => (!focus.length || focus.includes(l.id)) && laneMatches(query, l.id));
+    let shown = all.filter((l) => (!focus.length || focus.includes(l.id)) && laneMatches(query, l.id));
+    const others = shown.filter((l) => l.id !== "me");
+    const many = !focus.length && others.length > OVERVIEW_AT;
+    overviewOn = many && !showAll;
+    if (overviewOn) shown = shown.filter((l) => l.id === "me" || opened.has(l.id));
+    renderOverview(many ? others : []);
     const keep = new Set(shown.map((l) => l.id));
     for (const [id, L] of lanes) {
       if (!keep.has(id)) { L.section.remove(); lanes.delete(id); }
@@ -490,14 +648,16 @@ export function createWorldView(ctx) {
           L.index = new Map();
           nShown = 0;
           L.items.forEach((o, i) => {
-            if (o.group === undefined && !o.ghost) { L.index.set(o.id, i); nShown++; }
+            if (o.header === undefined && !o.ghost) { L.index.set(o.id, i); nShown++; }
           });
           L.list.style.height = `${L.items.length * ROW_H}px`;
           L.q = query;
         }
+        const closable = overviewOn && lane.id !== "me";
         if (!L.head || !prevLane || headerChanged(prevLane, lane) || L.collapsed !== isCollapsed || L.shown !== nShown
-          || (prevLane.objects || []).length !== (lane.objects || []).length) {
-          const head = laneHead(lane, nShown, isCollapsed);
+          || (prevLane.objects || []).length !== (lane.objects || []).length || L.closable !== closable) {
+          const head = laneHead(lane, nShown, isCollapsed, closable);
+          L.closable = closable;
           if (L.head) L.head.replaceWith(head);
           else L.section.prepend(head);
           L.head = head;
@@ -539,7 +699,75 @@ export function createWorldView(ctx) {
   }
 
   function headerChanged(a, b) {
-    return a.id !== b.id || a.kind !== b.kind || a.state !== b.state || a.error !== b.error || a.gone !== b.gone;
+    return a.id !== b.id || a.kind !== b.kind || a.state !== b.state || a.error !== b.error || a.gone !== b.gone
+      || nodeOf(a) !== nodeOf(b);
+  }
+
+  /** The overview of many workers (`lanes`; none: hidden), grouped by kind, node or state; the
+   * search narrows it to the workers it matches (by name, node, state) or that hold matches. */
+  function renderOverview(list) {
+    overview.hidden = !list.length;
+    if (!list.length) { ovBody.replaceChildren(); return; }
+    ovAll.textContent = showAll ? "overview" : "all lanes";
+    ovAll.title = showAll ? "fold the lanes into this overview" : `show all ${list.length} lanes`;
+    groupSel.hidden = showAll;
+    if (showAll) {
+      ovTitle.textContent = `${list.length} workers, every lane shown`;
+      ovBody.replaceChildren();
+      return;
+    }
+    const by = [...groupSel.options].find((o) => o.selected)?.value || groupSel.value || "kind";
+    const objQuery = query.words.length || query.tags.length || query.kinds.length;
+    const groups = new Map();
+    let shownN = 0;
+    for (const lane of list) {
+      const objs = lane.objects || [];
+      let n = objs.length;
+      if (objQuery) {
+        n = 0;
+        for (const o of objs) if (matches(query, lane.id, o)) n++;
+        const meta = [lane.id, lane.kind, nodeOf(lane), lane.state].filter(Boolean).join(" ").toLowerCase();
+        const metaHit = !query.tags.length && !query.kinds.length && query.words.every((w) => meta.includes(w));
+        if (!n && !metaHit) continue;
+      }
+      shownN++;
+      const key = overviewKey(lane, by);
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key).push({ lane, n });
+    }
+    const keys = [...groups.keys()].sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
+    const html = [];
+    for (const key of keys) {
+      const items = groups.get(key);
+      html.push(`<div class="syft-ov-group" data-group="${esc(key)}"><div class="syft-ov-label">${esc(key)}`
+        + ` <span class="syft-muted">${items.length}</span></div><div class="syft-ov-items">`);
+      for (const { lane, n } of items) {
+        const down = isDown(lane);
+        const state = lane.gone ? "gone" : lane.state;
+        const total = (lane.objects || []).length;
+        const count = objQuery ? `${n} of ${total}` : String(total);
+        const node = by !== "node" && nodeOf(lane) ? `<span class="syft-ov-node">@${esc(nodeOf(lane))}</span>` : "";
+        const st = by !== "state" && state && !["in-process", "local", "connected", "alive"].includes(state)
+          ? `<span class="syft-lane-state syft-state-${esc(state)}">${esc(state)}</span>` : "";
+        const open = opened.has(lane.id);
+        html.push(`<button type="button" class="syft-ov-worker${open ? " syft-ov-open" : ""}${down ? " syft-ov-down" : ""}"`
+          + ` data-worker="${esc(lane.id)}" aria-pressed="${open}" style="${rowColour(lane.id)}"`
+          + ` title="${esc(`${lane.id} (${lane.kind ?? "?"}${nodeOf(lane) ? ` on ${nodeOf(lane)}` : ""}${state ? `, ${state}` : ""}): `
+            + `${count} objects; click to ${open ? "close" : "open"} its lane`)}">`
+          + `<span class="syft-ov-name">${esc(lane.id)}</span> <span class="syft-ov-count">${esc(count)}</span>${st}${node}</button>`);
+      }
+      html.push("</div></div>");
+    }
+    if (!shownN) html.push('<div class="syft-muted">no worker matches the search</div>');
+    const text = html.join("");
+    if (ovBody.__html !== text) { ovBody.innerHTML = text; ovBody.__html = text; }
+    const nOpen = list.filter((l) => opened.has(l.id)).length;
+    ovTitle.textContent = `${list.length} workers${shownN !== list.length ? ` (${shownN} match)` : ""}: `
+      + `click one to open its lane${nOpen ? ` (${nOpen} open)` : ""}`;
+    if (lit.length) {
+      const where = new Set(lit.map((k) => splitKey(k)[0]));
+      for (const c of ovBody.querySelectorAll(".syft-ov-worker")) c.classList.toggle("syft-lit", where.has(c.dataset.worker));
+    }
   }
 
   // --- change and history ---------------------------------------------------------------------
@@ -560,6 +788,10 @@ export function createWorldView(ctx) {
     const after = indexWorld(next);
     for (const [key, { entry }] of after) {
       const old = before.get(key);
+      if (entry.kind === "pointer" && entry.state === "gone" && old && old.entry.state !== "gone" && !entry.gone_how) {
+        const e = (next.step?.events || []).find((x) => x.worker === entry.location && x.id === entry.id_at_location);
+        if (e && (e.type === "moved" || e.type === "fetched" || e.type === "deleted")) goneSeen.set(key, { how: e.type, to: e.to });
+      }
       if (!old) marks.set(key, { mark: "new", until: now + MARK_MS });
       else if (old.entry !== entry && JSON.stringify(old.entry) !== JSON.stringify(entry)) marks.set(key, { mark: "changed", until: now + MARK_MS });
     }
@@ -686,7 +918,7 @@ export function createWorldView(ctx) {
     const key = objKey(laneId, o.id);
     const m = replaying < 0 ? marks.get(key) : undefined;
     return { pointedBy: pointedBy.get(key), colour: rowColour, mark: m?.mark, dangling: danglingRow(o),
-      pending: pending.has(key) || !!disabled || replaying >= 0 };
+      pending: pending.has(key) || !!disabled || replaying >= 0, gone: goneSeen.get(key) };
   }
 
   /** What a row shows besides its entry: redrawn when it changes. */
@@ -694,14 +926,14 @@ export function createWorldView(ctx) {
     // not the highlight: it is a class that comes and goes on the row itself (redrawing the row
     // when it ends would close a menu the user is in)
     const opts = rowOpts(laneId, o);
-    return `${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}`
+    return `${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}|${opts.gone ? goneWhere({}, opts.gone) : ""}`
       + `|${o.kind === "pointer" ? rowColour(o.location) : ""}`;
   }
 
   function itemHTML(L, item) {
-    if (item.group !== undefined) {
-      return `<li class="syft-group" style="${item.group ? rowColour(item.group) : ""}">`
-        + `${item.group ? '<span class="syft-worker-chip">' + esc(item.group) + "</span> " : ""}${esc(item.label)}`
+    if (item.header !== undefined) {
+      return `<li class="syft-group" style="${item.header ? rowColour(item.header) : ""}">`
+        + `${item.header ? '<span class="syft-worker-chip">' + esc(item.header) + "</span> " : ""}${esc(item.label)}`
         + ` <span class="syft-muted">${item.count}</span></li>`;
     }
     return `<li class="syft-ghost" data-ghost="${esc(item.key)}" title="${esc(item.text)}"><span class="syft-ghost-what">`
@@ -720,12 +952,12 @@ export function createWorldView(ctx) {
       const fresh = [];
       for (let i = first; i < last; i++) {
         const o = items[i];
-        const id = o.group !== undefined ? `g:${o.group}` : o.ghost ? `x:${o.key}` : o.id;
+        const id = o.header !== undefined ? `g:${o.header}` : o.ghost ? `x:${o.key}` : o.id;
         want.add(id);
         const target = o.kind === "pointer" ? targetOf(o) : undefined;
-        const extra = o.group !== undefined || o.ghost ? "" : rowExtra(L.lane.id, o);
+        const extra = o.header !== undefined || o.ghost ? "" : rowExtra(L.lane.id, o);
         const R = L.rows.get(id);
-        if (o.group !== undefined || o.ghost ? !R || R.entry !== o : stale(R, o, target, extra)) fresh.push({ o, id, target, i, extra });
+        if (o.header !== undefined || o.ghost ? !R || R.entry !== o : stale(R, o, target, extra)) fresh.push({ o, id, target, i, extra });
         else {
           R.target = target;
           if (R.i !== i) { R.i = i; R.el.style.top = `${i * ROW_H}px`; }
@@ -742,7 +974,7 @@ export function createWorldView(ctx) {
     const html = [];
     for (const { L, fresh } of jobs) {
       for (const f of fresh) {
-        html.push(f.o.group !== undefined || f.o.ghost ? itemHTML(L, f.o) : objectRowHTML(L.lane.id, f.o, f.target, rowOpts(L.lane.id, f.o)));
+        html.push(f.o.header !== undefined || f.o.ghost ? itemHTML(L, f.o) : objectRowHTML(L.lane.id, f.o, f.target, rowOpts(L.lane.id, f.o)));
       }
     }
     const made = rowsFrom(html);
@@ -755,6 +987,7 @@ export function createWorldView(ctx) {
         const old = L.rows.get(f.id);
         if (old) old.el.remove();
         L.rows.set(f.id, { entry: f.o, el: row, target: f.target, i: f.i, extra: f.extra });
+        if (litSet.size && litSet.has(objKey(L.lane.id, f.id))) row.classList.add("syft-lit");
         frag.append(row);
       }
       L.list.append(frag);
@@ -908,6 +1141,9 @@ export function createWorldView(ctx) {
     redrawArrows: drawArrows,
     layoutChanged: schedule,
     rowFor: (laneId, id) => lanes.get(laneId)?.rows.get(id)?.el ?? null,
+    /** Open (or close) a worker's lane from the overview of many workers. */
+    openLane,
+    get overviewShown() { return overviewOn; },
     destroy() { ro?.disconnect(); io?.disconnect(); clearTimeout(timer); lanes.clear(); },
   };
 }

@@ -35,7 +35,7 @@ test("'me' groups pointers by target worker in lane order, sorted by name (unnam
   const w = world();
   const order = new Map(w.workers.map((l, i) => [l.id, i]));
   const items = laneItems(w.workers[0], parseQuery(""), order);
-  assert.deepEqual(items.map((o) => (o.group !== undefined ? `[${o.group}]` : o.names[0] ?? `#${o.id}`)),
+  assert.deepEqual(items.map((o) => (o.header !== undefined ? `[${o.header}]` : o.names[0] ?? `#${o.id}`)),
     ["[bob]", "b_ptr", "#7", "[alice]", "alpha", "zeta", "[]", "x"]);
   const wv = view();
   wv.update(w);
@@ -185,6 +185,128 @@ test("a collapsed lane shows its header only", () => {
   wv.collapse("bob", false);
   assert.equal(lane.querySelectorAll(".syft-obj").length, 2);
   assert.ok(!objectRowHTML("bob", tensor(1)).includes("disabled"));
+  wv.destroy();
+  wv.frame.remove();
+});
+
+test("a gone pointer a name still holds stays as a row saying where its object went; an unbound one leaves a ghost", () => {
+  const wv = view();
+  const w0 = world();
+  wv.update(w0);
+  // the snapshot says how: moved to alice (gone_how/gone_to); no buttons, no arrow
+  const w1 = applyWorldPatch(w0, { base: 0, rev: 1, ops: [["del", "bob", 1], ["put", "alice", 2, tensor(9)],
+    ["put", "me", 1, ptr(12, "bob", 1, ["b_ptr"], { state: "gone", gone_how: "moved", gone_to: "alice" })]],
+  step: { cell: 5, by: "cell", code: "on_alice = b_ptr.move(alice)", events: [{ type: "moved", worker: "bob", id: 1, to: "alice", to_id: 9 }] } });
+  wv.update(w1);
+  const row = wv.rowFor("me", 12);
+  assert.ok(row.classList.contains("syft-obj-gone"));
+  assert.equal(row.querySelector(".syft-badge-gone").textContent, "gone: moved to alice");
+  assert.equal(row.querySelectorAll("[data-action]").length, 0);
+  assert.equal(wv.el.querySelectorAll(".syft-lane[data-worker=me] .syft-ghost").length, 0); // a row, not a ghost
+  // without the fields, the view says what it saw happen (the step's event on its target)
+  const w2 = applyWorldPatch(w1, { base: 1, rev: 2, ops: [["del", "alice", 3],
+    ["put", "me", 0, ptr(31, "alice", 3, ["zeta"], { state: "gone" })]],
+  step: { cell: 6, by: "cell", code: "z = zeta.get()", events: [{ type: "fetched", worker: "alice", id: 3 }] } });
+  wv.update(w2);
+  assert.equal(wv.rowFor("me", 31).querySelector(".syft-badge-gone").textContent, "gone: fetched");
+  // once no name holds it (the snapshot drops it), the brief ghost is what is left
+  const w3 = applyWorldPatch(w2, { base: 2, rev: 3, ops: [["del", "me", 31]], step: { cell: 7, by: "cell", code: "del zeta", events: [] } });
+  wv.update(w3);
+  assert.equal(wv.rowFor("me", 31), null);
+  assert.match(wv.el.querySelector(".syft-lane[data-worker=me] .syft-ghost").textContent, /zeta/);
+  wv.destroy();
+  wv.frame.remove();
+});
+
+function manyWorkers(n, extra = (i) => ({})) {
+  const w = { rev: 0, workers: [{ id: "me", kind: "local", state: "in-process", objects: [] }] };
+  for (let i = 0; i < n; i++) {
+    w.workers.push({ id: `w${String(i).padStart(2, "0")}`, kind: i % 3 ? "ray" : "virtual", state: "in-process",
+      objects: [tensor(i * 10 + 1, { tags: [`#b${i % 4}`] }), tensor(i * 10 + 2)], ...extra(i) });
+    w.workers[0].objects.push(ptr(1000 + i, w.workers[i + 1].id, i * 10 + 1, [`p${i}`]));
+  }
+  return w;
+}
+
+test("more than 12 workers fold into an overview grouped by kind, node or state; a lane opens on demand", () => {
+  const wv = view();
+  const w = manyWorkers(30, (i) => (i % 3 ? { node: `10.0.0.${i % 2}`, state: i === 4 ? "dead" : "alive" } : {}));
+  wv.update(w);
+  assert.ok(wv.overviewShown);
+  assert.deepEqual([...wv.el.querySelectorAll(".syft-lane")].map((l) => l.dataset.worker), ["me"]);
+  const ov = wv.frame.querySelector(".syft-overview");
+  assert.equal(ov.hidden, false);
+  assert.equal(ov.querySelectorAll(".syft-ov-worker").length, 30);
+  assert.deepEqual([...ov.querySelectorAll(".syft-ov-group")].map((g) => g.dataset.group), ["ray", "virtual"]);
+  // a Ray worker shows its node and a state that is not fine
+  assert.match(ov.querySelector(".syft-ov-worker[data-worker=w04]").textContent, /w04 2dead@10\.0\.0\.0/);
+  const by = ov.querySelector(".syft-ov-group-by");
+  const pick = (v) => { for (const o of by.options) { if (o.value === v) o.setAttribute("selected", ""); else o.removeAttribute("selected"); } };
+  pick("node");
+  by.dispatchEvent(new window.Event("change"));
+  assert.deepEqual([...ov.querySelectorAll(".syft-ov-group")].map((g) => g.dataset.group), ["10.0.0.0", "10.0.0.1", "this process"]);
+  pick("state");
+  by.dispatchEvent(new window.Event("change"));
+  assert.deepEqual([...ov.querySelectorAll(".syft-ov-group")].map((g) => g.dataset.group), ["alive", "dead", "in-process"]);
+  // search narrows the overview to the workers holding matches, with counts
+  wv.filter("#b1");
+  const chips = [...ov.querySelectorAll(".syft-ov-worker")];
+  assert.equal(chips.length, 8);
+  assert.match(chips[0].textContent, /1 of 2/);
+  wv.filter("10.0.0.1");
+  assert.equal(ov.querySelectorAll(".syft-ov-worker").length, 10);
+  wv.filter("");
+  // a click opens a lane (with a close button); the arrow's pair is there now
+  ov.querySelector(".syft-ov-worker[data-worker=w07]").dispatchEvent(new window.Event("click", { bubbles: true }));
+  assert.deepEqual([...wv.el.querySelectorAll(".syft-lane")].map((l) => l.dataset.worker), ["me", "w07"]);
+  assert.equal(ov.querySelector(".syft-ov-worker[data-worker=w07]").getAttribute("aria-pressed"), "true");
+  assert.ok(wv.rowFor("w07", 71));
+  wv.el.querySelector(".syft-lane[data-worker=w07] .syft-lane-close").dispatchEvent(new window.Event("click", { bubbles: true }));
+  assert.deepEqual([...wv.el.querySelectorAll(".syft-lane")].map((l) => l.dataset.worker), ["me"]);
+  // a pointer's worker chip opens the lane it points to
+  wv.rowFor("me", 1011).querySelector(".syft-where").dispatchEvent(new window.Event("click", { bubbles: true }));
+  assert.deepEqual([...wv.el.querySelectorAll(".syft-lane")].map((l) => l.dataset.worker), ["me", "w11"]);
+  // a worker filter that leaves 12 or fewer shows their lanes directly; "all lanes" shows every lane
+  wv.filter("worker:w2");
+  assert.equal(wv.overviewShown, false);
+  assert.equal(wv.el.querySelectorAll(".syft-lane").length, 10);
+  wv.filter("");
+  ov.querySelector(".syft-ov-all").dispatchEvent(new window.Event("click", { bubbles: true }));
+  assert.equal(wv.el.querySelectorAll(".syft-lane").length, 31);
+  assert.equal(wv.el.querySelectorAll(".syft-lane-close").length, 0);
+  // 12 workers: plain lanes
+  const small = view();
+  small.update(manyWorkers(12));
+  assert.equal(small.overviewShown, false);
+  assert.equal(small.frame.querySelector(".syft-overview").hidden, true);
+  for (const v of [wv, small]) { v.destroy(); v.frame.remove(); }
+});
+
+test("the shares of one secret light up together across lanes, with the secret; values are never drawn", () => {
+  const w = world();
+  w.workers.push({ id: "carol", kind: "virtual", state: "in-process", objects: [
+    { id: 60, kind: "crypto", type: "BeaverTriple", shape: [3], dtype: "int64", names: [], crypto: true, group: "g1" }] });
+  w.workers[1].objects.push(tensor(20, { dtype: "int64", group: "g1", share: { index: 0, of: 2 } }));
+  w.workers[2].objects.push(tensor(21, { dtype: "int64", group: "g1", share: { index: 1, of: 2 } }));
+  w.workers[2].objects.push(tensor(22, { dtype: "int64", group: "g2", share: { index: 1, of: 2 } }));
+  w.workers[0].objects.push({ id: 70, kind: "fixed_precision", type: "FixedPrecisionTensor", shape: [3], dtype: "float32",
+    names: ["sx"], group: "g1", crypto_provider: "carol" });
+  const wv = view();
+  wv.update(w);
+  const bobShare = wv.rowFor("bob", 20);
+  assert.equal(bobShare.querySelector(".syft-share").textContent, "share 1/2");
+  assert.match(bobShare.querySelector(".syft-share").title, /alone it reveals nothing/);
+  assert.equal(wv.rowFor("carol", 60).querySelector(".syft-share").textContent, "crypto material");
+  assert.match(wv.rowFor("me", 70).textContent, /crypto: carol/);
+  bobShare.dispatchEvent(new window.Event("mouseover", { bubbles: true }));
+  const lit = [...wv.el.querySelectorAll(".syft-obj.syft-lit")].map((r) => r.dataset.key).sort();
+  assert.deepEqual(lit, ["alice:21", "bob:20", "carol:60", "me:70"]);
+  // a click pins it: moving over another row does not change it; a second click unpins
+  bobShare.dispatchEvent(new window.Event("click", { bubbles: true }));
+  wv.rowFor("alice", 22).dispatchEvent(new window.Event("mouseover", { bubbles: true }));
+  assert.ok(wv.rowFor("alice", 21).classList.contains("syft-lit") && !wv.rowFor("alice", 22).classList.contains("syft-lit"));
+  bobShare.dispatchEvent(new window.Event("click", { bubbles: true }));
+  assert.equal(wv.el.querySelectorAll(".syft-obj.syft-lit").length, 0);
   wv.destroy();
   wv.frame.remove();
 });
