@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from .errors import SyftError
+from .workers.modules import copy_module, get_module, move_module, send_module
 
 
 def _tensor_send(self, worker):
@@ -49,29 +50,21 @@ def _module_send(self, worker):
     """In place: every parameter becomes a pointer to its copy on ``worker``.
 
     Parameter objects keep their identity, so an optimizer built earlier still works."""
-    from .workers.modules import send_module
-
     return send_module(self, worker)
 
 
 def _module_get(self):
     """In place: every parameter pointer is fetched back into a local Parameter."""
-    from .workers.modules import get_module
-
     return get_module(self)
 
 
 def _module_move(self, worker):
     """In place: every parameter moves to ``worker`` (from wherever it is)."""
-    from .workers.modules import move_module
-
     return move_module(self, worker)
 
 
 def _module_copy(self):
     """An independent copy of the module (of a sent one: on the same workers)."""
-    from .workers.modules import copy_module
-
     return copy_module(self)
 
 

@@ -11,10 +11,10 @@ import contextlib
 
 import torch
 
-from ..dtypes import dtype_name
+from ..commands import NewObject, Ref, SameAsArg
+from ..dtypes import dtype_name, parse_dtype
 from ..errors import SyftError
 from ..ids import new_id
-from ..workers.core import NewObject, Ref, SameAsArg
 from .graph import Node, PlanGraph, Value
 
 _meta_cache: dict = {}
@@ -90,8 +90,6 @@ class BatchRecorder:
                 v = Value("node", len(self.nodes) - 1)
             obj_id = new_id()
             self.pending[obj_id] = (v, tuple(shape), dtype)
-            from ..dtypes import parse_dtype
-
             results.append(NewObject(obj_id, torch.Size(shape), parse_dtype(dtype)))
         return results[0] if len(out_meta) == 1 and not isinstance(out_meta, tuple) else tuple(results)
 
@@ -100,7 +98,6 @@ class BatchRecorder:
         hit = _meta_cache.get(key)
         if hit is not None:
             return hit
-        from ..dtypes import parse_dtype
 
         def meta(s):
             if s[0] == "t":

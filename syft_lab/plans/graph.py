@@ -20,6 +20,7 @@ import torch
 
 from ..dtypes import DTYPES, dtype_name, parse_dtype
 from ..errors import SyftError
+from ..wire.allowlist import resolve
 
 _Tensor = torch.Tensor
 
@@ -452,8 +453,6 @@ class PlanGraph:
     @classmethod
     def from_body(cls, name: str, b, node_budget: int = MAX_NODES) -> "PlanGraph":
         """Validate one graph of a plan document: every op, reference, shape and dtype."""
-        from ..wire.allowlist import resolve
-
         try:
             inputs = b["inputs"]
             raw_nodes = b["nodes"]

@@ -25,7 +25,9 @@ import torch.nn as nn
 from ..dtypes import dtype_name, parse_dtype
 from ..errors import SyftError
 from ..ids import new_id
+from ..tensors.pointer import PointerTensor
 from .graph import BATCH, PlanBuilds, PlanGraph
+from .pointer import PlanPointer
 from .trace import trace, trace_batched
 from .view import view_graph
 
@@ -201,8 +203,6 @@ class Plan:
 
     # --- running --------------------------------------------------------------------------
     def __call__(self, *args):
-        from ..tensors.pointer import PointerTensor
-
         if any(isinstance(a, PointerTensor) for a in args):
             loc = next(a for a in args if isinstance(a, PointerTensor)).location
             raise SyftError(f"plan {self.name!r} runs locally on local tensors; to run it where the data is, "
@@ -290,8 +290,6 @@ class Plan:
         return worker.send(self)
 
     def _send_to(self, worker):
-        from .pointer import PlanPointer
-
         builds = self.builds()
         state = [t for t in self._state_values()]
         obj_id = worker._store_plan(builds, state, sorted(self.tags), self.description)
@@ -350,6 +348,12 @@ class StoredPlan:
     def _inspection_nodes(self, owner: str, with_values: bool) -> list[dict]:
         return [plan_node(0, self.builds.name, self.builds.latest, owner, sorted(self.tags), self.description,
                           signatures=self.builds.signatures(), origin="sent to this worker", builds=self.builds)]
+
+    def to_plan(self, origin: str) -> "Plan":
+        """A local Plan of these graphs (a plan fetched back from its worker)."""
+        p = Plan(graphs=self.builds, origin=origin)
+        p.tags, p.description = set(self.tags), self.description
+        return p
 
     def _on_delete(self, core) -> None:
         for i in self.state_ids:

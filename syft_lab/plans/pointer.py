@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import SyftError
+from ..ids import short
 from ..tensors.pointer import PointerTensor, RemoteHandle, RemoteRef, mark_left, pointer_state, wrap_result
 
 
@@ -53,14 +54,10 @@ class PlanPointer(RemoteHandle):
 
     def get(self):
         """Fetch the plan back (it leaves the worker)."""
-        from .plan import Plan
-
         self._check_alive()
-        stored = self.location._fetch(self._ref.id)
-        mark_left(self.location, self._ref.id)
-        p = Plan(graphs=stored.builds, origin=f"fetched from worker {self.location.id}")
-        p.tags, p.description = set(stored.tags), stored.description
-        return p
+        stored = self.location._fetch(self._ref.id)  # a StoredPlan (plans/plan.py)
+        mark_left(self.location, self._ref.id, "fetched")
+        return stored.to_plan(f"fetched from worker {self.location.id}")
 
     def _inspection_nodes(self, owner: str, with_values: bool) -> list[dict]:
         ref = self._ref
@@ -70,8 +67,6 @@ class PlanPointer(RemoteHandle):
         return [node] + self._remote_nodes()
 
     def __repr__(self):
-        from ..ids import short
-
         return f"[PlanPointer {self.name} | me:{short(self.id)} -> {self.location.id}:{short(self.id_at_location)}]"
 
     def __reduce_ex__(self, protocol):

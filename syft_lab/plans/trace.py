@@ -20,6 +20,7 @@ import sympy
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.utils.stateless import _reparametrize_module
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 from ..dtypes import dtype_name
@@ -73,8 +74,6 @@ def _flat_fn(fn, state, state_names):
     def flat_fn(*flat):
         ctx = contextlib.nullcontext()
         if k:
-            from torch.nn.utils.stateless import _reparametrize_module
-
             ctx = _reparametrize_module(state, dict(zip(state_names, flat[:k])))
         with ctx:
             return fn(*flat[k:])

@@ -237,7 +237,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
             return GetWithGrad.apply(self)
         grad = self.grad if self.requires_grad else None
         obj = self.location._fetch(self._ref.id)
-        mark_left(self.location, self._ref.id)
+        mark_left(self.location, self._ref.id, "fetched")
         if self.requires_grad and isinstance(obj, _Tensor) and not obj.requires_grad:
             obj.requires_grad_(True)
         if isinstance(grad, PointerTensor) and not grad._ref.released:
@@ -256,7 +256,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
             return MoveWithGrad.apply(self, worker)
         grad = self.grad if self.requires_grad else None
         new = worker._receive_from(self.location, self._ref.id, requires_grad=self.requires_grad)
-        mark_left(self.location, self._ref.id)
+        mark_left(self.location, self._ref.id, "moved", worker.id)
         if isinstance(grad, PointerTensor) and not grad._ref.released:
             new.grad = grad.move(worker)
         return new
