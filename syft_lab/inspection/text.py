@@ -1,12 +1,25 @@
-"""Text rendering of the inspection model: what repr() and the magics print."""
+"""Text rendering of the inspection model: what repr() and the magics print.
+
+Importing this module registers ``chain_text`` as the repr of every chain layer
+(``syft_lab.tensors.base.set_chain_repr``): layers never import a renderer.
+
+A chain is a tree (docs/inspection-model.md): a plain chain prints as before, one node after
+another joined by ``>`` (``LoggingTensor>tensor([1., 2.])``); a node with several children
+prints them in parentheses, ``AdditiveSharingTensor>([PointerTensor | ...]>...; [PointerTensor | ...]>...)``;
+annotations follow their node in parentheses (``(crypto provider: carol)``).
+"""
 from __future__ import annotations
 
 from ..ids import short
+from ..tensors import base as _base
+from ..tensors.nodes import chain_nodes, tree_from_list
+
+MAX_CHILDREN = 8  # children printed per node; the rest are counted
 
 
 def node_text(node: dict) -> str:
     kind = node["kind"]
-    if kind == "pointer":
+    if kind == "pointer" and "location" in node:
         state = "" if node.get("state", "ok") == "ok" else f" ({node['state']})"
         return (f"[{node['type']} | {node['owner']}:{short(node['id'])} -> "
                 f"{node['location']}:{short(node['id_at_location'])}{state}]")
@@ -21,23 +34,48 @@ def node_text(node: dict) -> str:
         return f"({node['owner']} unreachable: {node.get('error', '')})"
     if kind == "plan":
         return f"Plan {node.get('name', '')}".rstrip()
-    return node["type"]
+    display = node.get("display") or {}
+    text = display.get("label") or node["type"]
+    if display.get("badge"):
+        text += f" [{display['badge']}]"
+    return text
 
 
-def render_chain(nodes: list[dict]) -> str:
-    text = ">".join(node_text(n) for n in nodes)
-    head = nodes[0]
-    if head.get("grad_fn"):
-        text += f", grad_fn=<{head['grad_fn']}>"
-    elif head.get("requires_grad") and head["kind"] != "tensor":
+def _annotations(node: dict) -> str:
+    notes = [f"{a.get('label')}: {a.get('value')}" for a in node.get("annotations") or ()]
+    return f"({', '.join(notes)})" if notes else ""
+
+
+def tree_text(node: dict) -> str:
+    """One node and everything below it."""
+    text = node_text(node) + _annotations(node)
+    children = node.get("children") or []
+    if len(children) == 1:
+        return f"{text}>{tree_text(children[0])}"
+    if children:
+        shown = [tree_text(c) for c in children[:MAX_CHILDREN]]
+        if len(children) > MAX_CHILDREN:
+            shown.append(f"... {len(children) - MAX_CHILDREN} more")
+        return f"{text}>({'; '.join(shown)})"
+    return text
+
+
+def render_tree(root: dict) -> str:
+    text = tree_text(root)
+    if root.get("grad_fn"):
+        text += f", grad_fn=<{root['grad_fn']}>"
+    elif root.get("requires_grad") and root["kind"] != "tensor":
         text += ", requires_grad=True"
     return text
 
 
-def chain_text(obj) -> str:
-    from .model import chain_nodes
+def render_chain(nodes) -> str:
+    """The text of a chain: a tree's root, or a version 1 list of nodes (head first)."""
+    return render_tree(tree_from_list(nodes))
 
-    return render_chain(chain_nodes(obj))
+
+def chain_text(obj) -> str:
+    return render_tree(chain_nodes(obj))
 
 
 def render_world(world: dict) -> str:
@@ -54,8 +92,16 @@ def render_world(world: dict) -> str:
                 where = f" -> {o['location']}:{short(o['id_at_location'])}"
                 if o.get("owning") is False:
                     where += " (not owning)"
+                if o.get("state") == "gone":
+                    how = o.get("gone_how") or "gone"
+                    where += f" ({how}{' to ' + o['gone_to'] if o.get('gone_to') else ''})"
             if o.get("held"):
                 where += " (held by the worker)"
             shape = f" {o['dtype']}{o['shape']}" if "shape" in o else ""
             lines.append(f"  {short(o['id'])} {o['type']}{shape}{where}{tags}{names}")
     return "\n".join(lines)
+
+
+_register = getattr(_base, "set_chain_repr", None)
+if _register is not None:
+    _register(chain_text)

@@ -6,6 +6,8 @@ import torch
 
 import syft_lab as sy
 from syft_lab import events
+from syft_lab.tensors import nodes
+from syft_lab.tensors.base import ChainLayer, make_layer
 
 
 def test_chain_of_a_logging_tensor_head_first_data_last():
@@ -22,8 +24,14 @@ def test_chain_of_a_logging_tensor_head_first_data_last():
     assert isinstance(head["id"], int) and head["id"] < 2 ** 53
     assert sy.chain(y).nodes[0]["id"] == head["id"]  # stable
     d = c.to_dict()
-    assert d["schema"] == "syft_lab.chain" and d["version"] == 1
+    assert d["schema"] == "syft_lab.chain" and d["version"] == 2
     assert json.loads(json.dumps(d)) == d
+    # version 2: a tree; a plain chain is the one-child case
+    root = d["root"]
+    assert root["id"] == head["id"] and [c["kind"] for c in root["children"]] == ["tensor"]
+    assert root["children"][0]["children"] == []
+    assert root["actions"] == ["send", "oplog"] and root["children"][0]["actions"] == []
+    assert root["display"]["label"] == "LoggingTensor" and root["annotations"] == []
 
 
 def test_nested_layers_give_one_node_each():
@@ -53,6 +61,8 @@ def test_pointer_chain_continues_on_the_worker_without_values(bob):
     assert ptr["id_at_location"] == p.id_at_location == remote_log["id"]
     assert remote_log["owner"] == "bob" and remote_leaf["owner"] == "bob"
     assert remote_leaf["preview"] is None  # values stay on bob
+    assert ptr["actions"] == ["get", "move"] and remote_leaf["actions"] == []
+    assert sy.chain(p).root["children"][0]["id"] == remote_log["id"]
     assert repr(p).startswith("[PointerTensor | me:") and "-> bob:" in repr(p)
 
 
@@ -61,6 +71,7 @@ def test_stale_pointer_shows_its_state(bob):
     p.get()
     nodes = sy.chain(p).nodes
     assert nodes[0]["state"] == "gone" and len(nodes) == 1
+    assert nodes[0]["actions"] == []  # nothing to get or move any more
     assert "(gone)" in repr(p)
 
 
@@ -107,3 +118,74 @@ def test_workers_publish_events(bob):
     assert types.count(("deleted", "bob")) == 2
     reasons = sorted(e.get("reason") for e in seen if e["type"] == "deleted")
     assert reasons == ["fetched", "released"]
+
+
+class ThreeShares(ChainLayer):
+    """A toy layer with one child per share (as a shared tensor has): the tree's case."""
+
+    kind = "toy_shared"
+
+    @staticmethod
+    def __new__(cls, shares, group):
+        r = make_layer(cls, shares[0].shape, shares[0].dtype, torch.device("cpu"))
+        r.shares, r.group_id = list(shares), group
+        return r
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        raise NotImplementedError("a toy: only inspected")
+
+    def layer_children(self):
+        return list(self.shares)
+
+    def node_fields(self):
+        return {"group": self.group_id, "annotations": [{"label": "crypto provider", "value": "carol"}]}
+
+    def display(self):
+        return {"label": "ThreeShares", "lines": [f"{len(self.shares)} shares"], "badge": "secret"}
+
+
+def test_a_layer_with_several_children_is_a_tree_with_one_branch_per_share(workers):
+    bob, alice = workers
+    carol = sy.VirtualWorker("carol")
+    try:
+        secret = ThreeShares([torch.tensor([1., 2.]).send(w) for w in (bob, alice, carol)], group=77)
+        root = sy.chain(secret).root
+        assert root["kind"] == "toy_shared" and root["display"] == {"label": "ThreeShares", "lines": ["3 shares"],
+                                                                  "badge": "secret"}
+        assert root["annotations"] == [{"label": "crypto provider", "value": "carol"}]
+        assert [c["location"] for c in root["children"]] == ["bob", "alice", "carol"]
+        assert {c["group"] for c in root["children"]} == {77}  # every share names its secret
+        assert all(c["actions"] == [] for c in root["children"])  # a share alone is not fetched
+        text = json.dumps(root)
+        assert '"values"' not in text  # share values are in no node
+        assert repr(secret).startswith("ThreeShares [secret](crypto provider: carol)>([PointerTensor | me:")
+        assert repr(secret).count("[PointerTensor") == 3
+        del secret, root
+    finally:
+        carol.close()
+
+
+def test_a_version_1_list_becomes_a_one_child_tree():
+    v1 = [{"kind": "logging", "type": "LoggingTensor", "id": 1, "owner": "bob", "log_length": 2, "log_tail": ["a"]},
+          {"kind": "tensor", "type": "Tensor", "id": 2, "owner": "bob", "shape": [2], "dtype": "float32",
+           "preview": None}]
+    root = nodes.tree_from_list(v1)
+    assert root["children"][0]["id"] == 2 and root["children"][0]["children"] == []
+    assert root["display"]["lines"] == ["log: 2 ops, last a"]
+    assert [n["id"] for n in nodes.flatten(root)] == [1, 2]
+
+
+def test_a_fetched_pointer_still_bound_stays_as_a_gone_row(bob, alice):
+    x_ptr = torch.ones(2).send(bob)
+    moved = x_ptr.move(alice)
+    w = sy.world({"x_ptr": x_ptr, "moved": moved})
+    me = next(lane for lane in w["workers"] if lane["id"] == "me")
+    gone = next(o for o in me["objects"] if o["names"] == ["x_ptr"])
+    assert gone["state"] == "gone" and gone["actions"] == []
+    live = next(o for o in me["objects"] if o["names"] == ["moved"])
+    assert live["state"] == "ok" and live["actions"] == ["get", "move"]
+    # once nothing names it, the row goes
+    w = sy.world({"moved": moved})
+    me = next(lane for lane in w["workers"] if lane["id"] == "me")
+    assert [o["names"] for o in me["objects"] if o["kind"] == "pointer"] == [["moved"]]

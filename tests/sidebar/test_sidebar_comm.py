@@ -184,7 +184,8 @@ def test_get_action_runs_through_actions_perform_and_pushes(panel, kernel):
     assert reply["ok"] is True and reply["req"] == "s-1", reply
     assert reply["code"] == "y = y_ptr.get()"
     assert kernel.eval("y.tolist()") == [2.0, 4.0, 6.0]
-    assert panel.entry("me", "y_ptr") is None  # a stale pointer leaves the world, and its object bob
+    gone = panel.entry("me", "y_ptr")  # still bound: a gone row, with no buttons; its object left bob
+    assert gone["state"] == "gone" and gone["actions"] == []
     assert [o["id"] for o in panel.lane("bob")["objects"]] == [panel.entry("me", "x_ptr")["id_at_location"]]
     assert panel.matches_kernel()
 

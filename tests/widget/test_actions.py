@@ -124,7 +124,9 @@ def test_get_brings_it_back_and_it_leaves_bob(setup, bob):
     assert torch.equal(ns["x"], torch.tensor([1., 2., 3.])) and not isinstance(ns["x"], sy.PointerTensor)
     assert obj_id not in bob.objects
     assert all(o["id"] != obj_id for o in lane(w.world, "bob")["objects"])
-    assert all(o.get("names") != ["x_ptr"] for o in lane(w.world, "me")["objects"])  # stale: left the lane
+    # x_ptr is still bound: its row stays, gone, with nothing to offer
+    (gone,) = [o for o in lane(w.world, "me")["objects"] if o.get("names") == ["x_ptr"]]
+    assert gone["state"] == "gone" and gone["actions"] == [] and gone["location"] == "bob"
 
 
 def test_get_when_a_different_x_exists_binds_x_2_and_says_so(setup, bob):
