@@ -1,0 +1,179 @@
+"""The Ray actor that hosts worker services: bytes in, bytes out.
+
+``WorkerHost`` is a plain class; ``syft_lab.ray`` makes it a Ray actor class with
+``ray.remote`` when it first starts one (Ray is an optional dependency). Ray imports it by name
+on the node (``syft_lab`` must be installed there), so no code from the notebook runs in the
+actor: every argument is a string, an int or wire-format bytes, and every message goes through
+``syft_lab.wire.format``'s validating decoder and then the same ``WorkerService`` (allow-list,
+quotas, sessions) as a websocket worker. Ray's own plumbing pickles those bytes and strings
+(see docs/workers.md, "Ray's trust model").
+
+One host runs one worker service by default (one actor process per worker, placed by Ray);
+``sy.ray.workers(n, per_actor=k)`` packs ``k`` services into one process to save memory
+(each process imports torch: ~230 MiB).
+
+A message is ``bytes`` (a small message, inline) or a list ``[first frame, *buffers]`` where
+each buffer is one tensor's bytes as a NumPy ``uint8`` array: Ray moves those through its
+object store without pickling them (zero-copy on the receiving side), and the receiver feeds
+them to the wire Decoder in chunks, which copies them into tensors it allocated from the
+validated header.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+
+import numpy as np
+import torch
+
+from ..errors import SyftError
+from ..wire.format import CHUNK_SIZE, Decoder, WireError, encode
+from ..workers.limits import Limits
+from ..workers.server import Session, WorkerService, error_reply
+
+NO_CHUNK = 2**62  # encode's chunk size for "never stream": one frame
+
+
+def pack(encoded):
+    """An ``Encoded`` message as Ray should carry it: bytes, or a list of a frame and buffers."""
+    if not encoded.streamed:
+        return bytes(encoded.frames[0])
+    frames = encoded.frames
+    return [bytes(frames[0]), *(np.frombuffer(f, dtype=np.uint8) for f in frames[1:])]
+
+
+def unpack(message, max_message_size: int):
+    """Decode a message made by ``pack`` (validated by the wire Decoder); raises WireError."""
+    decoder = Decoder(max_message_size)
+    if isinstance(message, (bytes, bytearray, memoryview)):
+        out = decoder.feed(message)
+        if out is None:
+            raise WireError("a streamed message arrived without its buffers")
+        return out
+    if type(message) is not list or not message:
+        raise WireError(f"a message is bytes or a list of frames, got {type(message).__name__}")
+    out = decoder.feed(message[0])
+    for buf in message[1:]:
+        if out is not None:
+            raise WireError("more buffers than the message declared")
+        if not isinstance(buf, np.ndarray) or buf.dtype != np.uint8 or buf.ndim != 1:
+            raise WireError("a buffer frame is a 1-d uint8 array")
+        view = memoryview(buf)
+        for off in range(0, len(view), CHUNK_SIZE):
+            out = decoder.feed(view[off:off + CHUNK_SIZE])
+    if out is None:
+        raise WireError("a streamed message is missing buffers")
+    return out
+
+
+def node_info() -> dict:
+    """Where this process runs: the Ray node's IP, hostname and id, and the process id."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {"node": ray.util.get_node_ip_address(), "host": socket.gethostname(),
+            "node_id": ctx.get_node_id(), "pid": os.getpid()}
+
+
+class WorkerHost:
+    """A Ray actor running ``WorkerService`` s, one per worker id (see the module docstring).
+
+    Ray runs an actor's methods one at a time, so each service is used from one thread, as the
+    websocket server's command thread does."""
+
+    def __init__(self, worker_ids: list, max_bytes: int | None = None, max_objects: int | None = None,
+                 threads: int = 1):
+        if type(worker_ids) is not list or not worker_ids or not all(type(w) is str for w in worker_ids):
+            raise SyftError("a WorkerHost hosts a list of worker ids")
+        torch.set_num_threads(threads)  # the actor shares its node's cores with others
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass
+        kwargs = {k: v for k, v in (("max_bytes", max_bytes), ("max_objects", max_objects)) if v is not None}
+        limits = Limits(**kwargs)
+        self.services = {w: WorkerService(w, limits) for w in worker_ids}
+        # a new value on every start of this process: a client that sees another one knows that
+        # Ray restarted the actor and that everything the services held is gone
+        self.instance = secrets.token_hex(8)
+        self.sessions: dict = {}  # (worker id, session id) -> Session
+        self.info = {**node_info(), "instance": self.instance, "workers": list(worker_ids)}
+        self._last = None  # the last reply until Ray has serialised it (see call)
+
+    def hello(self) -> bytes:
+        return bytes(encode({"r": 0, "ok": self.info}, chunk_size=NO_CHUNK).frames[0])
+
+    def _session(self, worker_id: str, session_id: str) -> Session:
+        s = self.sessions.get((worker_id, session_id))
+        if s is None:
+            s = self.sessions[(worker_id, session_id)] = Session(session_id, named=True)
+        return s
+
+    def _service(self, worker_id):
+        service = self.services.get(worker_id) if type(worker_id) is str else None
+        if service is None:
+            raise SyftError(f"this Ray actor hosts {', '.join(self.services)}, not {str(worker_id)[:64]!r}")
+        return service
+
+    def call(self, worker_id: str, instance: str, session_id: str, message):
+        """One command: a packed message in, a packed reply out."""
+        self._last = None
+        if instance != self.instance:  # Ray restarted this actor since the client last called
+            return bytes(encode({"r": 0, "restarted": self.instance}, chunk_size=NO_CHUNK).frames[0])
+        rid = 0
+        try:
+            service = self._service(worker_id)
+            msg = unpack(message, service.max_message_size)
+            rid = msg.get("r", 0)
+        except Exception as e:  # WireError, a worker id it does not host
+            return bytes(encode(error_reply(rid, e)).frames[0])
+        return self._reply(service, msg, self._session(worker_id, session_id))
+
+    def receive(self, worker_id: str, instance: str, session_id: str, message, source_reply):
+        """Store what another worker sent: ``source_reply`` is its reply to a fetch, which Ray
+        resolved from its object store (it never went through the client). ``message`` is a
+        ``store`` command whose object is taken from that reply."""
+        self._last = None
+        if instance != self.instance:
+            return bytes(encode({"r": 0, "restarted": self.instance}, chunk_size=NO_CHUNK).frames[0])
+        rid = 0
+        try:
+            service = self._service(worker_id)
+            msg = unpack(message, service.max_message_size)
+            rid = msg.get("r", 0)
+            src = unpack(source_reply, service.max_message_size)
+        except Exception as e:
+            return bytes(encode(error_reply(rid, e)).frames[0])
+        if "ok" not in src:  # the source failed (or restarted): say so, the client names it
+            return bytes(encode({"r": rid, "source": {k: src[k] for k in ("err", "restarted") if k in src}},
+                                chunk_size=NO_CHUNK).frames[0])
+        obj = msg["o"] = src["ok"]
+        return self._reply(service, msg, self._session(worker_id, session_id), stored=obj)
+
+    def _reply(self, service, msg, session, stored=None):
+        reply, then = service.handle(msg, session)
+        if stored is not None and "ok" in reply:  # the client needs what a pointer needs
+            reply["ok"] = [reply["ok"], list(stored.shape), stored.dtype]
+        try:
+            encoded = encode(reply, max_message_size=service.max_message_size)
+        except WireError as e:  # the reply itself cannot travel (too large, odd dtype)
+            if then is not None and then.failed is not None:
+                then.failed()
+            return bytes(encode(error_reply(reply.get("r", 0), e)).frames[0])
+        if then is not None and then.sent is not None:
+            then.sent()  # the reply holds no memory of the store (a plan's JSON)
+        # A streamed reply's buffers point into tensors: Ray copies them into its object store
+        # once this method returns and before the next one runs (an actor runs one at a time),
+        # so ``encoded`` (which keeps those tensors alive) must live until then.
+        self._last = encoded
+        return pack(encoded)
+
+    def end_session(self, worker_id: str, session_id: str) -> None:
+        """The client closed: release every reference its session holds."""
+        s = self.sessions.pop((worker_id, session_id), None)
+        if s is not None:
+            self._service(worker_id).end_session(s)
+
+    def ping(self) -> str:
+        return self.instance
