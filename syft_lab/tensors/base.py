@@ -76,14 +76,7 @@ def _plain_repr(layer) -> str:
     return text
 
 
-def _transitional_repr(layer) -> str:
-    # Until syft_lab/inspection registers its renderer with set_chain_repr (then this goes).
-    from ..inspection.text import chain_text  # transitional lazy import
-
-    return chain_text(layer)
-
-
-_chain_repr: Callable[[torch.Tensor], str] = _transitional_repr
+_chain_repr: Callable[[torch.Tensor], str] = _plain_repr
 
 
 def set_chain_repr(fn: Callable[[torch.Tensor], str] | None) -> None:
