@@ -155,15 +155,6 @@ class ChainLayer(torch.Tensor):
         """This layer's stable id (given on first ask: most op results are never inspected)."""
         return tensor_id(self)
 
-    # Old names, until syft_lab/inspection builds nodes from the protocol (tensors/nodes.py).
-    def _node_fields(self) -> dict:
-        return self.node_fields()
-
-    def _chain_rest(self, owner: str, with_values: bool) -> list:
-        from ..inspection.model import chain_nodes  # transitional: goes with the old model
-
-        return chain_nodes(self.child, owner, with_values)
-
     def __reduce_ex__(self, protocol):
         raise SyftError(f"{type(self).__name__} cannot be pickled")
 

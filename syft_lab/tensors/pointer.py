@@ -367,9 +367,6 @@ class PointerTensor(ChainLayer, RemoteHandle):
         return PointerSpec(wire_text(fields["worker"], "a worker id"), address, wire_int(fields["id"], "an object id"),
                            wire_shape(fields["shape"]), fields["dtype"])
 
-    def _chain_rest(self, owner: str, with_values: bool) -> list:  # old model, until tensors/nodes.py
-        return self._remote_nodes()
-
     # --- copies -----------------------------------------------------------------------
     def __deepcopy__(self, memo):
         """A copy of a pointer is a pointer to a copy, made on the worker."""

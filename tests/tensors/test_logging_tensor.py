@@ -8,7 +8,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import syft_lab as sy
+from syft_lab import events
 from syft_lab.tensors import OpLog
+from syft_lab.wire.format import Decoder, decode, encode, encode_bytes
 
 
 def test_head_is_a_real_tensor_and_results_stay_in_the_chain():
@@ -332,8 +334,6 @@ def test_recurrent_ops_on_plain_tensors_are_untouched():
 
 
 def test_the_log_tells_backward_ops_from_forward_ops_and_keeps_it_across_the_wire():
-    from syft_lab.wire.format import Decoder, encode
-
     x = sy.LoggingTensor(torch.tensor([1., 2.], requires_grad=True))
     (x * x).sum().backward()
     phases = [(r.op, r.backward) for r in x.log]
@@ -346,3 +346,29 @@ def test_the_log_tells_backward_ops_from_forward_ops_and_keeps_it_across_the_wir
     for frame in enc.frames:
         msg = dec.feed(frame)
     assert [(r.op, r.backward) for r in msg["o"].log] == phases
+
+
+def test_each_record_names_the_notebook_cell_that_ran_it_and_keeps_it_across_the_wire_and_pickle():
+    x = sy.LoggingTensor(torch.tensor([1., 2.]))
+    try:
+        events.set_current_cell(7)
+        y = x + 1
+        events.set_current_cell(8)
+        y.relu()
+    finally:
+        events.set_current_cell(None)
+    x.neg()
+    assert [(r.op, r.cell) for r in x.log] == [("aten.add.Tensor", 7), ("aten.relu.default", 8),
+                                               ("aten.neg.default", None)]
+    assert x.log[0].to_dict() == {"op": "aten.add.Tensor", "backward": False, "cell": 7,
+                                  "inputs": [{"shape": [2], "dtype": "float32"}]}
+    back = decode(encode_bytes({"o": x}))["o"]
+    assert [r.cell for r in back.log] == [7, 8, None]
+    assert [r.cell for r in pickle.loads(pickle.dumps(x)).log] == [7, 8, None]
+
+
+@pytest.mark.parametrize("bad", [-1, "3", 2.0])
+def test_a_cell_number_is_a_non_negative_int(bad):
+    with pytest.raises(ValueError, match="a cell number is a non-negative int"):
+        events.set_current_cell(bad)
+    assert events.current_cell.number is None

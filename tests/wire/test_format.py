@@ -16,7 +16,7 @@ from syft_lab.dtypes import DTYPES
 from syft_lab.wire import allowlist
 from syft_lab.wire.format import (CHUNK_SIZE, EXT_TENSOR, MAX_NESTING, WIRE_VERSION, Decoder, PointerSpec,
                                   WireError, decode, encode, encode_bytes)
-from syft_lab.workers.core import NewObject, Ref, SameAsArg
+from syft_lab.commands import NewObject, Ref, SameAsArg
 
 PREFIX = struct.Struct(">2sBBII")
 
