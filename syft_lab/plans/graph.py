@@ -178,14 +178,17 @@ SHAPE_OP_NAMES = {fn: name for name, (fn, _) in SHAPE_OPS.items()}
 
 
 class Node:
-    __slots__ = ("op", "name", "args", "kwargs", "outputs")
+    __slots__ = ("op", "name", "args", "kwargs", "outputs", "source")
 
-    def __init__(self, op, args, kwargs, outputs):
+    def __init__(self, op, args, kwargs, outputs, source=None):
         self.op = op  # an OpOverload, a SHAPE_OPS callable, or the string "getitem"
         self.name = "getitem" if op == "getitem" else SHAPE_OP_NAMES.get(op) or str(op)
         self.args = args
         self.kwargs = kwargs
         self.outputs = outputs  # [(shape, dtype_name)] or [] for non-tensor; -1 for a size that depends on N
+        # where the traced op came from, {"file", "line", "code"}, when the trace knows (plans/trace.py);
+        # kept in this process only: the plan JSON a worker receives carries no source
+        self.source = source
 
     @property
     def is_shape_op(self) -> bool:

@@ -18,10 +18,11 @@ import traceback
 
 import sympy
 import torch
+import torch.fx.proxy as _fx_proxy
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.nn.utils.stateless import _reparametrize_module
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+from torch.nn.utils.stateless import _reparametrize_module
 
 from ..dtypes import dtype_name
 from ..errors import SyftError
@@ -54,6 +55,24 @@ def _user_line(fn, exc) -> str:
     return "an unknown line"
 
 
+# Source lines of plan nodes: make_fx(record_stack_traces=True) keeps, per node, the frames of
+# functions named ``forward`` and of registered anchors (the plan's own function); a node's
+# source is the innermost of those frames outside torch and syft_lab.
+_register_anchor = getattr(_fx_proxy, "_register_stack_trace_anchor", None)  # private: may go away
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>[^\n]*)')
+_NOT_USER = (torch.__file__.rsplit("/", 1)[0] + "/", __file__.rsplit("/", 2)[0] + "/")  # torch, syft_lab
+
+
+def node_source(stack_trace: str | None) -> dict | None:
+    """``{"file": ..., "line": ..., "code": ...}`` of the user's line in an fx stack trace, or None."""
+    if not stack_trace:
+        return None
+    for m in reversed(list(_FRAME.finditer(stack_trace))):
+        if not m["file"].startswith(_NOT_USER):
+            return {"file": m["file"], "line": int(m["line"]), "code": m["code"].strip()}
+    return None
+
+
 def _is_data_dependent(exc) -> bool:
     text = f"{type(exc).__name__} {exc}"
     return any(k in text for k in ("DataDependent", "data-dependent", "_local_scalar_dense", "GuardOnDataDependent"))
@@ -82,8 +101,10 @@ def _flat_fn(fn, state, state_names):
 
 
 def _make_fx(fn, name, flat_fn, examples, mode, batched=False):
+    if _register_anchor is not None:
+        _register_anchor(fn)
     try:
-        return make_fx(flat_fn, tracing_mode=mode)(*examples)
+        return make_fx(flat_fn, tracing_mode=mode, record_stack_traces=_register_anchor is not None)(*examples)
     except SyftError:
         raise
     except Exception as e:
@@ -323,7 +344,7 @@ def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict]) -> Pl
             else:
                 raise TraceError(f"plan {name!r} uses {target}, which is not an aten op")
             nodes.append(Node(op, conv(list(fx_node.args)), {k: conv(v) for k, v in fx_node.kwargs.items()},
-                              _meta_outputs(fx_node.meta.get("val"))))
+                              _meta_outputs(fx_node.meta.get("val")), node_source(fx_node.meta.get("stack_trace"))))
             env[fx_node] = Value("node", len(nodes) - 1)
         elif fx_node.op == "output":
             out = fx_node.args[0]

@@ -337,3 +337,25 @@ def test_classifier_step_with_multi_output_ops_equals_eager():
         assert torch.allclose(loss, eager)
     for p, q in zip(model.parameters(), twin.parameters()):
         assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_plan_nodes_name_the_source_line_they_came_from_and_keep_it_out_of_the_json():
+    from syft_lab.plans.view import view_graph
+
+    lin = nn.Linear(3, 2)
+
+    @sy.plan(state=lin)
+    def head(x):
+        y = x * 2
+        return lin(y).relu()
+
+    head.build(torch.ones(4, 3))
+    graph = head.builds().latest
+    here = __file__
+    by_op = {n.name: n.source for n in graph.nodes}
+    assert by_op["aten.mul.Tensor"] == {"file": here, "line": by_op["aten.mul.Tensor"]["line"], "code": "y = x * 2"}
+    assert by_op["aten.addmm.default"]["code"] == by_op["aten.relu.default"]["code"] == "return lin(y).relu()"
+    assert by_op["aten.relu.default"]["line"] == by_op["aten.mul.Tensor"]["line"] + 1
+    ops = [n for n in view_graph(graph)["nodes"] if n.get("role") == "op"]
+    assert ops and all(n["source"]["file"] == here for n in ops)  # what the plan view shows
+    assert "source" not in head.to_json() and here not in head.to_json()  # a worker never sees user code
