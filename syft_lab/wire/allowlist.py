@@ -48,7 +48,11 @@ POINTWISE = """
     atan2 hypot maximum minimum fmax fmin copysign xlogy logaddexp lerp lerp_ addcmul addcmul_ addcdiv addcdiv_
     where bitwise_not bitwise_and bitwise_or bitwise_xor logical_not logical_and logical_or logical_xor
     isnan isinf isfinite signbit
+    bitwise_left_shift bitwise_right_shift
 """
+# bitwise_left_shift, bitwise_right_shift: the binary circuits of secret sharing (syft_lab/smpc:
+# the sign bit's carry-lookahead adder). Torch defines every shift amount (0 past the width, the
+# sign past it to the right); a scalar amount is checked to lie in 0..63 for a clear error.
 COMPARISONS = "eq ne lt le gt ge equal isclose sort argsort topk kthvalue"
 REDUCTIONS = """
     sum mean prod amax amin max min argmax argmin std var std_mean var_mean norm linalg_vector_norm
@@ -360,7 +364,19 @@ def _checks_for(prefix: str, check) -> dict:
     return {n: check for n in ALLOWED if n.startswith(prefix + ".")}
 
 
+def _shift(name, args, kwargs):
+    amount = _arg(args, kwargs, 1, "other")
+    if isinstance(amount, torch.Tensor):
+        if amount.dtype.is_floating_point or amount.dtype.is_complex:
+            raise OpNotAllowedError(f"{name}: a shift amount is an integer")
+        return
+    if type(amount) is not int or not 0 <= amount < 64:
+        raise OpNotAllowedError(f"{name}: a shift amount is an integer in 0..63, got {amount!r:.40}")
+
+
 CHECKS = {
+    **_checks_for("aten.bitwise_left_shift", _shift),
+    **_checks_for("aten.bitwise_right_shift", _shift),
     **_checks_for("aten.as_strided", _as_strided),
     **_checks_for("aten._reshape_alias", _reshape_alias),
     **_checks_for("aten._unsafe_view", _unsafe_view),

@@ -1,0 +1,16 @@
+"""Secure multi-party computation: additive secret sharing over Z_2^64 with a crypto provider.
+
+    x.fix_precision().share(alice, bob, crypto_provider=carol)
+
+``ring`` (shares and reconstruction), ``runtime`` (one message per party per round),
+``provider`` (the dealer's correlated randomness), ``protocols`` (Beaver products,
+truncation, the sign bit, relu, max), ``engine`` (which protocol an aten op becomes) and
+``methods`` (``.fix_precision()``, ``.share()``, ... on tensors and modules). The layers are in
+syft_lab/tensors/fixed_precision.py and additive_sharing.py; docs/secure-computation.md
+explains the protocols, their rounds and the trust model.
+"""
+from ..tensors.additive_sharing import AdditiveSharingTensor
+from ..tensors.fixed_precision import FixedPrecisionTensor
+from . import engine, protocols, ring, runtime  # noqa: F401  (engine registers itself with the layer)
+
+__all__ = ["AdditiveSharingTensor", "FixedPrecisionTensor", "engine", "protocols", "ring", "runtime"]

@@ -1,0 +1,276 @@
+"""The ops of AdditiveSharingTensor: which protocol each aten op becomes.
+
+Registered with the layer (``tensors/additive_sharing.set_engine``) when syft_lab.smpc is
+imported. Arguments of an op are shared tensors (all among the same parties, in the same
+order), public int64 tensors and Python ints; anything else is a clear SyftError.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import SyftError
+from ..tensors.additive_sharing import AdditiveSharingTensor, set_engine
+from ..tensors.base import ChainLayer
+from ..workers.base import BaseWorker
+from . import protocols, ring
+from .runtime import Program, run
+
+aten = torch.ops.aten
+AST = AdditiveSharingTensor
+INT64 = torch.int64
+
+# Ops every party applies to its own share with the same other arguments.
+_PER_SHARE = {aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose, aten.permute, aten.expand,
+              aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.repeat,
+              aten.narrow, aten.flatten, aten.sum, aten.neg, aten.unfold, aten.contiguous, aten.movedim}
+_BILINEAR = {aten.mul, aten.mm, aten.bmm, aten.convolution, aten.matmul}
+
+
+def _shared_args(args):
+    found = []
+    for a in args:
+        if isinstance(a, AST):
+            found.append(a)
+        elif type(a) in (list, tuple):
+            found.extend(b for b in a if isinstance(b, AST))
+    return found
+
+
+def check_same_parties(tensors) -> AST:
+    first = tensors[0]
+    for t in tensors[1:]:
+        if [w.id for w in t.parties] != [w.id for w in first.parties] or any(
+                a is not b for a, b in zip(t.parties, first.parties)):
+            raise SyftError(f"an op mixes values shared among {[w.id for w in first.parties]} with values shared "
+                            f"among {[w.id for w in t.parties]}: share both among the same workers, in the same order")
+        if (t.crypto_provider is not None and first.crypto_provider is not None
+                and t.crypto_provider is not first.crypto_provider):
+            raise SyftError(f"an op mixes values with crypto provider {first.crypto_provider.id!r} and "
+                            f"{t.crypto_provider.id!r}: use one crypto provider")
+    if first.crypto_provider is None:
+        for t in tensors[1:]:
+            if t.crypto_provider is not None:
+                return t
+    return first
+
+
+def _public(a):
+    """A public ring operand: a Python int or a plain int64 tensor."""
+    if isinstance(a, bool):
+        return int(a)
+    if isinstance(a, int):
+        return a
+    if isinstance(a, torch.Tensor) and not isinstance(a, ChainLayer):
+        if a.is_floating_point() or a.is_complex():
+            raise SyftError(f"a shared int64 value mixes only with integers, got a {a.dtype} tensor: encode reals "
+                            f"with .fix_precision() first")
+        return a.detach().to(INT64)
+    if isinstance(a, float):
+        raise SyftError("a shared int64 value mixes only with integers: use .fix_precision() for real numbers")
+    raise SyftError(f"cannot mix a {type(a).__name__} into an op on shared values")
+
+
+class Engine:
+    # --- sharing -------------------------------------------------------------------------------
+    def share(self, secret, workers, crypto_provider=None) -> AST:
+        if len(workers) == 1 and isinstance(workers[0], (list, tuple)):
+            workers = tuple(workers[0])
+        if len(workers) < 2:
+            raise SyftError(f"additive sharing needs at least two workers (parties), got {len(workers)}: a single "
+                            f"worker would hold the secret itself")
+        for w in workers:
+            if not isinstance(w, BaseWorker):
+                raise SyftError(f"share() takes workers, got {type(w).__name__}")
+        if len({id(w) for w in workers}) != len(workers) or len({w.id for w in workers}) != len(workers):
+            raise SyftError(f"each share goes to its own worker, got {[w.id for w in workers]}")
+        if crypto_provider is not None:
+            if not isinstance(crypto_provider, BaseWorker):
+                raise SyftError(f"crypto_provider is a worker, got {type(crypto_provider).__name__}")
+            if any(crypto_provider is w or crypto_provider.id == w.id for w in workers):
+                raise SyftError(f"the crypto provider {crypto_provider.id!r} is also a party: it would see a share "
+                                f"and the randomness that masks the others. Pick a worker that is not a party")
+        if isinstance(secret, ChainLayer) or not isinstance(secret, torch.Tensor):
+            raise SyftError(f"share() splits a plain int64 tensor (or a fixed precision one), got "
+                            f"{type(secret).__name__}")
+        if secret.dtype != INT64:
+            raise SyftError(f"share() splits int64 tensors; encode {secret.dtype} values with .fix_precision() first")
+        parts = ring.split(secret.detach(), len(workers))
+        shares = [w.send(s) for w, s in zip(workers, parts)]
+        return AST(shares, crypto_provider)
+
+    def reconstruct(self, x: AST) -> torch.Tensor:
+        parts = [p.get() for p in x.shares]
+        return ring.reconstruct(parts)
+
+    def refresh(self, x: AST) -> AST:
+        """Fresh shares: each party adds its share of a fresh sharing of zero."""
+        zeros = ring.split(torch.zeros(x.shape, dtype=INT64), len(x.shares))
+        return protocols.public_op(aten.add.Tensor, x, lambda i, s: (s, zeros[i]))
+
+    # --- dispatch ------------------------------------------------------------------------------
+    def dispatch(self, func, args, kwargs):
+        shared = _shared_args(list(args) + list(kwargs.values()))
+        x = check_same_parties(shared)
+        packet = func.overloadpacket
+        if packet in (aten.detach, aten.alias, aten.clone, aten.lift_fresh):
+            return AST(list(args[0].shares), args[0].crypto_provider, args[0].group)
+        if packet in (aten.add, aten.sub, aten.rsub):
+            return self._add(func, args, kwargs, x)
+        if packet in _PER_SHARE:
+            if not isinstance(args[0], AST):
+                raise SyftError(f"{func} on shared values takes the shared tensor first")
+            if func in (aten.view.default, aten._unsafe_view.default):
+                func = aten.reshape.default  # a share may not be contiguous where the wrapper is
+            return protocols.public_op(func, x, lambda i, s: (s, *args[1:]))
+        if packet in _BILINEAR:
+            return self.bilinear(func, args, kwargs)
+        if packet in (aten.cat, aten.stack):
+            return self._listed(func, args, kwargs, x)
+        if packet in (aten.gt, aten.lt, aten.ge, aten.le):
+            a, b = args[0], args[1]
+            return protocols.compare(packet.__name__, a if isinstance(a, AST) else _public(a),
+                                     b if isinstance(b, AST) else _public(b))
+        if packet is aten.relu:
+            return self.relu(args[0])
+        if packet in (aten.max, aten.amax) and len(args) == 1:
+            return self.max(args[0])
+        raise SyftError(f"{func} is not supported on shared tensors (supported: add, sub, neg, mul, matmul, conv2d, "
+                        f"sum, comparisons, relu, max, views)")
+
+    def _add(self, func, args, kwargs, x):
+        alpha = kwargs.get("alpha", 1)
+        if type(alpha) is not int:
+            raise SyftError(f"alpha must be an integer on shared values, got {alpha!r}")
+        a, b = args[0], args[1]
+        if func.overloadpacket is aten.rsub:
+            a, b = b, a
+            neg_b = True
+        else:
+            neg_b = func.overloadpacket is aten.sub
+        sign = -alpha if neg_b else alpha
+        if isinstance(a, AST) and isinstance(b, AST):
+            return self._combine(a, b, sign)
+        if isinstance(a, AST):
+            p = _public(b)
+            return self._add_public(a, p, sign)
+        p = _public(a)
+        # p + sign * b: negate b's shares when sign is -1, then add p
+        bb = b if sign == 1 else protocols.public_op(aten.mul.Tensor, b, lambda i, s: (s, sign))
+        return self._add_public(bb, p, 1)
+
+    def _combine(self, a, b, sign):
+        if sign not in (1, -1):
+            b = protocols.public_op(aten.mul.Tensor, b, lambda i, s: (s, sign))
+            sign = 1
+        op = aten.add.Tensor if sign == 1 else aten.sub.Tensor
+        return protocols.public_op(op, a, lambda i, s: (s, b.shares[i]))
+
+    def _add_public(self, x: AST, p, sign):
+        shape = tuple(torch.broadcast_shapes(tuple(x.shape), tuple(p.shape) if isinstance(p, torch.Tensor) else ()))
+        progs = [Program(w) for w in x.parties]
+        for i, prog in enumerate(progs):
+            s = x.shares[i]
+            if i == 0:
+                prog.keep(prog.op(aten.add.Tensor, s, p, alpha=sign))
+            elif shape != tuple(x.shape):
+                prog.keep(prog.op(aten.clone.default, prog.op(aten.expand.default, s, list(shape))))
+        run(progs)
+        shares = [progs[0].kept[0]] + [progs[i].kept[0] if progs[i].kept else x.shares[i]
+                                       for i in range(1, len(progs))]
+        return protocols.new_shared(x, shares)
+
+    def bilinear(self, func, args, kwargs, div: int = 1) -> AST:
+        """f(a, b) with at least one shared; divided by ``div`` (a public integer) too."""
+        if func.overloadpacket is aten.matmul:
+            func = aten.mm.default if args[0].dim() == 2 and args[1].dim() == 2 else func
+        if func.overloadpacket is aten.convolution:
+            a, b, bias = args[0], args[1], args[2]
+            if bias is not None:
+                raise SyftError("a shared convolution takes its bias separately")
+            extra = tuple(args[3:])
+        else:
+            a, b = args[0], args[1]
+            extra = ()
+        if kwargs:
+            raise SyftError(f"{func} on shared values takes no keyword arguments")
+        if isinstance(a, AST) and isinstance(b, AST):
+            check_same_parties([a, b])
+            return protocols.beaver(func, a, b, extra, div)
+        if isinstance(a, AST):
+            p = _public(b)
+            return protocols.public_op(func, a, lambda i, s: (s, p, *extra), div)
+        p = _public(a)
+        return protocols.public_op(func, b, lambda i, s: (p, s, *extra), div)
+
+    def _listed(self, func, args, kwargs, x):
+        items = args[0]
+        if not all(isinstance(t, AST) for t in items):
+            raise SyftError(f"{func} on shared values takes shared tensors only")
+        check_same_parties(items)
+        return protocols.public_op(func, x, lambda i, s: ([t.shares[i] for t in items], *args[1:]))
+
+    # --- protocols FixedPrecisionTensor calls ---------------------------------------------------
+    def truncate(self, x: AST, d: int) -> AST:
+        return protocols.truncate(x, d)
+
+    def compare(self, name, a, b) -> AST:
+        return protocols.compare(name, a if isinstance(a, AST) else _public(a), b if isinstance(b, AST) else _public(b))
+
+    def relu(self, x: AST) -> AST:
+        return protocols.relu(x)
+
+    def max(self, x: AST) -> AST:
+        """The largest element: a tournament, halving the candidates each level."""
+        v = protocols.public_op(aten.reshape.default, x, lambda i, s: (s, [-1]))
+        while v.shape[0] > 1:
+            m = v.shape[0]
+            half = m // 2
+            a = protocols.public_op(aten.slice.Tensor, v, lambda i, s: (s, 0, 0, half))
+            b = protocols.public_op(aten.slice.Tensor, v, lambda i, s: (s, 0, half, 2 * half))
+            bit = protocols.compare("gt", a, b)
+            diff = a - b
+            best = b + protocols.beaver(aten.mul.Tensor, bit, diff)
+            if m % 2:
+                rest = protocols.public_op(aten.slice.Tensor, v, lambda i, s: (s, 0, m - 1, m))
+                best = self._listed(aten.cat.default, ([best, rest],), {}, best)
+            v = best
+        return protocols.public_op(aten.reshape.default, v, lambda i, s: (s, []))
+
+    def max_dim(self, x: AST, dim: int, keepdim: bool = False, values: bool = True):
+        """(max along ``dim``, one-hot [argmax] along it): every pair compared at once."""
+        dim = dim % x.dim() if x.dim() else 0
+        m = x.shape[dim]
+        if m > 256:
+            raise SyftError(f"argmax/max along a dimension of {m} > 256 elements compares every pair: reshape first")
+        last = protocols.public_op(aten.movedim.int, x, lambda i, s: (s, dim, -1))
+        # distinct values, ties to the lowest index: x * m + (m - 1 - index)
+        offsets = torch.arange(m - 1, -1, -1, dtype=INT64)
+        keyed = self._add_public(protocols.public_op(aten.mul.Tensor, last, lambda i, s: (s, m)), offsets, 1)
+        col = protocols.public_op(aten.unsqueeze.default, keyed, lambda i, s: (s, -1))
+        row = protocols.public_op(aten.unsqueeze.default, keyed, lambda i, s: (s, -2))
+        wins = protocols.msb_arith(row - col)  # [x_i > x_j] at [..., i, j]: msb(x_j - x_i)
+        count = protocols.public_op(aten.sum.dim_IntList, wins, lambda i, s: (s, [-1]))
+        onehot = protocols.msb_arith(self._add_public(-count, torch.tensor(m - 2), 1))  # count > m - 2
+        vals = None
+        if values:
+            vals = protocols.public_op(aten.sum.dim_IntList, protocols.beaver(aten.mul.Tensor, onehot, last),
+                                       lambda i, s: (s, [-1]))
+            if keepdim:
+                vals = protocols.public_op(aten.unsqueeze.default, vals, lambda i, s: (s, dim))
+        onehot = protocols.public_op(aten.movedim.int, onehot, lambda i, s: (s, -1, dim))
+        return vals, onehot
+
+    def index_of(self, onehot: AST, dim: int, keepdim: bool = False) -> AST:
+        dim = dim % onehot.dim()
+        m = onehot.shape[dim]
+        shape = [1] * onehot.dim()
+        shape[dim] = m
+        idx = torch.arange(m, dtype=INT64).view(shape)
+        return protocols.public_op(aten.sum.dim_IntList, protocols.public_op(aten.mul.Tensor, onehot,
+                                                                             lambda i, s: (s, idx)),
+                                   lambda i, s: (s, [dim], keepdim))
+
+
+ENGINE = Engine()
+set_engine(ENGINE)
+

@@ -1,0 +1,401 @@
+"""The protocols on additive shares over Z_2^64 (semi-honest parties, a trusted dealer).
+
+Notation: [x] is x additively shared (x = sum_i x_i mod 2^64), <x> is x XOR-shared
+(x = XOR_i x_i). "Open" means every party sends its masked part here and the sum (or XOR) is
+public. Round trips (RT) are counted for remote parties running in parallel; rounds and
+messages per op are in docs/secure-computation.md.
+
+- Linear ops (add, sub, neg, public mul, sums, views): each party alone, 1 message each.
+- ``beaver``: [f(x, y)] for a bilinear f (mul, matmul, conv2d) with a triple (a, b, c=f(a, b))
+  from the dealer: open e = x - a and d = y - b, then z_i = c_i + f(e, b_i) + f(x_i, d)
+  (sum: c + f(e, b) + f(x, d) = f(x, y)). With ``div``, the product is truncated in the same
+  message.
+- ``truncate``: [x / d] for a public integer d. Two parties: SecureML's local truncation
+  (party 0 floor(x_0 / d), party 1 ceil(x_1 / d)), no interaction, off by at most 1, wrong
+  with probability |x| / 2^63. Three or more: the dealer's pair (r, floor(r / d)) with r
+  uniform in [0, 2^62); open w = x + r (statistically hiding: distance |x| / 2^62), new shares
+  floor(w / d) - [floor(r / d)], off by at most 1.
+- ``msb``: the sign bit, CrypTen's arithmetic-to-binary conversion: party i's share x_i is a
+  number known to i alone (XOR-shared as (x_i at i, 0 elsewhere)); 3 or more such numbers
+  are reduced to two by carry-save adders (1 AND round each), then one Kogge-Stone
+  carry-lookahead adder computes the carries (7 AND rounds: one for the generate bits, then
+  log2(64) = 6 levels); the sum's top bit is the sign. AND gates use binary Beaver triples
+  (<a>, <b>, <a & b>) from the dealer: open e = x ^ a, d = y ^ b, z_i = c_i ^ (e & b_i) ^ (x_i & d).
+- ``bits_to_arith`` (B2A): with the dealer's bit r shared both ways, open c = b ^ r; then
+  [b] = c + [r] - 2c[r].
+- ``relu`` = x * (1 - msb(x)); comparisons are msb of a difference; ``max`` is a tournament of
+  comparisons and multiplexers; ``max_dim`` (argmax) compares all pairs at once.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import SyftError
+from ..tensors.additive_sharing import AdditiveSharingTensor
+from . import ring
+from .provider import Dealer
+from .runtime import Program, run
+
+aten = torch.ops.aten
+AST = AdditiveSharingTensor
+WORD = 64
+
+
+def _provider(x: AST):
+    if x.crypto_provider is None:
+        raise SyftError("this op needs a crypto provider: share with crypto_provider=worker")
+    return x.crypto_provider
+
+
+def new_shared(template: AST, shares) -> AST:
+    return AST(shares, template.crypto_provider)
+
+
+def _programs(x: AST):
+    return [Program(w) for w in x.parties]
+
+
+def _sum_opened(progs, k=0, xor=False):
+    parts = [p.opened[k] for p in progs]
+    return ring.xor_reconstruct(parts) if xor else ring.reconstruct(parts)
+
+
+def _flat(p, v):
+    return p.op(aten.reshape.default, v, [-1])
+
+
+# --- truncation --------------------------------------------------------------------------------
+
+def _trunc_local(p, i, v, d):
+    """SecureML's local truncation of one of two shares."""
+    if i == 0:
+        return p.op(aten.div.Tensor_mode, v, d, rounding_mode="floor")
+    neg = p.op(aten.neg.default, v)
+    return p.op(aten.neg.default, p.op(aten.div.Tensor_mode, neg, d, rounding_mode="floor"))
+
+
+def _finish_trunc_many(x: AST, dealer: Dealer, item: int, progs, k: int):
+    """Three or more parties: w = x + r was opened as ``opened[k]``; the new shares are
+    floor(w / d) - [floor(r / d)] (party 0) and -[floor(r / d)]_i (the others)."""
+    d = dealer.d
+    w = _sum_opened(progs, k)
+    top = torch.div(w, d, rounding_mode="floor")
+    shares = []
+    for i, wk in enumerate(x.parties):
+        rt = dealer.part(item, i)[1]
+        shares.append(wk.send(top - rt if i == 0 else -rt))
+    from .runtime import stats
+    stats["round_trips"] += 1 if any(not p.local for p in progs) else 0
+    return new_shared(x, shares)
+
+
+def truncate(x: AST, d: int) -> AST:
+    if type(d) is not int or d < 1:
+        raise SyftError(f"truncation divides by a positive integer, got {d!r}")
+    if d == 1:
+        return x
+    progs = _programs(x)
+    if len(progs) == 2:
+        for i, p in enumerate(progs):
+            p.keep(_trunc_local(p, i, x.shares[i], d))
+        run(progs)
+        return new_shared(x, [p.kept[0] for p in progs])
+    dealer = Dealer(_provider(x), len(progs))
+    dealer.d = d
+    item = dealer.trunc_pair(tuple(x.shape), d)
+    dealer.generate()
+    for i, p in enumerate(progs):
+        r = dealer.part(item, i)[0]
+        p.open(p.op(aten.add.Tensor, x.shares[i], r))
+    run(progs)
+    return _finish_trunc_many(x, dealer, item, progs, 0)
+
+
+# --- Beaver multiplication of two shared values -------------------------------------------------
+
+def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
+    """[f(x, y, *extra)] for a bilinear op f; ``div``: divided by that public integer too."""
+    n = len(x.shares)
+    dealer = Dealer(_provider(x), n)
+    item = dealer.arith_triple(f, tuple(x.shape), tuple(y.shape), *extra)
+    trunc_item = None
+    if div != 1 and n > 2:
+        zshape = tuple(f(torch.empty(x.shape, dtype=torch.int64, device="meta"),
+                         torch.empty(y.shape, dtype=torch.int64, device="meta"), *extra).shape)
+        dealer.d = div
+        trunc_item = dealer.trunc_pair(zshape, div)
+    dealer.generate()
+    progs = _programs(x)
+    for i, p in enumerate(progs):
+        a, b, _ = dealer.part(item, i)
+        e = p.op(aten.sub.Tensor, x.shares[i], a)
+        dd = p.op(aten.sub.Tensor, y.shares[i], b)
+        p.open(p.op(aten.cat.default, [_flat(p, e), _flat(p, dd)]))
+    run(progs)
+    opened = _sum_opened(progs)
+    ne = x.numel()
+    eps, delta = opened[:ne].view(x.shape), opened[ne:].view(y.shape)
+    progs2 = _programs(x)
+    for i, p in enumerate(progs2):
+        _, b, c = dealer.part(item, i)
+        z = p.op(aten.add.Tensor, c, p.op(f, eps, b, *extra))
+        z = p.op(aten.add.Tensor, z, p.op(f, x.shares[i], delta, *extra))
+        if div == 1:
+            p.keep(z)
+        elif n == 2:
+            p.keep(_trunc_local(p, i, z, div))
+        else:
+            p.open(p.op(aten.add.Tensor, z, dealer.part(trunc_item, i)[0]))
+    run(progs2)
+    if div != 1 and n > 2:
+        return _finish_trunc_many(x, dealer, trunc_item, progs2, 0)
+    return new_shared(x, [p.kept[0] for p in progs2])
+
+
+def public_op(f, x: AST, args_for, div: int = 1) -> AST:
+    """Each party applies ``f(*args_for(i, share_i))`` (linear in its share), then the
+    result is divided by ``div`` (in the same message for two parties)."""
+    progs = _programs(x)
+    n = len(progs)
+    for i, p in enumerate(progs):
+        z = p.op(f, *args_for(i, x.shares[i]))
+        if div != 1 and n == 2:
+            z = _trunc_local(p, i, z, div)
+        p.keep(z)
+    run(progs)
+    out = new_shared(x, [p.kept[0] for p in progs])
+    if div != 1 and n > 2:
+        return truncate(out, div)
+    return out
+
+
+# --- binary circuits: the sign bit ---------------------------------------------------------------
+
+class _Stage:
+    """Per party, the pointers kept by the previous round and the public values it opened."""
+
+    def __init__(self, n):
+        self.kept = [dict() for _ in range(n)]
+
+
+def _and_open(p, X, Y, pieces):
+    """Round A of an AND gate: open e = X ^ a and d = Y ^ b (one value: both, flattened)."""
+    a, b, _ = pieces
+    e = p.op(aten.bitwise_xor.Tensor, X, a)
+    d = p.op(aten.bitwise_xor.Tensor, Y, b)
+    return p.op(aten.cat.default, [_flat(p, e), _flat(p, d)])
+
+
+def _and_finish(p, X, e, d, pieces):
+    """Round B: z_i = c_i ^ (e & b_i) ^ (X_i & d)."""
+    _, b, c = pieces
+    z = p.op(aten.bitwise_xor.Tensor, c, p.op(aten.bitwise_and.Tensor, e, b))
+    return p.op(aten.bitwise_xor.Tensor, z, p.op(aten.bitwise_and.Tensor, X, d))
+
+
+def _split_ed(opened, shape):
+    n = opened.numel() // 2
+    return opened[:n].view(shape), opened[n:].view(shape)
+
+
+def _shl(p, v, k):
+    return p.op(aten.bitwise_left_shift.Tensor_Scalar, v, k)
+
+
+def _xor(p, a, b):
+    return p.op(aten.bitwise_xor.Tensor, a, b)
+
+
+def _stack(p, vs):
+    return p.op(aten.stack.default, vs, 0)
+
+
+def _sel(p, v, i):
+    return p.op(aten.select.int, v, 0, i)
+
+
+def _plan_msb(dealer: Dealer, n: int, shape):
+    """The dealer items the sign-bit circuit of n parties needs."""
+    two = (2, *shape)
+    csa = [dealer.binary_triple(two) for _ in range(max(0, n - 2))]
+    g0 = dealer.binary_triple(shape)
+    levels = [dealer.binary_triple(two) for _ in range(5)] + [dealer.binary_triple(shape)]
+    bit = dealer.bit_pair(shape)
+    return csa, g0, levels, bit
+
+
+def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None) -> AST:
+    """[msb(x)] as an additive sharing of 0/1 (1: x is negative as a signed int64).
+
+    ``then(i, p, b_i, pub)``: optional, builds more ops on each party's bit share in the last
+    round (relu's multiplexer); its result is kept instead of the bit."""
+    n = len(x.shares)
+    shape = tuple(x.shape)
+    if dealer is None:
+        dealer = Dealer(_provider(x), n)
+        items = _plan_msb(dealer, n, shape)
+        dealer.generate()
+    csa, g0, levels, bit = items[:4]
+    zero_cache = {}
+
+    def number(p, i, j):
+        """Party i's XOR share of the number x_j (party j's arithmetic share)."""
+        if i == j:
+            return x.shares[i]
+        z = zero_cache.get(i)
+        if z is None:
+            z = zero_cache[i] = p.op(aten.zeros_like.default, x.shares[i])
+        return z
+
+    # Carry-save adders: numbers 0..n-1 -> two numbers (A, B), one AND round each.
+    progs = _programs(x)
+    state = [dict() for _ in range(n)]
+    pub = None
+    stage_items = []
+    # state per party: "A", "B" (the two running numbers), for csa: "c" (third number)
+    for i, p in enumerate(progs):
+        state[i]["A"], state[i]["B"] = number(p, i, 0), number(p, i, 1)
+    for k in range(n - 2):
+        # open AND(A, B) and AND(C, A ^ B), stacked
+        for i, p in enumerate(progs):
+            A, B, C = state[i]["A"], state[i]["B"], number(p, i, k + 2)
+            AB = _xor(p, A, B)
+            X = _stack(p, [A, C])
+            Y = _stack(p, [B, AB])
+            p.open(_and_open(p, X, Y, dealer.part(csa[k], i)))
+            for name, v in (("X", X), ("S", _xor(p, AB, C))):
+                p.keep(v)
+            stage_items.append(None)
+        run(progs)
+        e, d = _split_ed(_sum_opened(progs, xor=True), (2, *shape))
+        nxt = _programs(x)
+        for i, p in enumerate(nxt):
+            X, S = progs[i].kept
+            z = _and_finish(p, X, e, d, dealer.part(csa[k], i))
+            maj = _xor(p, _sel(p, z, 0), _sel(p, z, 1))
+            state[i] = {"A": S, "B": _shl(p, maj, 1)}
+        progs = nxt
+        zero_cache.clear()
+    # Kogge-Stone: G = A & B, P = A ^ B; level j: G ^= P & (G << 2^j), P &= P << 2^j.
+    for i, p in enumerate(progs):
+        A, B = state[i]["A"], state[i]["B"]
+        P0 = _xor(p, A, B)
+        p.open(_and_open(p, A, B, dealer.part(g0, i)))
+        p.keep(A)
+        p.keep(P0)
+    run(progs)
+    e, d = _split_ed(_sum_opened(progs, xor=True), shape)
+    prev_pieces = lambda i: dealer.part(g0, i)  # noqa: E731
+    prev = progs
+    kind = "g0"
+    for level in range(6):
+        shift = 1 << level
+        last = level == 5
+        nxt = _programs(x)
+        for i, p in enumerate(nxt):
+            if kind == "g0":
+                A, P0 = prev[i].kept
+                G = _and_finish(p, A, e, d, prev_pieces(i))
+                P = P0
+            else:
+                X, G, P0 = prev[i].kept
+                z = _and_finish(p, X, e, d, prev_pieces(i))
+                G = _xor(p, G, _sel(p, z, 0))
+                P = _sel(p, z, 1)
+            pieces = dealer.part(levels[level], i)
+            if last:
+                p.open(_and_open(p, P, _shl(p, G, shift), pieces))
+                p.keep(P)
+            else:
+                X = _stack(p, [P, P])
+                Y = _stack(p, [_shl(p, G, shift), _shl(p, P, shift)])
+                p.open(_and_open(p, X, Y, pieces))
+                p.keep(X)
+            p.keep(G)
+            p.keep(P0 if kind == "g0" else prev[i].kept[2])
+        run(nxt)
+        e, d = _split_ed(_sum_opened(nxt, xor=True), shape if last else (2, *shape))
+        prev_pieces = (lambda lv: (lambda i: dealer.part(levels[lv], i)))(level)
+        prev, kind = nxt, "level"
+    # The carries are known: bit 63 of the sum, then open c = msb ^ r (B2A).
+    nxt = _programs(x)
+    for i, p in enumerate(nxt):
+        X, G, P0 = prev[i].kept
+        z = _and_finish(p, X, e, d, prev_pieces(i))
+        G = _xor(p, G, z)
+        s = _xor(p, P0, _shl(p, G, 1))
+        b = p.op(aten.bitwise_and.Scalar, p.op(aten.bitwise_right_shift.Tensor_Scalar, s, WORD - 1), 1)
+        rb = dealer.part(bit, i)[0]
+        p.open(_xor(p, b, rb))
+    run(nxt)
+    c = _sum_opened(nxt, xor=True)
+    # [b] = c + [r] - 2 c [r]: party 0 adds c.
+    last = _programs(x)
+    coef = 1 - 2 * c
+    for i, p in enumerate(last):
+        ra = dealer.part(bit, i)[1]
+        bi = ra * coef  # computed here: public coefficients times the dealer's piece for party i
+        if i == 0:
+            bi = bi + c
+        if then is None:
+            p.keep(p.op(aten.clone.default, bi))
+        else:
+            then(i, p, bi)
+    if then is not None:
+        return last
+    run(last)
+    return new_shared(x, [p.kept[0] for p in last])
+
+
+def compare(name: str, a, b) -> AST:
+    """[a > b] etc. as additive 0/1 shares (a, b: shared or public ring values)."""
+    if name == "gt":
+        return msb_arith(_sub(b, a))
+    if name == "lt":
+        return msb_arith(_sub(a, b))
+    if name == "ge":
+        return _one_minus(msb_arith(_sub(a, b)))
+    if name == "le":
+        return _one_minus(msb_arith(_sub(b, a)))
+    raise SyftError(f"comparison {name!r} is not supported on shared tensors (gt, lt, ge, le are)")
+
+
+def _sub(a, b):
+    if isinstance(a, torch.Tensor):
+        return a - b
+    return -(b - a)
+
+
+def _one_minus(bits: AST) -> AST:
+    return public_op(aten.rsub.Scalar, bits, lambda i, s: (s, 1 if i == 0 else 0))
+
+
+def relu(x: AST) -> AST:
+    """x * (1 - msb(x)): the sign bit's circuit and one Beaver multiplication, the triple for
+    the multiplexer from the same dealer message."""
+    n = len(x.shares)
+    shape = tuple(x.shape)
+    dealer = Dealer(_provider(x), n)
+    items = _plan_msb(dealer, n, shape)
+    mux = dealer.arith_triple(aten.mul.Tensor, shape, shape)
+    dealer.generate()
+
+    def then(i, p, bi):
+        # y = 1 - b (party 0) / -b (others); open e = x - a, d = y - b
+        a, bb, _ = dealer.part(mux, i)
+        y = (1 - bi) if i == 0 else -bi
+        e = p.op(aten.sub.Tensor, x.shares[i], a)
+        p.open(p.op(aten.cat.default, [_flat(p, e), _flat(p, p.op(aten.sub.Tensor, p.op(aten.clone.default, y), bb))]))
+
+    progs = msb_arith(x, then=then, dealer=dealer, items=items)
+    run(progs)
+    opened = _sum_opened(progs)
+    ne = x.numel()
+    eps, delta = opened[:ne].view(shape), opened[ne:].view(shape)
+    fin = _programs(x)
+    for i, p in enumerate(fin):
+        _, bb, cc = dealer.part(mux, i)
+        z = p.op(aten.add.Tensor, p.op(aten.add.Tensor, cc, eps * bb), p.op(aten.mul.Tensor, x.shares[i], delta))
+        p.keep(z)
+    run(fin)
+    return new_shared(x, [p.kept[0] for p in fin])

@@ -1,0 +1,129 @@
+"""The crypto provider (a trusted dealer): correlated randomness made on its own worker.
+
+The provider is a worker like any other; it runs no special code, only allow-listed ops
+this process sends it (randint, sums, the bilinear op of a triple, XOR, AND). For one protocol
+step it generates every item the step needs in one program, packs each party's part of each
+item into one row of an (n, L) int64 tensor, and that tensor comes here in one fetch; each
+party then receives only its own row's pieces (inline in its next program). The provider never
+sees a share of an input (it is never sent one: tests/smpc/test_security.py checks its store),
+and no party sees another's row.
+
+Items (all uniform over Z_2^64 unless said):
+
+- ``arith_triple(f, sa, sb)``: Beaver triple for a bilinear ``f`` (mul, matmul, conv2d):
+  a, b uniform of shapes sa, sb, c = f(a, b), each additively shared.
+- ``binary_triple(shape)``: a, b uniform words, c = a & b, each XOR-shared (for AND gates).
+- ``bit_pair(shape)``: a uniform bit r, shared twice: XOR shares (bits) and additive shares
+  (for converting a shared bit to an additive sharing, B2A).
+- ``trunc_pair(shape, d)``: r uniform in [0, 2^62) and floor(r / d), additively shared (the
+  truncation of products among 3 or more parties).
+"""
+from __future__ import annotations
+
+import torch
+
+from .runtime import Program, run
+
+aten = torch.ops.aten
+_LOW, _HIGH = -2**63, 2**63 - 1  # randint's high is exclusive: one value of 2^64 never drawn
+
+
+class Dealer:
+    """The correlated randomness of one protocol step, generated in one program on the provider."""
+
+    def __init__(self, provider, n_parties: int):
+        self.provider = provider
+        self.n = n_parties
+        self.prog = Program(provider)
+        self.blocks = []  # Vals of shape (n, L_i)
+        self.items: list[list[tuple]] = []  # per item: [(shape, offset, numel), ...] per piece
+        self._width = 0
+        self.packed = None
+
+    # --- helpers on the provider ------------------------------------------------------------
+    def _rand(self, shape, low=_LOW, high=_HIGH):
+        return self.prog.op(aten.randint.low, low, high, list(shape), dtype=torch.int64)
+
+    def _xor_all(self, stacked, count):
+        p = self.prog
+        out = p.op(aten.select.int, stacked, 0, 0)
+        for i in range(1, count):
+            out = p.op(aten.bitwise_xor.Tensor, out, p.op(aten.select.int, stacked, 0, i))
+        return out
+
+    def _piece(self, full, shape):
+        """Add one piece (an (n, *shape) Val: one share per party) to the pack."""
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        self.blocks.append(self.prog.op(aten.reshape.default, full, [self.n, numel]))
+        entry = (tuple(shape), self._width, numel)
+        self._width += numel
+        return entry
+
+    def _additive(self, secret, shape):
+        """(n, *shape) additive shares of ``secret`` (a Val on the provider)."""
+        p, n = self.prog, self.n
+        rest = self._rand([n - 1, *shape])
+        last = p.op(aten.sub.Tensor, secret, p.op(aten.sum.dim_IntList, rest, [0]))
+        return p.op(aten.cat.default, [rest, p.op(aten.unsqueeze.default, last, 0)], 0)
+
+    def _xored(self, secret, shape, bits=False):
+        p, n = self.prog, self.n
+        rest = self._rand([n - 1, *shape], 0, 2) if bits else self._rand([n - 1, *shape])
+        last = p.op(aten.bitwise_xor.Tensor, secret, self._xor_all(rest, n - 1))
+        return p.op(aten.cat.default, [rest, p.op(aten.unsqueeze.default, last, 0)], 0)
+
+    # --- items --------------------------------------------------------------------------------
+    def arith_triple(self, f, sa, sb, *extra) -> int:
+        """A Beaver triple for ``c = f(a, b, *extra)``; returns the item's index."""
+        p, n = self.prog, self.n
+        A, B = self._rand([n, *sa]), self._rand([n, *sb])
+        a, b = p.op(aten.sum.dim_IntList, A, [0]), p.op(aten.sum.dim_IntList, B, [0])
+        c = p.op(f, a, b, *extra)
+        sc = tuple(c.shape)
+        C = self._additive(c, sc)
+        self.items.append([self._piece(A, sa), self._piece(B, sb), self._piece(C, sc)])
+        return len(self.items) - 1
+
+    def binary_triple(self, shape) -> int:
+        p, n = self.prog, self.n
+        A, B = self._rand([n, *shape]), self._rand([n, *shape])
+        c = p.op(aten.bitwise_and.Tensor, self._xor_all(A, n), self._xor_all(B, n))
+        C = self._xored(c, shape)
+        self.items.append([self._piece(A, shape), self._piece(B, shape), self._piece(C, shape)])
+        return len(self.items) - 1
+
+    def bit_pair(self, shape) -> int:
+        r = self._rand(shape, 0, 2)
+        self.items.append([self._piece(self._xored(r, shape, bits=True), shape),
+                           self._piece(self._additive(r, shape), shape)])
+        return len(self.items) - 1
+
+    def trunc_pair(self, shape, d: int) -> int:
+        p = self.prog
+        r = self._rand(shape, 0, 2**62)
+        rt = p.op(aten.div.Tensor_mode, r, d, rounding_mode="floor")
+        self.items.append([self._piece(self._additive(r, shape), shape),
+                           self._piece(self._additive(rt, shape), shape)])
+        return len(self.items) - 1
+
+    # --- delivery -----------------------------------------------------------------------------
+    def program(self) -> Program:
+        """The provider's program, ready to run (alone or in a round with the parties')."""
+        self.prog.open(self.prog.op(aten.cat.default, self.blocks, 1))
+        return self.prog
+
+    def generate(self) -> None:
+        """Run the provider's program and bring the pack here (one message and one fetch)."""
+        if self.packed is None:
+            run([self.program()])
+            self.collect()
+
+    def collect(self) -> None:
+        self.packed = self.prog.opened[0]
+
+    def part(self, item: int, party: int) -> list[torch.Tensor]:
+        """Party ``party``'s pieces of ``item`` (views of its row: what it is sent, nothing else)."""
+        row = self.packed[party]
+        return [row[off:off + numel].view(shape) for shape, off, numel in self.items[item]]

@@ -1,0 +1,61 @@
+"""The ring Z_2^64 as torch int64 tensors, and fixed-point encoding into it.
+
+Every secret, share and triple is an int64 tensor; int64 addition and multiplication wrap
+around modulo 2^64 (two's complement), which is exactly the ring's arithmetic. A ring element
+read as a signed int64 in [-2^63, 2^63) is the integer it encodes.
+
+Fixed point (syft_lab/tensors/fixed_precision.py) encodes a real x as round(x * 10**3).
+
+Randomness: shares made in this process come from the operating system's CSPRNG
+(``os.urandom``); randomness a worker makes (the crypto provider's triples) comes from that
+worker's torch generator (see docs/secure-computation.md).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+RING_BITS = 64
+INT64 = torch.int64
+RING_MIN, RING_MAX = -2**63, 2**63 - 1
+
+def random_ring(shape) -> torch.Tensor:
+    """Uniform ring elements from the OS CSPRNG (shares made in this process)."""
+    shape = tuple(shape)
+    n = 1
+    for s in shape:
+        n *= int(s)
+    if n == 0:
+        return torch.empty(shape, dtype=INT64)
+    return torch.frombuffer(bytearray(os.urandom(8 * n)), dtype=INT64).reshape(shape)
+
+
+def split(secret: torch.Tensor, n: int) -> list[torch.Tensor]:
+    """n additive shares of ``secret`` (int64): n-1 uniform, the last makes the sum."""
+    shares = [random_ring(secret.shape) for _ in range(n - 1)]
+    last = secret.clone()
+    for s in shares:
+        last = last - s
+    shares.append(last)
+    return shares
+
+
+def reconstruct(shares) -> torch.Tensor:
+    """The sum of additive shares, modulo 2^64."""
+    out = shares[0].clone()
+    for s in shares[1:]:
+        out = out + s
+    return out
+
+
+def xor_reconstruct(shares) -> torch.Tensor:
+    out = shares[0].clone()
+    for s in shares[1:]:
+        out = out ^ s
+    return out
+
+
+def floor_div(v: torch.Tensor, d: int) -> torch.Tensor:
+    return torch.div(v, d, rounding_mode="floor")

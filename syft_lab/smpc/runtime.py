@@ -1,0 +1,197 @@
+"""Rounds of a protocol: each party's ops of one round, sent as one message per party.
+
+A protocol step is a set of ``Program``s, one per worker (a party or the crypto provider):
+the ops that worker runs in that round on the shares it stores and on public values this
+process sends along. ``run(programs)`` executes them:
+
+- on an in-process worker (VirtualWorker) op by op, straight into its WorkerCore (the op
+  allow-list still checks every op);
+- on a remote worker as one graph (``run_graph``, the ``sy.batch`` message: one request, the
+  public values inline as constants), then one ``fetch`` per value to open. Remote programs
+  of one round run at once, one thread per worker (each WebSocketWorker has its own
+  connection), so a round costs about one round trip, not one per party.
+
+Values a program ``keep``s stay on its worker as pointers (the next round's inputs); values it
+``open``s come back here (masked values only: a protocol never opens a share).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import torch
+
+from ..dtypes import dtype_name, parse_dtype
+from ..ids import new_id
+from ..plans.graph import Node, PlanGraph, Value
+from ..tensors.pointer import PointerTensor, wrap_result
+from ..workers.virtual import VirtualWorker
+
+_pool = None
+_pool_lock = threading.Lock()
+_meta_cache: dict = {}
+
+# Round trips made by this process for protocols (messages to workers), for the benchmarks.
+stats = {"round_trips": 0, "rounds": 0}
+
+
+def reset_stats() -> None:
+    stats["round_trips"] = 0
+    stats["rounds"] = 0
+
+
+def _executor():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="syft-smpc")
+        return _pool
+
+
+class Val:
+    """A value of a program: the output of one op (or, in process, its pointer already)."""
+
+    __slots__ = ("prog", "index", "meta", "ptr")
+
+    def __init__(self, prog, index, meta, ptr=None):
+        self.prog, self.index, self.meta, self.ptr = prog, index, meta, ptr
+
+    @property
+    def shape(self):
+        return self.ptr.shape if self.ptr is not None else self.meta.shape
+
+
+def _sig(a):
+    if isinstance(a, torch.Tensor):
+        return ("t", tuple(a.shape), a.dtype)
+    if isinstance(a, (list, tuple)):
+        return ("l", tuple(_sig(b) for b in a))
+    return ("v", a)
+
+
+class Program:
+    """The ops one worker runs in one round."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.local = isinstance(worker, VirtualWorker)
+        self.inputs: list[dict] = []
+        self.input_ids: list[int] = []
+        self._input_index: dict[int, int] = {}
+        self.constants: list[torch.Tensor] = []
+        self.nodes: list[Node] = []
+        self._keep: list[Val] = []
+        self._open: list[Val] = []
+        self.kept: list[PointerTensor] = []
+        self.opened: list[torch.Tensor] = []
+
+    # --- recording ------------------------------------------------------------------------
+    def _arg(self, a):
+        """(argument for the worker, meta stand-in) of one op argument."""
+        if isinstance(a, Val):
+            if self.local:
+                return a.ptr._ref, None
+            return Value("node", a.index), a.meta
+        if isinstance(a, PointerTensor):
+            a._check_alive()
+            if self.local:
+                return a._ref, None
+            ref_id = a.id_at_location
+            j = self._input_index.get(ref_id)
+            if j is None:
+                j = self._input_index[ref_id] = len(self.inputs)
+                self.input_ids.append(ref_id)
+                self.inputs.append({"name": f"in{j}", "role": "input", "shape": list(a.shape),
+                                    "dtype": dtype_name(a.dtype)})
+            return Value("input", j), torch.empty(a.shape, dtype=a.dtype, device="meta")
+        if isinstance(a, torch.Tensor):  # a public value this process sends along
+            if self.local:
+                return a, None
+            self.constants.append(a.contiguous())
+            return Value("const", len(self.constants) - 1), torch.empty(a.shape, dtype=a.dtype, device="meta")
+        if type(a) in (list, tuple):
+            pairs = [self._arg(b) for b in a]
+            return [p[0] for p in pairs], [p[1] for p in pairs]
+        return a, a
+
+    def op(self, func, *args, **kwargs) -> Val:
+        """Run (in process) or record (remote) ``func`` on this worker; returns its value."""
+        pairs = [self._arg(a) for a in args]
+        kw_pairs = {k: self._arg(v) for k, v in kwargs.items()}
+        wire_args = [p[0] for p in pairs]
+        wire_kw = {k: p[0] for k, p in kw_pairs.items()}
+        if self.local:
+            stats["round_trips"] += 0  # in process: no message
+            out = self.worker._run(func, wire_args, wire_kw or None)
+            return Val(self, None, None, wrap_result(PointerTensor, out, self.worker))
+        key = (func, tuple(_sig(a) for a in args), tuple((k, _sig(v)) for k, v in kwargs.items()))
+        hit = _meta_cache.get(key)
+        if hit is None:
+            meta_args = [p[1] for p in pairs]
+            meta_kw = {k: p[1] for k, p in kw_pairs.items()}
+            m = func(*meta_args, **meta_kw)
+            hit = _meta_cache[key] = (tuple(m.shape), dtype_name(m.dtype))
+        shape, dtype = hit
+        self.nodes.append(Node(func, wire_args, wire_kw, [(shape, dtype)]))
+        return Val(self, len(self.nodes) - 1, torch.empty(shape, dtype=parse_dtype(dtype), device="meta"))
+
+    def keep(self, v) -> int:
+        """Keep ``v`` (a value, or an input pointer) on the worker: after ``run``,
+        ``self.kept[i]`` is a pointer to it."""
+        self._keep.append(v)
+        return len(self._keep) - 1
+
+    def open(self, v: Val) -> int:
+        """Bring ``v`` here after the round (a masked value): ``self.opened[i]``."""
+        self._open.append(v)
+        return len(self._open) - 1
+
+    # --- running ------------------------------------------------------------------------------
+    def _execute(self):
+        if self.local:
+            self.kept = [v if isinstance(v, PointerTensor) else v.ptr for v in self._keep]
+            self.opened = []
+            for v in self._open:
+                ref = v.ptr._ref
+                self.opened.append(self.worker._fetch(ref.id))
+                ref.released = True
+            return
+        kept_vals = [v for v in self._keep if isinstance(v, Val)]
+        outs = kept_vals + self._open
+        if not outs:
+            self.kept = list(self._keep)
+            return
+        graph = PlanGraph("smpc", self.inputs, self.constants, self.nodes,
+                          [Value("node", v.index) for v in outs], False)
+        ids = [new_id() for _ in outs]
+        results = self.worker._run_graph(graph, self.input_ids, ids)
+        stats["round_trips"] += 1
+        k = len(kept_vals)
+        made = iter(wrap_result(PointerTensor, r, self.worker) for r in results[:k])
+        self.kept = [next(made) if isinstance(v, Val) else v for v in self._keep]
+        self.opened = []
+        for r in results[k:]:
+            self.opened.append(self.worker._fetch(r.id))
+            stats["round_trips"] += 1
+
+
+def run(programs) -> None:
+    """Execute one round: every program, remote ones at once (one thread per worker)."""
+    programs = [p for p in programs if p is not None]
+    stats["rounds"] += 1
+    remote = [p for p in programs if not p.local and (p._keep or p._open)]
+    for p in programs:
+        if p.local:
+            p._execute()
+    if len(remote) == 1:
+        remote[0]._execute()
+    elif remote:
+        futures = [_executor().submit(p._execute) for p in remote]
+        errors = []
+        for f in futures:
+            try:
+                f.result()
+            except BaseException as e:  # every program finishes (or fails) before we go on
+                errors.append(e)
+        if errors:
+            raise errors[0]

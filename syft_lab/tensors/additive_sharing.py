@@ -1,0 +1,113 @@
+"""AdditiveSharingTensor: a secret split into additive shares over Z_2^64, one per party.
+
+    AdditiveSharingTensor -> [PointerTensor -> alice], [PointerTensor -> bob], ...
+                             *crypto provider: carol*
+
+The secret is the sum of the shares modulo 2^64 (int64 arithmetic wraps). Each share is a
+PointerTensor to an int64 tensor on its own worker (a party); a share alone is uniformly
+random and tells nothing about the secret, so no view ever shows a share's values. Ops
+reach this layer through ``__torch_dispatch__``: linear ones (add, sub, neg, multiplication
+by a public value, sums, views) run on each party by itself; products of two shared values
+and comparisons are protocols with the crypto provider's correlated randomness (syft_lab.smpc,
+registered here with ``set_engine``; docs/secure-computation.md).
+
+The shares of one secret carry its ``group`` id in their inspection nodes and world entries.
+A shared tensor is never stored on a worker as one object (``remote_storable`` is False): that
+worker would hold every share, hence the secret.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import SyftError
+from ..ids import new_id
+from .base import ChainLayer, make_layer
+from .registry import register_layer
+
+_CPU = torch.device("cpu")
+_engine = None
+
+
+def set_engine(engine) -> None:
+    """Register the protocols (syft_lab.smpc registers them when imported)."""
+    global _engine
+    _engine = engine
+
+
+def engine():
+    if _engine is None:
+        raise SyftError("shared tensors need syft_lab.smpc (import syft_lab)")
+    return _engine
+
+
+@register_layer
+class AdditiveSharingTensor(ChainLayer):
+    kind = "shared"
+    wire_code = None  # never sent: its shares travel, each to its own party
+    remote_storable = False
+    remote_storable_reason = ("one worker holding every share would hold the secret; the shares live on "
+                              "their parties, and .get() reconstructs it here")
+    node_actions = ("get", "refresh")
+
+    @staticmethod
+    def __new__(cls, shares, crypto_provider=None, group: int | None = None):
+        shares = list(shares)
+        if len(shares) < 2:
+            raise SyftError("an AdditiveSharingTensor has at least two shares")
+        first = shares[0]
+        r = make_layer(cls, first.shape, torch.int64, _CPU)
+        r.shares = shares
+        r.crypto_provider = crypto_provider
+        r.group = new_id() if group is None else group
+        for i, p in enumerate(shares):  # what the views read off each share pointer
+            d = p.__dict__
+            d["group"] = r.group
+            d["share"] = {"index": i, "of": len(shares)}
+        return r
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    @property
+    def parties(self) -> list:
+        """The workers holding the shares, in share order."""
+        return [p.location for p in self.shares]
+
+    @property
+    def child(self):  # a shared tensor has several children; `shares` names them
+        raise AttributeError("an AdditiveSharingTensor has no single child: see .shares")
+
+    # --- what users call ----------------------------------------------------------------------
+    def get(self) -> torch.Tensor:
+        """Reconstruct the secret here (the sum of the shares); the shares leave their parties."""
+        return engine().reconstruct(self)
+
+    def refresh(self) -> "AdditiveSharingTensor":
+        """New shares of the same secret (fresh randomness), on the same parties."""
+        return engine().refresh(self)
+
+    def __reduce_ex__(self, protocol):
+        raise SyftError("an AdditiveSharingTensor cannot be pickled: its shares live on their parties")
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        return engine().dispatch(func, args, kwargs or {})
+
+    # --- the layer protocol ------------------------------------------------------------------
+    def layer_children(self) -> list:
+        return list(self.shares)
+
+    def node_fields(self) -> dict:
+        provider = self.crypto_provider.id if self.crypto_provider is not None else None
+        fields = {"group": self.group, "parties": [w.id for w in self.parties], "crypto_provider": provider,
+                  "n_shares": len(self.shares), "ring": "Z_2^64"}
+        if provider is not None:
+            fields["annotations"] = [{"label": "crypto provider", "value": provider}]
+        return fields
+
+    def display(self) -> dict:
+        lines = [f"{len(self.shares)} shares: {', '.join(w.id for w in self.parties)}"]
+        if self.crypto_provider is not None:
+            lines.append(f"crypto provider: {self.crypto_provider.id}")
+        lines.append("a share alone reveals nothing: no values shown")
+        return {"label": "AdditiveSharingTensor", "lines": lines, "badge": "shared"}

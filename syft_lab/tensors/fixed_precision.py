@@ -1,0 +1,541 @@
+"""FixedPrecisionTensor: real numbers as integers, x -> round(x * base**precision), in Z_2^64.
+
+    FixedPrecisionTensor>tensor([ 100, -200,  300])      # 0.1, -0.2, 0.3 at base 10, precision 3
+
+The layer is a float32 tensor to the outside (so autograd, ``nn`` layers, losses and optimizers
+take it: gradients are FixedPrecisionTensors too) over an int64 ``child``: a plain tensor, or
+an AdditiveSharingTensor when the value is secret-shared (``x.fix_precision().share(...)``).
+Ops reach it through ``__torch_dispatch__`` and become ring ops on the child: sums need
+nothing; a product of two encodings carries the scale twice and is divided by the scale
+once (truncation: exact floor division here, a protocol on a shared child); division by a
+public integer is the same truncation. The error of each product is at most one unit of the
+last place (10^-3 by default); docs/secure-computation.md gives the bounds.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..errors import SyftError
+from .additive_sharing import AdditiveSharingTensor, engine
+from .base import ChainLayer, make_layer
+from .registry import register_layer
+
+aten = torch.ops.aten
+_CPU = torch.device("cpu")
+INT64 = torch.int64
+RING_MAX = 2**63 - 1
+DEFAULT_BASE, DEFAULT_PRECISION = 10, 3
+
+
+def check_precision(base, precision) -> int:
+    """The scale base**precision, after checking both (integers; the scale below 2^31)."""
+    if type(base) is not int or base < 2:
+        raise SyftError(f"fix_precision takes an integer base >= 2, got {base!r}")
+    if type(precision) is not int or precision < 0:
+        raise SyftError(f"fix_precision takes an integer precision >= 0, got {precision!r}")
+    scale = base ** precision
+    if scale >= 2**31:
+        raise SyftError(f"base**precision = {scale} is too large: a product of two encodings carries the scale "
+                        f"twice and must fit the 64-bit ring; keep base**precision below 2^31")
+    return scale
+
+
+def encode(x, scale: int) -> torch.Tensor:
+    """round(x * scale) as int64, with a clear error for values the ring cannot hold."""
+    if not isinstance(x, torch.Tensor):
+        x = torch.tensor(x)
+    if x.is_complex():
+        raise SyftError("fix_precision encodes real tensors, not complex ones")
+    limit = RING_MAX / scale
+    if x.dtype == INT64:
+        if x.numel() and x.abs().max().item() >= limit:
+            raise SyftError(f"a value does not fit fixed precision with scale {scale}: the ring holds |x| < {limit:.3g}")
+        return x.detach() * scale  # exact for integers beyond 2^53
+    xd = x.detach().to(torch.float64)
+    if xd.numel():
+        if not torch.isfinite(xd).all():
+            raise SyftError("fix_precision cannot encode NaN or infinite values")
+        big = xd.abs().max().item()
+        if big >= limit:
+            raise SyftError(f"a value of magnitude {big:.3g} does not fit fixed precision with scale {scale}: "
+                            f"the ring holds |x| < {limit:.3g}")
+    return torch.round(xd * scale).to(INT64)
+
+
+def decode(v: torch.Tensor, scale: int, dtype=torch.float32) -> torch.Tensor:
+    """The real numbers the int64 ring elements ``v`` encode."""
+    if scale == 1:
+        return v.to(dtype)
+    q = torch.div(v, scale, rounding_mode="floor")
+    r = v - q * scale  # split, so values beyond 2^53 keep their low digits
+    return (q.to(torch.float64) + r.to(torch.float64) / scale).to(dtype)
+
+
+def truncate(child, d: int):
+    """``child / d`` for a public positive integer ``d``: rounded to nearest on a plain child,
+    the truncation protocol on a shared one (off by at most one unit)."""
+    if d == 1:
+        return child
+    if isinstance(child, AdditiveSharingTensor):
+        return engine().truncate(child, d)
+    return torch.div(child + d // 2, d, rounding_mode="floor")
+
+
+def _is_shared(child) -> bool:
+    return isinstance(child, AdditiveSharingTensor)
+
+
+@register_layer
+class FixedPrecisionTensor(ChainLayer):
+    kind = "fixed_precision"
+    wire_code = None
+    remote_storable = False
+    remote_storable_reason = "send its child (the int64 encoding) or share it among workers instead"
+    node_actions = ("float_precision", "get")
+
+    @staticmethod
+    def __new__(cls, child, base: int = DEFAULT_BASE, precision: int = DEFAULT_PRECISION, requires_grad=False):
+        if not isinstance(child, torch.Tensor) or child.dtype != INT64:
+            raise SyftError(f"a FixedPrecisionTensor wraps an int64 encoding, got "
+                            f"{getattr(child, 'dtype', type(child).__name__)}")
+        r = make_layer(cls, child.shape, torch.float32, _CPU, requires_grad)
+        r.child = child
+        r.base, r.precision = base, precision
+        r.scale = check_precision(base, precision)
+        return r
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    @property
+    def shared(self) -> bool:
+        return _is_shared(self.child)
+
+    # --- what users call ----------------------------------------------------------------------
+    def float_precision(self) -> torch.Tensor:
+        """The real values (a plain float tensor). A shared value is reconstructed first: call
+        ``.get()`` for that (it brings every share here)."""
+        if self.shared:
+            raise SyftError("this fixed precision tensor is shared: reconstruct it with .get() first, then "
+                            ".float_precision()")
+        child = self.child
+        if not isinstance(child, torch.Tensor) or isinstance(child, ChainLayer):
+            raise SyftError(f"float_precision needs a local child, got {type(child).__name__}")
+        return decode(child, self.scale)
+
+    def get(self) -> "FixedPrecisionTensor":
+        """Reconstruct a shared value here: a FixedPrecisionTensor over a plain int64 tensor."""
+        if not self.shared:
+            raise SyftError("this fixed precision tensor is not shared: .float_precision() decodes it")
+        return self._like(self.child.get(), requires_grad=self.requires_grad)
+
+    def share(self, *workers, crypto_provider=None) -> "FixedPrecisionTensor":
+        """Split the encoding into additive shares, one per worker (at least two)."""
+        if self.shared:
+            raise SyftError("this tensor is shared already; .refresh() gives it new shares")
+        return self._like(engine().share(self.child, workers, crypto_provider), requires_grad=self.requires_grad)
+
+    def refresh(self) -> "FixedPrecisionTensor":
+        if not self.shared:
+            raise SyftError("refresh() gives new shares to a shared tensor; this one is not shared")
+        return self._like(self.child.refresh(), requires_grad=self.requires_grad)
+
+    def _like(self, child, requires_grad=False):
+        return FixedPrecisionTensor(child, self.base, self.precision, requires_grad=requires_grad)
+
+    def __reduce_ex__(self, protocol):
+        raise SyftError("a FixedPrecisionTensor cannot be pickled; .float_precision() (after .get() when "
+                        "shared) gives a plain tensor")
+
+    # --- ops ------------------------------------------------------------------------------------
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        kwargs = kwargs or {}
+        handler = _HANDLERS.get(func) or _HANDLERS.get(func.overloadpacket)
+        if handler is not None:
+            return handler(func, args, kwargs)
+        decomposition = torch._decomp.decomposition_table.get(func)
+        if decomposition is not None:
+            return decomposition(*args, **kwargs)
+        raise SyftError(f"{func} is not supported on fixed precision tensors (supported: arithmetic, matmul, "
+                        f"conv2d, sums and means, comparisons, relu, max/argmax, views)")
+
+    # --- the layer protocol ------------------------------------------------------------------
+    def layer_children(self) -> list:
+        return [self.child]
+
+    def node_fields(self) -> dict:
+        return {"base": self.base, "precision": self.precision, "scale": self.scale}
+
+    def display(self) -> dict:
+        return {"label": "FixedPrecisionTensor",
+                "lines": [f"base {self.base}, precision {self.precision}: x -> round(x * {self.scale})"],
+                "badge": "shared" if self.shared else None}
+
+
+FPT = FixedPrecisionTensor
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _layers(args):
+    found = []
+    for a in args:
+        if isinstance(a, FPT):
+            found.append(a)
+        elif type(a) in (list, tuple):
+            found.extend(b for b in a if isinstance(b, FPT))
+    return found
+
+
+def _like(args, kwargs=None) -> FPT:
+    """The FixedPrecisionTensor among the args that gives the result's precision (all agree)."""
+    found = _layers(list(args) + list((kwargs or {}).values()))
+    first = found[0]
+    for f in found[1:]:
+        if f.scale != first.scale or f.base != first.base:
+            raise SyftError(f"an op mixes fixed precision base {first.base} precision {first.precision} with base "
+                            f"{f.base} precision {f.precision}: convert one (float_precision().fix_precision(...))")
+    return first
+
+
+def _wrap(template: FPT, child) -> FPT:
+    return FPT(child, template.base, template.precision)
+
+
+def _scalar(a):
+    """A Python number for a number or a 0-dim plain tensor, else None."""
+    if isinstance(a, (int, float)) and not isinstance(a, bool):
+        return a
+    if isinstance(a, bool):
+        return int(a)
+    if isinstance(a, torch.Tensor) and not isinstance(a, ChainLayer) and a.dim() == 0:
+        return a.item()
+    return None
+
+
+def _enc(a, scale):
+    """A ring operand: a FixedPrecisionTensor's child, or a public value's encoding."""
+    if isinstance(a, FPT):
+        return a.child
+    s = _scalar(a)
+    if s is not None:
+        return int(round(s * scale))
+    if isinstance(a, torch.Tensor) and not isinstance(a, ChainLayer):
+        return encode(a, scale)
+    raise SyftError(f"cannot mix a {type(a).__name__} into a fixed precision op")
+
+
+def _add(x, y):
+    """Ring addition of two operands (at least one a tensor)."""
+    if isinstance(x, torch.Tensor):
+        return x + y
+    return y + x
+
+
+def _mul_public_number(t: FPT, s: float):
+    """t * s for a public number: exact for integers and for 1/integer, else one truncation."""
+    child = t.child
+    if float(s).is_integer():
+        return child * int(s)
+    inv = 1.0 / s
+    k = round(inv)
+    if k != 0 and abs(inv - k) <= 1e-9 * abs(inv):
+        out = truncate(child, abs(k))
+        return out if k > 0 else -out
+    return truncate(child * int(round(s * t.scale)), t.scale)
+
+
+def _mul(func, args, kwargs):
+    a, b = args[0], args[1]
+    t = _like(args)
+    if not isinstance(a, FPT):
+        a, b = b, a
+    if isinstance(b, FPT):
+        return _wrap(t, truncate(a.child * b.child, t.scale))
+    s = _scalar(b)
+    if s is not None:
+        return _wrap(t, _mul_public_number(a, s))
+    if isinstance(b, torch.Tensor) and not b.is_floating_point():
+        return _wrap(t, a.child * b.to(INT64))
+    return _wrap(t, truncate(a.child * encode(b, t.scale), t.scale))
+
+
+def _div(func, args, kwargs):
+    if kwargs.get("rounding_mode") is not None or (len(args) > 2):
+        raise SyftError("fixed precision division takes no rounding_mode")
+    a, b = args[0], args[1]
+    t = _like(args)
+    if not isinstance(a, FPT):
+        raise SyftError("fixed precision tensors divide by public values only (x / 4, x / tensor), not a value "
+                        "by a fixed precision tensor")
+    if isinstance(b, FPT):
+        if b.shared:
+            raise SyftError("division by a shared value is not supported: divide by a public number or tensor")
+        b = b.float_precision()
+    s = _scalar(b)
+    if s is not None:
+        if s == 0:
+            raise SyftError("division by zero")
+        if float(s).is_integer() and s > 0:
+            return _wrap(t, truncate(a.child, int(s)))
+        if float(s).is_integer():
+            return _wrap(t, -truncate(a.child, int(-s)))
+        return _wrap(t, _mul_public_number(a, 1.0 / s))
+    return _wrap(t, truncate(a.child * encode(1.0 / b.double(), t.scale), t.scale))
+
+
+def _addsub(func, args, kwargs):
+    t = _like(args, kwargs)
+    a, b = _enc(args[0], t.scale), args[1]
+    alpha = kwargs.get("alpha", 1)
+    if alpha != 1:
+        b = FPT.__torch_dispatch__(aten.mul.Tensor, (), (b if isinstance(b, FPT) else _wrap(t, _enc(b, t.scale)),
+                                                         alpha))
+    b = _enc(b, t.scale)
+    packet = func.overloadpacket
+    if packet is aten.sub:
+        return _wrap(t, _add(a, -b) if isinstance(b, torch.Tensor) else _add(a, -b))
+    if packet is aten.rsub:
+        return _wrap(t, _add(-a if isinstance(a, torch.Tensor) else -a, b))
+    return _wrap(t, _add(a, b))
+
+
+def _neg(func, args, kwargs):
+    return _wrap(args[0], -args[0].child)
+
+
+def _bilinear(op):
+    def handler(func, args, kwargs):
+        t = _like(args)
+        a, b = _enc(args[0], t.scale), _enc(args[1], t.scale)
+        return _wrap(t, truncate(op(a, b), t.scale))
+
+    return handler
+
+
+def _addmm(func, args, kwargs):
+    bias, m1, m2 = args[:3]
+    t = _like(args)
+    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+    prod = _wrap(t, truncate(aten.mm.default(_enc(m1, t.scale), _enc(m2, t.scale)), t.scale))
+    if alpha != 1:
+        prod = _mul(None, (prod, alpha), {})
+    if beta == 0:
+        return prod
+    if beta != 1:
+        bias = _mul(None, (bias if isinstance(bias, FPT) else _wrap(t, _enc(bias, t.scale)), beta), {})
+    return _wrap(t, _add(prod.child, _enc(bias, t.scale)))
+
+
+def _convolution(func, args, kwargs):
+    x, w, bias, stride, padding, dilation, transposed, output_padding, groups = args
+    t = _like(args)
+    if transposed:
+        raise SyftError("transposed convolutions are not supported on fixed precision tensors")
+    out = aten.convolution.default(_enc(x, t.scale), _enc(w, t.scale), None, stride, padding, dilation, False,
+                                   output_padding, groups)
+    out = truncate(out, t.scale)
+    if bias is not None:
+        b = _enc(bias, t.scale)
+        out = _add(out, aten.view.default(b, [1, -1] + [1] * (out.dim() - 2)))
+    return _wrap(t, out)
+
+
+def _sum(func, args, kwargs):
+    kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
+    if len(args) > 3:
+        args = args[:3]
+    return _wrap(args[0], func(args[0].child, *args[1:], **kwargs))
+
+
+def _mean(func, args, kwargs):
+    x = args[0]
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        n, s = x.numel(), aten.sum.default(x.child)
+    else:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        n = math.prod(x.shape[d] for d in dims)
+        s = aten.sum.dim_IntList(x.child, dims, keepdim)
+    return _wrap(x, truncate(s, n) if n > 0 else s)
+
+
+def _structural(func, args, kwargs):
+    """Views, reshapes, selections: the same op on the child (a view becomes a reshape: the child
+    of a transposed tensor may not be contiguous where the wrapper is)."""
+    t = args[0]
+    if func in (aten.view.default, aten._unsafe_view.default):
+        func = aten.reshape.default
+    return _wrap(t, func(t.child, *args[1:], **kwargs))
+
+
+def _alias(func, args, kwargs):
+    return _wrap(args[0], args[0].child)
+
+
+def _listed(func, args, kwargs):
+    """cat / stack: every tensor in the list encoded at the same precision."""
+    tensors = args[0]
+    t = _like(tensors)
+    children = [_enc(x, t.scale) for x in tensors]
+    if any(_is_shared(c) for c in children):
+        out = engine().dispatch(func, [children, *args[1:]], kwargs)
+    else:
+        out = func(children, *args[1:], **kwargs)
+    return _wrap(t, out)
+
+
+def _to_copy(func, args, kwargs):
+    dtype = kwargs.get("dtype")
+    if dtype is not None and not dtype.is_floating_point:
+        raise SyftError(f"a fixed precision tensor converts to float only (got dtype {dtype})")
+    return _wrap(args[0], args[0].child)
+
+
+def _factory_like(value):
+    def handler(func, args, kwargs):
+        t = args[0]
+        v = value if value is not None else args[1]
+        return _wrap(t, torch.full(tuple(t.shape), int(round(v * t.scale)), dtype=INT64))
+
+    return handler
+
+
+def _new_factory(value):
+    def handler(func, args, kwargs):
+        t, size = args[0], args[1]
+        v = value if value is not None else args[2]
+        return _wrap(t, torch.full(tuple(size), int(round(v * t.scale)), dtype=INT64))
+
+    return handler
+
+
+def _compare(func, args, kwargs):
+    t = _like(args)
+    a, b = _enc(args[0], t.scale), _enc(args[1], t.scale)
+    name = func.overloadpacket.__name__  # gt lt ge le
+    if not isinstance(a, torch.Tensor):
+        a, b = b, a
+        name = {"gt": "lt", "lt": "gt", "ge": "le", "le": "ge", "eq": "eq", "ne": "ne"}[name]
+    if _is_shared(a) or _is_shared(b):
+        bits = engine().compare(name, a, b)
+    else:
+        bits = getattr(torch, name)(a, b).to(INT64)
+    return _wrap(t, bits * t.scale)
+
+
+def _relu(func, args, kwargs):
+    x = args[0]
+    if x.shared:
+        return _wrap(x, engine().relu(x.child))
+    return _wrap(x, torch.relu(x.child))
+
+
+def _threshold_backward(func, args, kwargs):
+    grad, x, threshold = args
+    t = _like(args)
+    thr = int(round(threshold * t.scale))
+    if x.shared:
+        bits = engine().compare("gt", x.child, thr)
+    else:
+        bits = (x.child > thr).to(INT64)
+    return _wrap(t, _enc(grad, t.scale) * bits)
+
+
+def _max(func, args, kwargs):
+    x = args[0]
+    if func is aten.max.default or func is aten.amax.default and not (args[1:] or kwargs.get("dim")):
+        if x.shared:
+            return _wrap(x, engine().max(x.child))
+        return _wrap(x, x.child.max())
+    if func is aten.max.dim:
+        dim = args[1]
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        if x.shared:
+            values, onehot = engine().max_dim(x.child, dim, keepdim)
+            idx = engine().index_of(onehot, dim, keepdim)
+            return _wrap(x, values), _wrap(x, idx * x.scale)
+        v, i = x.child.max(dim, keepdim)
+        return _wrap(x, v), i
+    raise SyftError(f"{func} is not supported on fixed precision tensors")
+
+
+def _argmax(func, args, kwargs):
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    if not x.shared:
+        return x.child.argmax(dim, keepdim)
+    child = x.child
+    if dim is None:
+        child, dim, keepdim = aten.reshape.default(child, [-1]), 0, False
+    _, onehot = engine().max_dim(child, dim, keepdim, values=False)
+    return _wrap(x, engine().index_of(onehot, dim, keepdim) * x.scale)
+
+
+def _pow(func, args, kwargs):
+    x, k = args
+    if not (isinstance(k, (int, float)) and float(k).is_integer() and k >= 1):
+        raise SyftError(f"fixed precision pow takes a positive integer exponent, got {k!r}")
+    k = int(k)
+    out = x
+    for _ in range(k - 1):
+        out = _mul(None, (out, x), {})
+    return out if k > 1 else _alias(None, (x,), {})
+
+
+def _inplace(op):
+    """x.add_(y) and friends: compute, then this very tensor takes the result's child."""
+    def handler(func, args, kwargs):
+        self = args[0]
+        out = FPT.__torch_dispatch__(op, (), args, kwargs)
+        self.child = out.child
+        return self
+
+    return handler
+
+
+def _copy_(func, args, kwargs):
+    self, src = args[0], args[1]
+    t = _like([self] + ([src] if isinstance(src, FPT) else []))
+    self.child = _enc(src, t.scale) if not isinstance(src, FPT) else src.child
+    return self
+
+
+def _fill_(value):
+    def handler(func, args, kwargs):
+        self = args[0]
+        v = value if value is not None else _scalar(args[1])
+        self.child = torch.full(tuple(self.shape), int(round(v * self.scale)), dtype=INT64)
+        return self
+
+    return handler
+
+
+_HANDLERS = {
+    aten.add: _addsub, aten.sub: _addsub, aten.rsub: _addsub,
+    aten.mul: _mul, aten.div: _div, aten.neg: _neg,
+    aten.mm: _bilinear(aten.mm.default), aten.bmm: _bilinear(aten.bmm.default),
+    aten.addmm: _addmm, aten.convolution: _convolution,
+    aten.sum: _sum, aten.mean: _mean,
+    aten.gt: _compare, aten.lt: _compare, aten.ge: _compare, aten.le: _compare,
+    aten.relu: _relu, aten.threshold_backward: _threshold_backward,
+    aten.max: _max, aten.amax: _max, aten.argmax: _argmax, aten.pow: _pow,
+    aten.cat: _listed, aten.stack: _listed,
+    aten.detach: _alias, aten.alias: _alias, aten.lift_fresh: _alias, aten._to_copy: _to_copy,
+    aten.clone: _alias,  # layers never mutate a child in place: sharing it is a copy
+    aten.ones_like: _factory_like(1), aten.zeros_like: _factory_like(0), aten.empty_like: _factory_like(0),
+    aten.full_like: _factory_like(None),
+    aten.new_zeros: _new_factory(0), aten.new_ones: _new_factory(1), aten.new_empty: _new_factory(0),
+    aten.new_full: _new_factory(None), aten.new_empty_strided: _new_factory(0),
+    aten.add_: _inplace(aten.add.Tensor), aten.sub_: _inplace(aten.sub.Tensor), aten.mul_: _inplace(aten.mul.Tensor),
+    aten.div_: _inplace(aten.div.Tensor), aten.copy_: _copy_, aten.zero_: _fill_(0), aten.fill_: _fill_(None),
+}
+for _op in (aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose, aten.permute, aten.expand,
+            aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.unfold,
+            aten.repeat, aten.narrow, aten.flatten, aten.contiguous):
+    _HANDLERS[_op] = _structural
