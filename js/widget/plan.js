@@ -20,6 +20,10 @@ const PAD_X = 10; // each side of a node's text
 export const READABLE = 0.75; // the smallest scale a graph opens at: 12px labels stay >= 9px
 const MAX_SCALE = 2.5;
 const VIEW_H = 560; // the most height the view takes in a notebook
+const UPDATE_COLS = 4; // a big graph's optimizer updates fill rows of this many
+const ORDER_MAX = 220; // nodes; a band of a big graph up to this size is ordered to cut crossings
+const MAX_GAP = 40; // px: the widest gap a rank of a big graph keeps between two of its nodes
+const BAND_GAP = 36; // px between the bands of a big training step
 const BIG = 150; // nodes; a larger graph is laid out faster (one ordering pass, no edge labels:
 // the shape an edge carries is on the box it comes from)
 
@@ -116,7 +120,75 @@ export function layoutPlan(graph, { rankdir = "TB" } = {}) {
   graph = withProxies(graph);
   const nodes = graph?.nodes || [];
   const present = new Set(nodes.map((n) => n.region).filter(Boolean));
-  const grouped = present.size > 1 && nodes.length <= BIG; // dagre clusters; a big graph gets boxes around its regions after layout
+  if (nodes.length > BIG && present.size > 1) return layoutBands(graph, rankdir);
+  return layoutOne(graph, { rankdir, big: nodes.length > BIG });
+}
+
+/**
+ * A big training step: each region (forward, backward, optimizer update) laid out on its own,
+ * then stacked top to bottom, centred on one axis. One dagre layout of the whole graph lets
+ * the regions push each other sideways (a 318-node step came out 11,000 px wide); on its own
+ * each region is as wide as its widest rank. The few edges between regions (withProxies keeps
+ * one into each region) run straight from one band to the next.
+ */
+function layoutBands(graph, rankdir) {
+  const nodes = graph.nodes;
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  const order = ["forward", "backward", "update"];
+  const regions = [...new Set(nodes.map((n) => n.region).filter(Boolean))]
+    .sort((a, b) => (order.indexOf(a) + 1 || 9) - (order.indexOf(b) + 1 || 9));
+  // a node without a region (an input, an output) goes with its first reader, else its producer
+  const home = new Map();
+  for (const e of graph.edges) if (!byId.get(e.from)?.region && byId.get(e.to)?.region && !home.has(e.from)) home.set(e.from, byId.get(e.to).region);
+  for (const e of graph.edges) if (!byId.get(e.to)?.region && byId.get(e.from)?.region && !home.has(e.to)) home.set(e.to, byId.get(e.from).region);
+  const bandOf = (n) => n.region || home.get(n.id) || regions[0];
+  const parts = regions.map((r) => {
+    const mine = nodes.filter((n) => bandOf(n) === r);
+    const ids = new Set(mine.map((n) => n.id));
+    return { region: r, laid: layoutOne({ nodes: mine, edges: graph.edges.filter((e) => ids.has(e.from) && ids.has(e.to)) },
+      { rankdir, big: true, order: mine.length <= ORDER_MAX }) };
+  });
+  const width = Math.max(...parts.map((p) => p.laid.width));
+  const out = { width, height: 0, nodes: [], edges: [], clusters: [] };
+  let y = 0;
+  const at = new Map();
+  for (const { region, laid } of parts) {
+    const dx = (width - laid.width) / 2;
+    for (const n of laid.nodes) { n.x += dx; n.y += y; out.nodes.push(n); at.set(n.id, n); }
+    for (const e of laid.edges) {
+      for (const p of e.points) { p.x += dx; p.y += y; }
+      if (e.x !== undefined) { e.x += dx; e.y += y; }
+      out.edges.push(e);
+    }
+    out.clusters.push(boundsOf(region, laid.nodes.filter((n) => n.node.region === region)));
+    y += laid.height + BAND_GAP;
+  }
+  out.height = Math.ceil(y - BAND_GAP);
+  graph.edges.forEach((e) => {
+    const a = at.get(e.from);
+    const b = at.get(e.to);
+    if (!a || !b || bandOf(byId.get(e.from)) === bandOf(byId.get(e.to))) return;
+    const y0 = a.y + a.height / 2;
+    const y1 = b.y - b.height / 2;
+    out.edges.push({ from: e.from, to: e.to, label: "", x: (a.x + b.x) / 2, y: (y0 + y1) / 2,
+      points: [{ x: a.x, y: y0 }, { x: a.x, y: y0 + 8 }, { x: b.x, y: y1 - 8 }, { x: b.x, y: y1 }] });
+  });
+  // the region boxes reach a little above their nodes: keep them inside the graph
+  const top = Math.min(0, ...out.clusters.map((c) => c.y - c.height / 2));
+  if (top < 0) {
+    for (const n of out.nodes) n.y -= top;
+    for (const e of out.edges) { for (const p of e.points) p.y -= top; if (e.y !== undefined) e.y -= top; }
+    for (const c of out.clusters) c.y -= top;
+    out.height -= top;
+  }
+  out.width = Math.ceil(Math.max(out.width, ...out.clusters.map((c) => c.x + c.width / 2 + 1)));
+  return out;
+}
+
+function layoutOne(graph, { rankdir = "TB", big = false, order = false } = {}) {
+  const nodes = graph?.nodes || [];
+  const present = new Set(nodes.map((n) => n.region).filter(Boolean));
+  const grouped = present.size > 1 && !big; // dagre clusters; a big graph gets boxes around its regions after layout
   const g = new Graph({ multigraph: true, compound: grouped });
   g.setGraph({ rankdir, nodesep: 24, ranksep: 30, edgesep: 14, marginx: 12, marginy: 12 });
   g.setDefaultEdgeLabel(() => ({}));
@@ -133,7 +205,6 @@ export function layoutPlan(graph, { rankdir = "TB" } = {}) {
     if (grouped && n.region) g.setParent(n.id, `region:${n.region}`);
     known.set(n.id, { label, sub });
   }
-  const big = nodes.length > BIG;
   const linked = new Set();
   (graph?.edges || []).forEach((e, i) => {
     if (!known.has(e.from) || !known.has(e.to)) return;
@@ -144,26 +215,88 @@ export function layoutPlan(graph, { rankdir = "TB" } = {}) {
       : {}, `e${i}`);
   });
   // the updates of an optimizer step (one per parameter) follow each other in program order,
-  // not side by side: an invisible edge from each to the next
-  let prev = null;
-  for (const n of nodes) {
-    if (n.region !== "update" || (n.role || "op") !== "op") continue;
-    if (prev && !linked.has(`${prev}>${n.id}`)) g.setEdge(prev, n.id, { weight: 0, minlen: 1, invisible: true }, `order-${n.id}`);
-    prev = n.id;
+  // not side by side: an invisible edge from each to the next (a big graph: to the one
+  // UPDATE_COLS later, so they fill rows of a grid instead of one long column)
+  const ups = nodes.filter((n) => n.region === "update" && (n.role || "op") === "op").map((n) => n.id);
+  const step = big ? UPDATE_COLS : 1;
+  for (let i = step; i < ups.length; i++) {
+    const a = ups[i - step];
+    const b = ups[i];
+    if (!linked.has(`${a}>${b}`)) g.setEdge(a, b, { weight: 0, minlen: 1, invisible: true }, `order-${b}`);
   }
-  layout(g, big ? { disableOptimalOrderHeuristic: true } : {});
+  layout(g, big && !order ? { disableOptimalOrderHeuristic: true } : {});
   const info = g.graph();
-  return {
+  const laid = {
     width: Math.ceil(info.width || 0),
     height: Math.ceil(info.height || 0),
     nodes: nodes.map((n) => ({ id: n.id, ...pick(g.node(n.id)), node: n, ...known.get(n.id) })),
     edges: g.edges().filter((e) => !g.edge(e).invisible).map((e) => {
       const d = g.edge(e);
-      return { from: e.v, to: e.w, points: d.points || [], label: d.label || "", x: d.x, y: d.y };
+      return { from: e.v, to: e.w, points: (d.points || []).map((p) => ({ x: p.x, y: p.y })), label: d.label || "", x: d.x, y: d.y };
     }),
-    clusters: grouped ? [...present].map((r) => ({ region: r, ...pick(g.node(`region:${r}`)) }))
-      : present.size > 1 ? [...present].map((r) => boundsOf(r, nodes.filter((n) => n.region === r).map((n) => g.node(n.id)))) : [],
+    clusters: [],
   };
+  if (big) compactRanks(laid);
+  laid.clusters = grouped ? [...present].map((r) => ({ region: r, ...pick(g.node(`region:${r}`)) }))
+    : present.size > 1 ? [...present].map((r) => boundsOf(r, laid.nodes.filter((n) => n.node.region === r))) : [];
+  return laid;
+}
+
+/**
+ * A big graph's layout without its drift: dagre, ordering a long chain whose every step has
+ * side inputs (a layer's weight and bias), places each step a little right of the one before,
+ * and leaves wide gaps in ranks to keep long edges straight, so a deep network comes out many
+ * times wider than any of its ranks. Here every rank (the nodes and the edge bends at one
+ * height) keeps its order but closes its gaps to at most MAX_GAP, and is centred on one axis;
+ * edge ends move with their nodes. The order within each rank is dagre's, so an edge still
+ * passes a rank between the same two nodes.
+ */
+export function compactRanks(laid) {
+  const key = (y) => Math.round(y * 2);
+  const ranks = new Map(); // y key -> [{x, half, set(x)}]
+  const add = (y, item) => {
+    const k = key(y);
+    if (!ranks.has(k)) ranks.set(k, []);
+    ranks.get(k).push(item);
+  };
+  for (const n of laid.nodes) add(n.y, { x: n.x, half: n.width / 2, node: n });
+  const ends = [];
+  for (const e of laid.edges) {
+    const pts = e.points;
+    pts.forEach((p, i) => {
+      if (i === 0 || i === pts.length - 1) ends.push({ p, id: i === 0 ? e.from : e.to });
+      else add(p.y, { x: p.x, half: 2, point: p });
+    });
+    e.x = undefined; // a big graph's edges have no labels
+  }
+  const dx = new Map();
+  for (const items of ranks.values()) {
+    items.sort((a, b) => a.x - b.x);
+    const xs = [items[0].x];
+    for (let i = 1; i < items.length; i++) {
+      const a = items[i - 1];
+      const b = items[i];
+      const gap = b.x - b.half - (a.x + a.half);
+      xs.push(xs[i - 1] + a.half + Math.min(gap, b.point || a.point ? MAX_GAP / 2 : MAX_GAP) + b.half);
+    }
+    const mid = (xs[0] - items[0].half + xs[xs.length - 1] + items[items.length - 1].half) / 2;
+    items.forEach((it, i) => {
+      const x = xs[i] - mid;
+      if (it.node) { dx.set(it.node.id, x - it.node.x); it.node.x = x; } else it.point.x = x;
+    });
+  }
+  for (const { p, id } of ends) p.x += dx.get(id) ?? 0;
+  // back into positive coordinates, with dagre's margin
+  const margin = 12;
+  let x0 = Infinity;
+  let x1 = -Infinity;
+  for (const n of laid.nodes) { x0 = Math.min(x0, n.x - n.width / 2); x1 = Math.max(x1, n.x + n.width / 2); }
+  for (const e of laid.edges) for (const p of e.points) { x0 = Math.min(x0, p.x); x1 = Math.max(x1, p.x); }
+  const shift = margin - x0;
+  for (const n of laid.nodes) n.x += shift;
+  for (const e of laid.edges) for (const p of e.points) p.x += shift;
+  laid.width = Math.ceil(x1 - x0 + 2 * margin);
+  return laid;
 }
 
 /** A region's box around its laid-out nodes (centre convention, like dagre's clusters). */
@@ -278,6 +411,15 @@ function minimapSvg(laid) {
   return { svg, port };
 }
 
+/** The source line a plan node came from: a string, or {file, cell, line, code}. */
+export function sourceText(src) {
+  if (!src) return "";
+  if (typeof src === "string") return src;
+  const where = src.cell !== undefined && src.cell !== null ? `cell [${src.cell}]` : src.file ? String(src.file).split("/").pop() : "";
+  const at = [where, src.line !== undefined && src.line !== null ? `line ${src.line}` : ""].filter(Boolean).join(", ");
+  return [at, src.code ? String(src.code).trim() : ""].filter(Boolean).join(": ");
+}
+
 /** Node details: op, shapes, arguments, in-place writes, region, the values it reads and feeds. */
 export function nodeDetails(node, byId, select) {
   const ref = (id) => {
@@ -300,7 +442,8 @@ export function nodeDetails(node, byId, select) {
   if (node.args?.length) rows.push(row("arguments", h("code", null, node.args.join(", "))));
   if (node.inplace) rows.push(row("in-place", "overwrites ", ...(node.writes || []).map(ref)));
   if (node.consumers?.length) rows.push(row("used by", ...node.consumers.map(ref)));
-  if (node.source) rows.push(row("source", h("code", null, node.source)));
+  const src = sourceText(node.source);
+  if (src) rows.push(row("source", h("code", { class: "syft-plan-source" }, src)));
   return rows;
 }
 
@@ -325,15 +468,25 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
   const mini = minimapSvg(laid);
   const detail = h("aside", { class: "syft-plan-detail", hidden: true, "aria-label": "node details" });
   const canvas = h("div", { class: "syft-plan-canvas", tabindex: "0", "aria-label": "plan graph: arrow keys pan, + and − zoom, 0 fits" },
-    svg, mini.svg);
-  const el = h("div", { class: "syft-plan-viewer", "data-fitted": "false", "data-nodes": String(byId.size) },
-    tools, h("div", { class: "syft-plan-stage" }, canvas, detail));
+    svg);
+  // the minimap has a column of its own beside the graph (never over it), there while it is needed
+  const mapCol = h("div", { class: "syft-plan-mapcol", hidden: true }, mini.svg);
+  const stage = h("div", { class: "syft-plan-stage" }, canvas, mapCol, detail);
+  const el = h("div", { class: "syft-plan-viewer", "data-fitted": "false", "data-nodes": String(byId.size) }, tools, stage);
   const view = { x: 0, y: 0, scale: 1 };
   let fitted = false;
 
   const size = () => ({ w: canvas.clientWidth || 600, h: canvas.clientHeight || VIEW_H });
   function apply() {
-    const { w, h: hh } = size();
+    let { w, h: hh } = size();
+    // most of the graph in view: no map needed; else its column narrows the canvas (once: a
+    // narrower canvas shows less, so the map stays)
+    const needMap = (vw) => (Math.min(vw, laid.width) * Math.min(hh / view.scale, laid.height)) / (laid.width * laid.height) <= 0.85;
+    const want = needMap(w / view.scale);
+    if (mapCol.hidden === want) {
+      mapCol.hidden = !want;
+      w = size().w;
+    }
     const vw = w / view.scale;
     const vh = hh / view.scale;
     // keep some of the graph in view: pan no further than its edges
@@ -341,8 +494,6 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
     view.y = Math.min(Math.max(view.y, Math.min(0, laid.height - vh)), Math.max(0, laid.height - vh));
     svg.setAttribute("viewBox", `${view.x.toFixed(1)} ${view.y.toFixed(1)} ${vw.toFixed(1)} ${vh.toFixed(1)}`);
     zoomText.textContent = `${Math.round(view.scale * 100)}%`;
-    const shown = (Math.min(vw, laid.width) * Math.min(vh, laid.height)) / (laid.width * laid.height);
-    mini.svg.toggleAttribute("hidden", shown > 0.85); // most of the graph in view: no map needed (an SVG element has no .hidden)
     for (const [k, v] of Object.entries({ x: view.x, y: view.y, width: vw, height: vh })) mini.port.setAttribute(k, v.toFixed(1));
     el.dataset.scale = view.scale.toFixed(3);
   }
@@ -360,8 +511,13 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
   function zoomBy(f, cx, cy) { setScale(view.scale * f, cx, cy); }
   /** Fit the graph; on open (whole = false) never below READABLE: then the top is shown. */
   function fit(whole = false) {
-    const { w } = size();
+    mapCol.hidden = true;
+    let { w } = size();
     const all = Math.min(w / laid.width, VIEW_H / laid.height, 1.5); // the whole graph in view
+    if (!whole && all < READABLE) { // only a part fits: the map takes its column, the graph the rest
+      mapCol.hidden = false;
+      w = size().w;
+    }
     view.scale = whole || all >= READABLE ? all : Math.max(READABLE, Math.min(1, w / laid.width));
     if (!whole) canvas.style.height = `${Math.max(120, Math.min(VIEW_H, Math.ceil(laid.height * view.scale) + 2))}px`;
     const { h: hh } = size();
@@ -385,7 +541,7 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
   // --- panning: drag on the graph (a click without movement selects a node) ----------------
   let drag = null;
   canvas.addEventListener("pointerdown", (ev) => {
-    if (ev.button !== 0 || mini.svg.contains(ev.target)) return;
+    if (ev.button !== 0) return;
     // the node under the pointer now: with the pointer captured, pointerup targets the canvas
     drag = { x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y, moved: false,
       node: original(ev.target.closest?.(".syft-plan-node")?.dataset.id ?? null) };
@@ -481,13 +637,14 @@ export function planViewer(laid, { idPrefix = "syft-plan", onFitted } = {}) {
   // its width changes before the user moved it.
   if (typeof ResizeObserver !== "undefined") {
     let lastW = 0;
+    // the stage's width, not the canvas's: the map column coming and going is no resize
     const ro = new ResizeObserver(() => {
       if (!el.isConnected) return;
-      const w = canvas.clientWidth;
+      const w = stage.clientWidth;
       if (w && w !== lastW && (!fitted || el.dataset.touched !== "true")) fit(false);
       lastW = w;
     });
-    ro.observe(canvas);
+    ro.observe(stage);
   }
   for (const evName of ["pointerdown", "wheel", "keydown"]) canvas.addEventListener(evName, () => { if (fitted) el.dataset.touched = "true"; });
   return { el, fit, zoomBy, setScale, select, view: () => ({ ...view, ...size() }), selected: () => selected };
@@ -558,6 +715,16 @@ export function renderPlan(node, { idPrefix, actions = null, onFitted } = {}) {
 
 /** The first plan node of a chain (a plan, or what a plan pointer points to). */
 export function planNodeOf(chains) {
-  for (const c of chains || []) for (const n of c.nodes || []) if (n.kind === "plan") return n;
+  const find = (n) => {
+    if (!n) return null;
+    if (n.kind === "plan") return n;
+    for (const c of n.children || []) { const f = find(c); if (f) return f; }
+    return null;
+  };
+  for (const c of chains || []) {
+    for (const n of c.nodes || []) if (n.kind === "plan") return n; // chain model v1: a list
+    const f = find(c.root); // v2: a tree
+    if (f) return f;
+  }
   return null;
 }

@@ -105,6 +105,9 @@ def view_graph(graph: PlanGraph) -> dict:
                 args.append(f"{name}={_arg_text(a)}")
         written = [repr(v) for v in _written_args(node) if isinstance(v, Value)]
         entry.update(region=region[i], args=args, inplace=bool(written), writes=written, consumers=[])
+        source = getattr(node, "source", None)  # where the traced op came from, when the trace knows
+        if source:
+            entry["source"] = source
     for e in d["edges"]:
         src = by_id.get(e["from"])
         if src is not None and src.get("role") == "op":

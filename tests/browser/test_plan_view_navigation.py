@@ -171,9 +171,27 @@ def test_a_300_node_training_step_opens_fitted_and_navigates(open_notebook, arti
     assert abs(graph["width"] - box["width"]) < 2
     label_px = page.evaluate("() => document.querySelector('.syft-plan-label').getBoundingClientRect().height")
     assert label_px >= 7, label_px
-    # the graph is taller than the view: the minimap shows where the view is
+    # the graph is taller than the view: the minimap shows where the view is, beside the graph
+    # (never over it)
     minimap = out.locator(".syft-plan-minimap")
     assert minimap.is_visible()
+    mb = minimap.bounding_box()
+    assert mb["x"] >= box["x"] + box["width"] - 0.5 or mb["y"] >= box["y"] + box["height"] - 0.5, (mb, box)
+    # it does not drift wide: the graph is about as wide as its widest rank (the nodes at one
+    # height side by side), not a staircase many times wider (a dagre layout of the whole step
+    # came out 11,000 px wide for ranks of at most ~1,100 px)
+    spread = out.evaluate("""el => {
+        const ranks = new Map();
+        let x0 = Infinity, x1 = -Infinity;
+        for (const g of el.querySelectorAll('.syft-plan-graph .syft-plan-node')) {
+            const b = g.querySelector('rect').getBBox();
+            const y = Math.round(b.y + b.height / 2);
+            ranks.set(y, (ranks.get(y) || 0) + b.width + 24);
+            x0 = Math.min(x0, b.x); x1 = Math.max(x1, b.x + b.width);
+        }
+        return [x1 - x0, Math.max(...ranks.values())];
+    }""")
+    assert spread[0] <= 1.6 * spread[1], spread
     # regions of a training step, each a group; the updates are in-place writes of the state
     regions = {g.get_attribute("data-region") for g in out.locator(".syft-plan-region").all()}
     assert regions == {"forward", "backward", "update"}

@@ -162,8 +162,9 @@ test("the op log separates forward from backward ops and filters them", async ()
 
 test("an op links to the cell that ran it", async () => {
   const el = await openLog(logChain(records), { ok: true, total: 4, log: records });
-  const links = [...el.querySelectorAll(".syft-log-cell")].map((b) => b.textContent);
-  assert.deepEqual(links, ["[2]", "[2]", "[3]", "[3]"]);
+  const links = [...el.querySelectorAll(".syft-log-cell")];
+  assert.deepEqual(links.map((b) => b.dataset.cell), ["2", "2", "3", "3"]);
+  assert.ok(links.every((b) => /\[\d\]/.test(b.textContent)), links.map((b) => b.textContent).join());
   // in a notebook, the link scrolls to the cell with that prompt
   const nb = document.createElement("div");
   nb.className = "jp-Notebook";
@@ -205,4 +206,61 @@ test("a plan built for several signatures lets one pick the graph shown", () => 
   assert.match(el.querySelector(".syft-plan-head").textContent, /1 op/);
   assert.match(el.querySelector(".syft-plan-code pre").textContent, /abs\(x\)/);
   assert.equal(el.querySelectorAll(".syft-plan-legend").length, 1);
+});
+
+test("a big training step does not drift wide: each region is laid out on its own, its ranks closed up", async () => {
+  const { layoutPlan } = await import("../../js/widget/plan.js");
+  // a deep chain whose every step has side inputs (a weight and a bias), as an MLP's forward,
+  // then a backward chain and updates: a whole-graph dagre layout of this drifts into a staircase
+  const nodes = [{ id: "x", role: "input", label: "X", shape: [4, 8], dtype: "float32" }];
+  const edges = [];
+  let prev = "x";
+  for (let i = 0; i < 60; i++) {
+    nodes.push({ id: `w${i}`, role: "state", label: `${i}.weight`, shape: [8, 8], dtype: "float32" },
+      { id: `b${i}`, role: "state", label: `${i}.bias`, shape: [8], dtype: "float32" },
+      { id: `f${i}`, role: "op", label: "addmm", op: "aten.addmm.default", region: "forward", shape: [4, 8], dtype: "float32" });
+    edges.push({ from: prev, to: `f${i}` }, { from: `w${i}`, to: `f${i}` }, { from: `b${i}`, to: `f${i}` });
+    prev = `f${i}`;
+  }
+  nodes.push({ id: "seed", role: "op", label: "ones_like", region: "backward", shape: [], dtype: "float32" });
+  edges.push({ from: prev, to: "seed" });
+  prev = "seed";
+  for (let i = 59; i >= 0; i--) {
+    nodes.push({ id: `g${i}`, role: "op", label: "mm", region: "backward", shape: [8, 8], dtype: "float32" },
+      { id: `u${i}`, role: "op", label: "sub_", region: "update", inplace: true, writes: [`w${i}`], shape: [8, 8], dtype: "float32" });
+    edges.push({ from: prev, to: `g${i}` }, { from: `f${i}`, to: `g${i}` }, { from: `g${i}`, to: `u${i}` }, { from: `w${i}`, to: `u${i}` });
+    prev = `g${i}`;
+  }
+  const laid = layoutPlan({ nodes, edges });
+  assert.ok(laid.nodes.length > 300);
+  const ranks = new Map();
+  for (const n of laid.nodes) ranks.set(Math.round(n.y), (ranks.get(Math.round(n.y)) || 0) + n.width + 24);
+  const widest = Math.max(...ranks.values());
+  assert.ok(laid.width <= 1.6 * widest, `${laid.width} px wide, widest rank ${widest} px`);
+  // the regions follow each other top to bottom, and no two boxes overlap
+  const band = (r) => laid.clusters.find((c) => c.region === r);
+  assert.ok(band("forward").y < band("backward").y && band("backward").y < band("update").y);
+  const boxes = laid.nodes;
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i];
+      const b = boxes[j];
+      assert.ok(!(Math.abs(a.x - b.x) < (a.width + b.width) / 2 - 0.5 && Math.abs(a.y - b.y) < (a.height + b.height) / 2 - 0.5),
+        `${a.id} overlaps ${b.id}`);
+    }
+  }
+  // every node and edge point lies inside the graph
+  for (const n of laid.nodes) assert.ok(n.x - n.width / 2 >= 0 && n.x + n.width / 2 <= laid.width + 0.5 && n.y >= 0 && n.y <= laid.height);
+  for (const e of laid.edges) for (const p of e.points) assert.ok(p.x >= -0.5 && p.x <= laid.width + 0.5, `${e.from}->${e.to}`);
+});
+
+test("a plan node's details show the source line it came from", async () => {
+  const { nodeDetails, sourceText } = await import("../../js/widget/plan.js");
+  assert.equal(sourceText({ cell: 3, line: 2, code: "  y = x * 2\n" }), "cell [3], line 2: y = x * 2");
+  assert.equal(sourceText({ file: "/home/me/train.py", line: 12, code: "loss = f(x)" }), "train.py, line 12: loss = f(x)");
+  assert.equal(sourceText("cell 3, line 2: y = x * 2"), "cell 3, line 2: y = x * 2");
+  const rows = nodeDetails({ id: "v0", role: "op", op: "aten.mul.Tensor", source: { cell: 3, line: 2, code: "y = x * 2" } }, new Map(), () => {});
+  assert.ok(rows.some((r) => /source\s+cell \[3\], line 2: y = x \* 2/.test(r.textContent)));
+  const none = nodeDetails({ id: "v0", role: "op", op: "aten.mul.Tensor" }, new Map(), () => {});
+  assert.ok(!none.some((r) => /source/.test(r.textContent)));
 });

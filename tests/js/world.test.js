@@ -11,15 +11,17 @@ const { laneColours, colourStyle } = await import("../../js/widget/dom.js");
 const { applyWorldPatch } = await import("../../js/widget/patch.js");
 const { createClient } = await import("../../js/widget/actions.js");
 
-const tensor = (id, extra = {}) => ({ id, kind: "tensor", type: "Tensor", shape: [2], dtype: "float32", tags: [], refcount: 1, names: [], ...extra });
+// entries carry the actions the kernel offers on them (syft_lab.tensors.nodes.entry_actions)
+const tensor = (id, extra = {}) => ({ id, kind: "tensor", type: "Tensor", shape: [2], dtype: "float32", tags: [], refcount: 1, names: [],
+  actions: ["get", "move"], ...extra });
 const ptr = (id, location, at, names, extra = {}) => ({ id, kind: "pointer", type: "PointerTensor", location, id_at_location: at,
-  owning: true, state: "ok", names, ...extra });
+  owning: true, state: "ok", names, actions: extra.state === "gone" ? [] : ["get", "move"], ...extra });
 
 function world() {
   return { rev: 0, workers: [
     { id: "me", kind: "local", state: "in-process", objects: [
       ptr(31, "alice", 3, ["zeta"]), ptr(12, "bob", 1, ["b_ptr"]), ptr(5, "alice", 4, ["alpha"]), ptr(7, "bob", 2, []),
-      { ...tensor(40), refcount: undefined, names: ["x"] }] },
+      { ...tensor(40), refcount: undefined, names: ["x"], actions: ["send"] }] },
     { id: "bob", kind: "virtual", state: "in-process", objects: [tensor(1, { tags: ["#data"] }), tensor(2)] },
     { id: "alice", kind: "virtual", state: "in-process", objects: [tensor(3), tensor(4, { tags: ["#data", "#boston"] })] },
   ] };
