@@ -7,6 +7,10 @@ failed action returns an error reply and leaves the runtime and the namespace as
 
     reply = perform(request, known=index.lookup, namespace=get_ipython().user_ns)
 
+The model says which actions an object offers (every node and world entry carries
+``actions``, computed once in Python by syft_lab/tensors/nodes.py from what its layer declares);
+a request for an action the entry does not list is refused before anything else is checked.
+
 A request (a JSON object from the browser)::
 
     {"type": "action", "req": 7, "action": "send",
@@ -36,8 +40,12 @@ from typing import Callable, Iterable
 import torch
 
 from .errors import SyftError
+from .ids import short as _short
 from .ids import tensor_id
-from .tensors.pointer import mark_left
+from .tensors.base import ChainLayer
+from .tensors.logging import LoggingTensor
+from .tensors.pointer import PointerTensor, mark_left
+from .workers.registry import all_workers
 
 ACTIONS = ("send", "get", "move", "oplog")
 MUTATING = ("send", "get", "move")
@@ -202,8 +210,6 @@ def _find_pointer_to(worker_id: str, obj_id: int, namespace, held=()):
 
 
 def _live_worker(worker_id: str, what: str):
-    from .workers.registry import all_workers
-
     for w in all_workers():
         if w.id == worker_id:
             try:
@@ -275,12 +281,6 @@ def _free_default(base: str, res: "_Resolved", action: str, namespace) -> tuple[
     raise ActionError(f"no free name like {base}_2: give the action a name")
 
 
-def _short(obj_id: int) -> str:
-    from .ids import short
-
-    return short(obj_id)
-
-
 class _Resolved:
     """What an action works on: the object (or pointer to it) and how to name it."""
 
@@ -292,8 +292,6 @@ class _Resolved:
 
 
 def _resolve(p: dict, entry: dict, namespace, held) -> _Resolved:
-    from .tensors.pointer import PointerTensor
-
     worker_id, obj_id = p["worker"], p["id"]
     stored = worker_id != "me" or "refcount" in entry
     if not stored:
@@ -342,8 +340,6 @@ def _default_name(action: str, res: _Resolved, p: dict, namespace) -> tuple[str,
 
 def result_ref(obj) -> dict:
     """Where the result of an action is, as model ids (for the view to highlight it)."""
-    from .tensors.pointer import PointerTensor
-
     if isinstance(obj, PointerTensor):
         ref = obj._ref
         return {"worker": "me", "id": ref.pointer_id, "kind": "pointer",
@@ -351,8 +347,6 @@ def result_ref(obj) -> dict:
     key = object_key(obj)
     if key is None and isinstance(obj, torch.Tensor):
         key = tensor_id(obj)
-    from .tensors.base import ChainLayer
-
     kind = obj.kind if isinstance(obj, ChainLayer) else "tensor" if isinstance(obj, torch.Tensor) \
         else getattr(obj, "kind", type(obj).__name__.lower())
     return {"worker": "me", "id": key, "kind": kind}
@@ -369,6 +363,10 @@ def perform(msg, *, known: Lookup, namespace: dict | None, held: Iterable = ()) 
         if entry is None:
             raise ActionError(f"unknown object {p['id']} on {p['worker']!r}: it is not in this view's "
                               f"model (the view may be out of date)")
+        offered = entry.get("actions")
+        if offered is not None and p["action"] not in offered:  # the model says what it offers
+            raise ActionError(f"{p['action']} is not offered on {entry.get('type', entry.get('kind'))} "
+                              f"{_short(p['id'])} (it offers: {', '.join(offered) or 'nothing'})")
         ns = namespace if namespace is not None else {}
         reply = _run(p, entry, ns, list(held))
         reply.update(ok=True, req=req, action=p["action"])
@@ -382,8 +380,6 @@ def perform(msg, *, known: Lookup, namespace: dict | None, held: Iterable = ()) 
 
 
 def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
-    from .tensors.pointer import PointerTensor
-
     action = p["action"]
     kind = entry.get("kind")
     if action == "oplog":
@@ -430,7 +426,7 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
         where = (obj.location, obj.id_at_location) if hasattr(obj, "location") else None
         result = obj.get()
         if where is not None:
-            mark_left(*where)
+            mark_left(*where, how="fetched")
         code = f"{name} = {res.expr}.get()"
     else:  # move
         if not isinstance(obj, PointerTensor):
@@ -439,7 +435,7 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
             raise ActionError(f"the object is on {dest.id!r} already")
         where = (obj.location, obj.id_at_location)
         result = obj.move(dest)
-        mark_left(*where)
+        mark_left(*where, how="moved", to=dest.id)
         if _SENT_FROM in obj.__dict__:  # still the pointer x was sent to
             result.__dict__[_SENT_FROM] = obj.__dict__[_SENT_FROM]
         code = f"{name} = {res.expr}.move({_worker_expr(dest, ns)})"
@@ -451,8 +447,6 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
 
 
 def _oplog(p: dict, entry: dict, ns: dict, held: list) -> dict:
-    from .tensors.logging import LoggingTensor
-
     if entry.get("kind") != "logging":
         raise ActionError(f"oplog reads the op log of a LoggingTensor, not of a {entry.get('kind')}")
     obj = None
@@ -474,8 +468,6 @@ def _oplog(p: dict, entry: dict, ns: dict, held: list) -> dict:
 
 
 def _find_layer(obj_id: int, ns, held):
-    from .tensors.base import ChainLayer
-
     for value in _candidates(ns, held):
         layer = value
         depth = 0

@@ -57,22 +57,22 @@ export function createClient({ send, on, off, timeout = ACTION_TIMEOUT_MS }) {
   };
 }
 
-/** The actions a view offers on an object: [{action, label, menu}] (menu: pick a worker). */
-export function actionsFor(worker, entry) {
-  if (!entry || entry.state === "gone") return [];
-  if (!isStored(worker, entry)) {
-    if (entry.kind === "pointer") {
-      return entry.type === "PlanPointer"
-        ? [{ action: "get", label: "Get" }]
-        : [{ action: "get", label: "Get" }, { action: "move", label: "Move…", menu: true }];
-    }
-    if (["tensor", "logging", "layer", "plan"].includes(entry.kind)) {
-      return [{ action: "send", label: "Send…", menu: true }];
-    }
-    return [];
-  }
-  if (entry.kind === "plan") return [{ action: "get", label: "Get" }];
-  return [{ action: "get", label: "Get" }, { action: "move", label: "Move…", menu: true }];
+// How an action the model offers is shown: its label, and whether it asks for a worker. The
+// model decides which actions an object offers (`actions` of every node and world entry,
+// computed once by the kernel: syft_lab/tensors/nodes.py); a view never recomputes that.
+// "oplog" is a read the op log of a LoggingTensor makes itself (chain.js), not a button.
+const ACTION_UI = {
+  get: { label: "Get" },
+  move: { label: "Move…", menu: true },
+  send: { label: "Send…", menu: true },
+};
+const NOT_BUTTONS = new Set(["oplog"]);
+
+/** The buttons a view shows for an object: [{action, label, menu}], from `entry.actions`. */
+export function actionsFor(_worker, entry) {
+  if (!entry || !Array.isArray(entry.actions)) return [];
+  return entry.actions.filter((a) => typeof a === "string" && !NOT_BUTTONS.has(a))
+    .map((a) => ({ action: a, label: ACTION_UI[a]?.label ?? a.replace(/_/g, " "), menu: !!ACTION_UI[a]?.menu }));
 }
 
 /** The workers an object can be sent or moved to. */

@@ -1,8 +1,39 @@
-// The chain view: one box per layer, head first, down to the data. The part of a chain that
-// lives on another worker is drawn inside that worker's colour.
+// The chain view: a chain is a tree (docs/inspection-model.md, version 2). One box per node,
+// the root first, down to the data; a plain chain (one child per node) is a column of boxes, and
+// the part that lives on another worker is drawn inside that worker's colour. A node with
+// several children (the shares of a secret, each on its own worker) opens one branch per child,
+// side by side, each in its worker's colour. Every box is drawn from the node's `display`
+// ({label, lines, badge}) and `annotations`, so a new layer type needs no change here; pointers,
+// LoggingTensors and data leaves add their richer parts (target chip, op log, values).
 
 import { actionBar } from "./actions.js";
 import { fmtNumber, h, hueClass, shapeText, shortId } from "./dom.js";
+
+/** A version 1 list of nodes (head first) as a tree; a tree is returned as it is. */
+export function treeFromList(nodes) {
+  if (!Array.isArray(nodes)) return nodes ?? null;
+  if (!nodes.length) return null;
+  const copies = nodes.map((n) => ({ ...n }));
+  copies.forEach((n, i) => { if (!Array.isArray(n.children) || !n.children.length) n.children = copies[i + 1] ? [copies[i + 1]] : []; });
+  return copies[0];
+}
+
+/** Every node of a tree, depth first, the root first (a plain chain: head first). */
+export function flattenTree(root) {
+  const out = [];
+  const stack = root ? [root] : [];
+  while (stack.length) {
+    const n = stack.pop();
+    out.push(n);
+    for (const c of [...(n.children || [])].reverse()) stack.push(c);
+  }
+  return out;
+}
+
+/** The root of a chain entry of the widget ({root} in version 2, {nodes} in version 1). */
+export function rootOf(chain) {
+  return chain?.root ?? treeFromList(chain?.nodes || []);
+}
 
 /** Split a chain's nodes into runs by owner: [{owner, nodes:[{node, index}]}]. */
 export function ownerRuns(nodes) {
@@ -107,7 +138,7 @@ function logItem({ record, index }) {
   const link = cell === null ? null : h("button", {
     class: "syft-btn syft-log-cell", type: "button", title: `ran in cell [${cell}]: show it`, "data-cell": cell,
     onclick: (ev) => { ev.stopPropagation(); showCell(ev.currentTarget, cell); },
-  }, `[${cell}]`);
+  }, `cell [${cell}]`);
   return h("li", { value: index, class: phase ? `syft-phase-${phase}` : null, "data-phase": phase }, opLine(record), link);
 }
 
@@ -163,7 +194,7 @@ function logBlock(node, ctx) {
     btn.setAttribute("aria-expanded", String(open));
     if (!open) { ctx?.layoutChanged?.(); return; }
     draw();
-    if (ctx && ctx.request && n > state.records.length) {
+    if (ctx && ctx.request && n > state.records.length && (!node.actions || node.actions.includes("oplog"))) {
       const reply = await ctx.request("oplog", { worker: node.owner ?? "me", id: node.id });
       if (reply.ok) Object.assign(state, { records: reply.log, total: reply.total });
       draw();
@@ -172,12 +203,25 @@ function logBlock(node, ctx) {
   return h("div", { class: "syft-logbox" }, btn, tools, list);
 }
 
+function displayLines(node) {
+  const lines = node.display?.lines || [];
+  return lines.length ? h("div", { class: "syft-display" }, lines.map((l) => h("div", { class: "syft-display-line" }, l))) : null;
+}
+
+function annotationsLine(node) {
+  const notes = (node.annotations || []).map((a) => h("span", { class: "syft-annotation", "data-label": a.label },
+    h("span", { class: "syft-muted" }, `${a.label}: `), String(a.value)));
+  return notes.length ? h("div", { class: "syft-annotations" }, notes) : null;
+}
+
 /** One box of the chain view. `actions` (element or null) goes in its header. */
 export function nodeBox(node, ctx, actions = null) {
   const kind = node.kind ?? "layer";
+  const badge = node.display?.badge;
   const head = h("div", { class: "syft-box-head" },
-    kindBadge(kind), h("span", { class: "syft-type" }, node.type ?? kind),
-    node.id !== undefined ? idChip(node.id) : null, actions);
+    kindBadge(kind), h("span", { class: "syft-type" }, node.display?.label ?? node.type ?? kind),
+    node.id !== undefined ? idChip(node.id) : null,
+    badge ? h("span", { class: "syft-badge" }, badge) : null, actions);
   const body = [metaLine(node)];
   if (kind === "pointer") {
     body.push(h("div", { class: `syft-where ${hueClass(node.location)}` },
@@ -194,39 +238,75 @@ export function nodeBox(node, ctx, actions = null) {
       node.sent_to?.length ? ` · sent to ${node.sent_to.join(", ")}` : ""));
   } else if (kind === "unreachable") {
     body.push(h("div", { class: "syft-error-text" }, node.error ?? "unreachable"));
+  } else {
+    body.push(displayLines(node)); // any other layer: what it displays
   }
+  body.push(annotationsLine(node));
   body.push(tagsLine(node));
   return h("div", {
     class: `syft-box syft-box-${kind} ${hueClass(node.owner ?? "me")}`, "data-kind": kind,
     "data-id": String(node.id ?? ""), "data-owner": node.owner ?? "me",
+    "data-group": node.group !== undefined ? String(node.group) : null,
   }, head, body);
 }
 
-/** One chain: title (names or the code that made it), boxes, remote parts in their colour. */
+const hasButtons = (node) => (node.actions || []).some((a) => a !== "oplog");
+
+/**
+ * The pieces of a subtree, to append in order: boxes of the current owner, then a
+ * `.syft-remote` block per run of nodes on another worker, then (at a node with several
+ * children) a `.syft-branches` row with one `.syft-branch` per child.
+ */
+function subtree(node, ctx, opts, home) {
+  const pieces = [];
+  let owner = home;
+  let run = null; // the remote block nodes of another owner go into
+  let first = true;
+  for (let n = node; n;) {
+    const nOwner = n.owner ?? "me";
+    const link = first ? null : h("div", { class: "syft-link", "aria-hidden": "true" }, "↓");
+    if (nOwner !== owner) {
+      owner = nOwner;
+      run = owner === home ? null : h("div", { class: `syft-remote ${hueClass(owner)}`, "data-worker": owner },
+        h("div", { class: "syft-remote-label" }, `on ${owner}`));
+      if (run) pieces.push(run);
+    }
+    const buttons = opts.buttons && hasButtons(n) ? actionBar(nOwner, n, ctx, opts.label(n)) : null;
+    const parts = [link, nodeBox(n, ctx, buttons)].filter(Boolean);
+    if (run) run.append(...parts);
+    else pieces.push(...parts);
+    const kids = n.children || [];
+    first = false;
+    if (kids.length > 1) {
+      const row = h("div", { class: "syft-branches", role: "group", "aria-label": `${kids.length} branches`,
+        style: { display: "flex", gap: "8px", "flex-wrap": "wrap", "align-items": "flex-start" } },
+      kids.map((k, i) => {
+        const where = k.location ?? k.owner ?? "me";
+        return h("div", { class: `syft-branch ${hueClass(where)}`, "data-branch": i, "data-worker": where,
+          "data-group": k.group !== undefined ? String(k.group) : null, style: { flex: "1 1 200px", "min-width": "0" } },
+        h("div", { class: "syft-link", "aria-hidden": "true" }, "↓"),
+        subtree(k, ctx, { ...opts, buttons: false }, owner));
+      }));
+      (run || { append: (...x) => pieces.push(...x) }).append(row);
+      break;
+    }
+    n = kids[0];
+  }
+  return pieces;
+}
+
+/** One chain: title (names or the code that made it), then the tree of boxes. */
 export function chainBlock(chain, ctx, { buttons = true } = {}) {
-  const nodes = chain.nodes || [];
+  const root = rootOf(chain);
   const names = chain.names || [];
   const title = chain.code
     ? h("code", { class: "syft-code" }, chain.code)
     : names.length ? h("span", { class: "syft-names" }, names.join(" = ")) : null;
   const block = h("div", { class: "syft-chain-block", "data-names": names.join(",") });
   if (title) block.append(h("div", { class: "syft-chain-title" }, title));
-  const runs = ownerRuns(nodes);
-  const home = runs[0]?.owner ?? "me";
-  runs.forEach((run, r) => {
-    const boxes = [];
-    run.nodes.forEach(({ node, index }, k) => {
-      if (k > 0 || r > 0) boxes.push(h("div", { class: "syft-link", "aria-hidden": "true" }, "↓"));
-      const withButtons = buttons && index === 0 && node.owner === "me";
-      const label = names[0] || `${node.type ?? node.kind} ${shortId(node.id)}`;
-      boxes.push(nodeBox(node, ctx, withButtons ? actionBar("me", node, ctx, label) : null));
-    });
-    if (run.owner === home && r === 0) block.append(...boxes);
-    else {
-      block.append(h("div", { class: `syft-remote ${hueClass(run.owner)}`, "data-worker": run.owner },
-        h("div", { class: "syft-remote-label" }, `on ${run.owner}`), boxes));
-    }
-  });
+  if (!root) return block;
+  const label = (n) => (n === root && names[0]) || `${n.type ?? n.kind} ${shortId(n.id)}`;
+  block.append(...subtree(root, ctx, { buttons, label }, root.owner ?? "me"));
   return block;
 }
 

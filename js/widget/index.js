@@ -6,7 +6,7 @@
 
 import css from "./style.css";
 import { actionBar, createClient, statusLine } from "./actions.js";
-import { chainBlock, renderChains } from "./chain.js";
+import { chainBlock, flattenTree, renderChains, rootOf } from "./chain.js";
 import { h } from "./dom.js";
 import { applyWorldPatch } from "./patch.js";
 import { planNodeOf, renderPlan } from "./plan.js";
@@ -121,10 +121,10 @@ function render({ model, el }) {
     const draw = () => {
       const chains = model.get("chains") || [];
       if (view === "plan") {
-        const plan = planNodeOf(chains.slice(0, 1));
-        const head = chains[0]?.nodes?.[0];
+        const head = rootOf(chains[0]);
+        const plan = planNodeOf([{ nodes: flattenTree(head) }]);
         const parts = [];
-        if (head && head.kind === "pointer") parts.push(chainBlock({ ...chains[0], nodes: [head] }, ctx));
+        if (head && head.kind === "pointer") parts.push(chainBlock({ ...chains[0], root: { ...head, children: [] } }, ctx));
         const local = head && head.kind === "plan" && (head.owner ?? "me") === "me";
         const buttons = local ? actionBar("me", head, ctx, chains[0].names?.[0] || head.name) : null;
         parts.push(renderPlan(plan, { idPrefix: `syft-plan-${client.viewId}`, actions: buttons }));

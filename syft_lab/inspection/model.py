@@ -15,7 +15,7 @@ from ..tensors.base import ChainLayer
 # Re-exported: these moved to syft_lab/tensors/nodes.py (workers build nodes too).
 from ..tensors.nodes import (DATASET_PARTS, DATASET_TAG, LOCAL_OWNER, PREVIEW_THRESHOLD,  # noqa: F401
                              PREVIEW_VALUES, SCHEMA_VERSION, dataset_of, entry_actions, flatten,
-                             object_entry, object_meta, preview, tensor_meta, tensor_node,
+                             object_entry, object_meta, offered, preview, tensor_meta, tensor_node,
                              tree_from_list, walk)
 from ..plans import Plan, PlanPointer
 from ..tensors.pointer import PointerTensor, _live_refs, pointer_state
@@ -205,11 +205,20 @@ def lane_of(w, names: Names, namespace_objects: bool = True) -> dict:
         objects = []
         lane["state"] = "unreachable"
         lane["error"] = str(e)
+    local = []
     if w.id == LOCAL_OWNER:
-        objects = ([local_pointer_entry(r) for r in local_pointers(names)] + objects
-                   + [{"id": key, **object_meta(t), "names": []} for key, t in names.local])
-    lane["objects"] = [finish_entry(w.id, o, names) for o in objects]
+        objects = [local_pointer_entry(r) for r in local_pointers(names)] + objects
+        local = [local_entry(key, t, names) for key, t in names.local]
+    lane["objects"] = [finish_entry(w.id, o, names) for o in objects] + local
     return lane
+
+
+def local_entry(key: int, t, names: Names) -> dict:
+    """A local tensor, layer or plan bound to a notebook name: a layer offers what it declares."""
+    o = finish_entry(LOCAL_OWNER, {"id": key, **object_meta(t), "names": []}, names)
+    if isinstance(t, ChainLayer):
+        o["actions"] = offered(type(t).node_actions, o, held=True)
+    return o
 
 
 def world_dict(namespace: dict | None = None) -> dict:

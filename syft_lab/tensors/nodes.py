@@ -11,8 +11,9 @@ chain is the one-child case, a pointer's child is the root its worker describes,
 has one child per share. Values appear only in a ``tensor`` leaf the caller may see
 (``with_values``); a worker never shows its values to a client that merely inspects them.
 
-Layers written before the protocol (``_node_fields()``, ``_chain_rest()``, ``_inspection_nodes()``
-returning a head-first list) still work: lists become one-child trees (``tree_from_list``).
+Objects that are not layers describe themselves (plans: ``_inspection_nodes()``, a head-first
+list), and older workers describe stored objects as such lists: lists become one-child trees
+(``tree_from_list``).
 """
 from __future__ import annotations
 
@@ -33,13 +34,14 @@ LOCAL_OWNER = "me"
 # Actions a node may offer wherever it is (reads); every other action is offered only on an
 # object the notebook holds: the root of a chain owned by "me" whose pointer is not gone.
 READ_ACTIONS = ("oplog",)
-# What a layer offers when it declares no ``node_actions`` (layers written before the protocol).
+# What plain tensors and the objects that are no layer (plans, plan pointers) offer.
 DEFAULT_ACTIONS = {"pointer": ("get", "move"), "logging": ("send", "oplog"), "tensor": ("send",),
                    "plan": ("send",), "plan_pointer": ("get",)}
 # World entries: what a view may do with an object in a worker's store, and with a row of "me".
 STORED_ACTIONS = {"plan": ("get",)}
 STORED_DEFAULT = ("get", "move")
 SENDABLE = ("tensor", "logging", "layer", "plan")
+SHARE_FIELDS = ("group", "share")  # what a share pointer carries about its secret
 
 
 def _number(x):
@@ -161,71 +163,55 @@ def tensor_node(t: torch.Tensor, owner: str, with_values: bool, held: bool = Tru
     return _finish(node, DEFAULT_ACTIONS["tensor"], held, [])
 
 
-def _layer_fields(layer) -> dict:
-    if _declares(layer, "_node_fields") and not _declares(layer, "node_fields"):
-        return layer._node_fields()  # a layer of before the protocol
-    fields = getattr(layer, "node_fields", None)
-    return fields() if callable(fields) else {}
-
-
 def _layer_display(layer, node: dict) -> dict:
-    display = getattr(layer, "display", None)
-    if callable(display):
-        try:
-            d = display()
-        except Exception as e:  # a broken layer must not break every view
-            d = {"label": node.get("type"), "lines": [f"display failed: {type(e).__name__}"]}
-        if isinstance(d, dict):
-            base = default_display(node)
-            return {"label": str(d.get("label") or base["label"]),
-                    "lines": [str(x) for x in (d.get("lines") or base["lines"])],
-                    "badge": d.get("badge", base["badge"])}
-    return default_display(node)
+    """The layer's ``display()``, its lines as text; a kind the views know gets default lines
+    when its layer gives none."""
+    try:
+        d = layer.display()
+    except Exception as e:  # a broken layer must not break every view
+        d = {"label": node.get("type"), "lines": [f"display failed: {type(e).__name__}"]}
+    if not isinstance(d, dict):
+        return default_display(node)
+    base = default_display(node)
+    return {"label": str(d.get("label") or base["label"]),
+            "lines": [str(x) for x in (d.get("lines") or base["lines"])],
+            "badge": d.get("badge", base["badge"])}
 
 
 def _remote_root(layer) -> dict | None:
-    """The root of the part of a chain that lives on a pointer's worker, or None."""
-    remote = getattr(layer, "_remote_nodes", None)
-    if not callable(remote):
+    """The root of the part of a chain that lives on a pointer's worker (as that worker
+    describes it: a v2 tree, or a v1 list from an older worker), a node saying why it cannot
+    be described, or None for a layer that is no pointer or whose object is gone."""
+    ref = getattr(layer, "_ref", None)
+    location = getattr(ref, "location", None)
+    if location is None or ref.released:
         return None
-    got = remote()
-    if isinstance(got, dict):
-        return got
+    try:
+        got = location.describe(ref.id)
+    except Exception as e:  # a view must still render when the worker is gone
+        return _normalise({"kind": "unreachable", "type": type(e).__name__, "id": ref.id,
+                           "owner": location.id, "error": str(e)})
     return tree_from_list(got) if got else None
-
-
-def _declares(obj, name: str) -> bool:
-    """Whether ``obj``'s class (below ChainLayer) defines ``name`` itself."""
-    for cls in type(obj).__mro__:
-        if cls is ChainLayer:
-            return False
-        if name in cls.__dict__:
-            return True
-    return False
 
 
 def _layer_node(obj: ChainLayer, owner: str, with_values: bool, held: bool, depth: int) -> dict:
     node = {"kind": obj.kind, "type": type(obj).__name__, "id": obj.id, "owner": owner}
     node.update(tensor_meta(obj))
-    fields = dict(_layer_fields(obj))
+    fields = dict(obj.node_fields())
     annotations = fields.pop("annotations", None)
     node.update(fields)
+    for k in SHARE_FIELDS:  # a share pointer says which secret it is part of (set by its sharing)
+        if k not in node and obj.__dict__.get(k) is not None:
+            node[k] = obj.__dict__[k]
     if annotations:
         node["annotations"] = [dict(a) for a in annotations]
     children: list[dict] = []
     if depth < MAX_DEPTH:
-        if hasattr(obj, "_remote_nodes"):  # a pointer: the rest of its chain is on its worker
+        children = [_node(c, owner, with_values, False, depth + 1) for c in obj.layer_children()]
+        if not children:  # a pointer: the rest of its chain is on its worker
             remote = _remote_root(obj)
             children = [remote] if remote is not None else []
-        elif _declares(obj, "layer_children") or not _declares(obj, "_chain_rest"):
-            kids = getattr(obj, "layer_children", None)
-            below = kids() if callable(kids) else [obj.child]
-            children = [_node(c, owner, with_values, False, depth + 1) for c in below]
-        else:  # a layer of before the protocol
-            rest = obj._chain_rest(owner, with_values)
-            children = [tree_from_list(rest)] if rest else []
-    declared = obj.node_actions if _declares(obj, "node_actions") else DEFAULT_ACTIONS.get(obj.kind, ())
-    return _finish(node, declared, held, children, _layer_display(obj, node))
+    return _finish(node, type(obj).node_actions, held, children, _layer_display(obj, node))
 
 
 def _node(obj, owner: str, with_values: bool, held: bool, depth: int = 0) -> dict:
@@ -327,6 +313,10 @@ def object_kind(obj) -> str:
     return getattr(obj, "kind", type(obj).__name__.lower())
 
 
+# Layer node fields a world entry carries too (the world view groups shares by them).
+WORLD_LAYER_FIELDS = ("group", "share", "crypto", "crypto_provider")
+
+
 def object_meta(obj) -> dict:
     """What a worker tells about one stored object without revealing its values."""
     describe = getattr(obj, "_object_meta", None)
@@ -341,12 +331,10 @@ def object_meta(obj) -> dict:
         if dataset is not None:
             meta["dataset"] = dataset
         if isinstance(obj, ChainLayer):
-            fields = _layer_fields(obj)
-            group = fields.get("group", obj.__dict__.get("group"))
-            if group is not None:  # one share of a secret: never its values
-                meta["group"] = group
-            if "share" in fields:
-                meta["share"] = fields["share"]
+            fields = obj.node_fields()
+            for k in WORLD_LAYER_FIELDS:  # one share of a secret, its provider: never values
+                if fields.get(k) is not None:
+                    meta[k] = fields[k]
     return meta
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from ..ids import short
+from ..tensors.nodes import tree_from_list
 
 PALETTE = (330, 95, 30, 280, 205, 180, 0, 150)  # hues; js/widget/dom.js has the same list
 FONT = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px"
@@ -49,61 +50,103 @@ def shape_text(node: dict) -> str:
 
 
 def node_lines(node: dict) -> list[str]:
-    """The text lines of one chain box."""
+    """The text lines of one chain box: its label and id, shape and owner, then what its layer
+    displays (``display.lines``: any layer type, no renderer change), annotations and tags."""
     kind = node.get("kind")
-    head = f"{node.get('type', kind)}  {short(node['id']) if isinstance(node.get('id'), int) else ''}".rstrip()
+    display = node.get("display") or {}
+    label = display.get("label") or node.get("type", kind)
+    badge = f"  [{display['badge']}]" if display.get("badge") else ""
+    head = f"{label}  {short(node['id']) if isinstance(node.get('id'), int) else ''}".rstrip() + badge
     lines = [head]
     meta = " ".join(x for x in (shape_text(node), f"on {node.get('owner')}" if node.get("owner") else "") if x)
     if meta:
         lines.append(meta)
-    if kind == "pointer":
+    if "display" in node:
+        lines.extend(display.get("lines") or [])
+    elif kind == "pointer":  # a node of before version 2 (no display)
         state = "" if node.get("state", "ok") == "ok" else f" ({node['state']})"
         lines.append(f"-> {node.get('location')}:{short(node['id_at_location'])}{state}")
-    elif kind == "logging":
-        tail = node.get("log_tail") or []
-        lines.append(f"log: {node.get('log_length', 0)} op(s)" + (f", last {tail[-1]}" if tail else ""))
-    elif kind == "tensor":
-        p = node.get("preview")
-        if p is None:
-            lines.append(f"values stay on {node.get('owner')}")
-        else:
-            text = p.get("text", "").splitlines()
-            lines.extend(text[:4] + (["..."] if len(text) > 4 else []))
-    elif kind == "plan":
-        lines.append(f"plan {node.get('name', '')}: {node.get('n_nodes', 0)} op(s)"
-                     + (f", sent to {', '.join(node['sent_to'])}" if node.get("sent_to") else ""))
     elif kind == "unreachable":
         lines.append(str(node.get("error", ""))[:80])
+    if kind == "plan" and node.get("sent_to"):
+        lines.append(f"sent to {', '.join(node['sent_to'])}")
+    for a in node.get("annotations") or ():
+        lines.append(f"{a.get('label')}: {a.get('value')}")
     if node.get("tags"):
         lines.append(" ".join(node["tags"]))
     return [line[:90] for line in lines]
 
 
-def chain_svg(nodes: list[dict], title: str | None = None) -> str:
-    body, y, width = [], 4, 460
+CHAIN_WIDTH = 460  # a plain chain's boxes
+BRANCH_MIN = 230  # each branch of a node with several children (a share per worker)
+BRANCH_GAP = 10
+
+
+def _tree_width(node: dict) -> int:
+    kids = node.get("children") or []
+    if len(kids) <= 1:
+        return max(CHAIN_WIDTH, _tree_width(kids[0]) if kids else 0)
+    return max(CHAIN_WIDTH, sum(max(BRANCH_MIN, _branch_width(k)) for k in kids) + BRANCH_GAP * (len(kids) - 1))
+
+
+def _branch_width(node: dict) -> int:
+    kids = node.get("children") or []
+    if len(kids) <= 1:
+        return max(BRANCH_MIN, _branch_width(kids[0]) if kids else 0)
+    return sum(max(BRANCH_MIN, _branch_width(k)) for k in kids) + BRANCH_GAP * (len(kids) - 1)
+
+
+def _draw(node: dict, x: int, y: int, w: int, home: str, body: list, top: bool) -> int:
+    """Draw ``node`` and its subtree in the column [x, x + w); returns the y below it."""
+    lines = node_lines(node)
+    h = 8 + 14 * len(lines)
+    owner = node.get("owner", home)
+    col = _colour(owner)
+    remote = owner != home
+    bx = x + (14 if remote and top else 0)
+    bw = w - (bx - x)
+    body.append(f'<rect x="{bx}" y="{y}" width="{bw}" height="{h}" rx="4" fill="{col}" fill-opacity="0.12" '
+                f'stroke="{col}" stroke-width="{1.5 if remote else 1}"/>')
+    for k, line in enumerate(lines):
+        body.append(_t(bx + 8, y + 16 + 14 * k, line, ' font-weight="bold"' if k == 0 else ""))
+    y += h
+    kids = node.get("children") or []
+    if not kids:
+        return y
+    if len(kids) == 1:
+        kid = kids[0]
+        body.append(f'<path d="M {x + w // 2} {y + 1} v 10" stroke="currentColor" stroke-opacity="0.5"/>')
+        if kid.get("owner", home) != owner:
+            body.append(_t(x + w // 2 + 8, y + 10, f"on {kid.get('owner')}",
+                           f' fill-opacity="0.7" style="fill:{_colour(kid.get("owner", ""))}"'))
+        return _draw(kid, x, y + 12, w, home, body, top)
+    # several children: one column per branch, side by side, each in its worker's colour
+    widths = [max(BRANCH_MIN, _branch_width(k)) for k in kids]
+    scale = (w - BRANCH_GAP * (len(kids) - 1)) / sum(widths)
+    cx, bottom = x, y
+    for kid, kw in zip(kids, widths):
+        kw = int(kw * scale)
+        body.append(f'<path d="M {x + w // 2} {y + 1} L {cx + kw // 2} {y + 11}" stroke="currentColor" '
+                    f'stroke-opacity="0.5" fill="none"/>')
+        label = f"on {kid.get('owner')}" + (f" -> {kid['location']}" if kid.get("location") else "")
+        body.append(_t(cx + 4, y + 22, label, f' fill-opacity="0.8" style="fill:{_colour(kid.get("location") or kid.get("owner", ""))}"'))
+        bottom = max(bottom, _draw(kid, cx, y + 26, kw, home, body, False))
+        cx += kw + BRANCH_GAP
+    return bottom
+
+
+def chain_svg(root, title: str | None = None) -> str:
+    """A chain tree (a root node, or a version 1 list of nodes) as boxes: a plain chain is a
+    column of boxes as before; a node with several children (the shares of a secret) opens
+    one column per branch, coloured by worker."""
+    if isinstance(root, list):
+        root = tree_from_list(root)
+    body, y = [], 4
     if title:
         body.append(_t(6, 14, title, ' font-weight="bold"'))
         y = 22
-    local_owner = nodes[0].get("owner", "me") if nodes else "me"
-    for i, node in enumerate(nodes):
-        lines = node_lines(node)
-        h = 8 + 14 * len(lines)
-        owner = node.get("owner", local_owner)
-        col = _colour(owner)
-        remote = owner != local_owner
-        x = 18 if remote else 4
-        w = width - x - 4
-        body.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="4" fill="{col}" fill-opacity="0.12" '
-                    f'stroke="{col}" stroke-width="{1.5 if remote else 1}"/>')
-        for k, line in enumerate(lines):
-            body.append(_t(x + 8, y + 16 + 14 * k, line, ' font-weight="bold"' if k == 0 else ""))
-        y += h
-        if i < len(nodes) - 1:
-            body.append(f'<path d="M {width // 2} {y + 1} v 10" stroke="currentColor" stroke-opacity="0.5"/>')
-            if nodes[i + 1].get("owner", local_owner) != owner:
-                body.append(_t(width // 2 + 8, y + 10, f"on {nodes[i + 1].get('owner')}",
-                               f' fill-opacity="0.7" style="fill:{_colour(nodes[i + 1].get("owner", ""))}"'))
-            y += 12
+    width = _tree_width(root)
+    y = _draw(root, 4, y, width - 8, root.get("owner", "me"), body, True)
     return _svg(width, y + 4, body, title or "chain")
 
 

@@ -24,7 +24,10 @@ import anywidget
 import traitlets
 
 from .. import actions
-from ..inspection.model import chain_nodes, container_items, world_dict
+from ..inspection.model import container_items, world_dict
+from ..inspection.text import render_tree, render_world
+from ..tensors.nodes import chain_nodes, walk
+from ..workers.registry import all_workers
 from . import diff, live, svg
 
 log = logging.getLogger("syft_lab.widget")
@@ -41,7 +44,7 @@ MAX_RESULTS = 4  # results of actions a chain view keeps showing under its objec
 
 def notebook_namespace() -> dict | None:
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # optional: outside IPython there is no notebook
     except ImportError:
         return None
     ip = get_ipython()
@@ -50,8 +53,6 @@ def notebook_namespace() -> dict | None:
 
 def worker_headers() -> list[dict]:
     """Every known worker: id, kind and connection state (for the Send to / Move to menus)."""
-    from ..workers.registry import all_workers
-
     out = []
     for w in all_workers():
         try:
@@ -206,18 +207,20 @@ class _Shown:
         return self._ref() if self._ref is not None else self._strong
 
 
-def _gone_nodes(last: list[dict] | None) -> list[dict]:
-    """What a view shows of an object that no longer exists: its head, marked gone."""
-    head = dict(last[0]) if last else {"kind": "tensor", "type": "object", "id": 0, "owner": "me"}
-    head.update(state="gone", error="deleted in the notebook: this view no longer holds it")
-    head.pop("preview", None)
-    return [head]
+def _gone_root(last: dict | None) -> dict:
+    """What a view shows of an object that no longer exists: its root, marked gone, alone."""
+    root = dict(last) if last else {"kind": "tensor", "type": "object", "id": 0, "owner": "me",
+                                    "display": {"label": "object", "lines": [], "badge": None}, "annotations": []}
+    root.update(state="gone", error="deleted in the notebook: this view no longer holds it", children=[], actions=[])
+    root["display"] = {**root.get("display", {}), "badge": "gone"}
+    root.pop("preview", None)
+    return root
 
 
 class ChainWidget(SyftWidget):
-    """The chain of one object (head first, down to the data), and the results of its buttons.
+    """The chain tree of one object (its root, down to the data), and the results of its buttons.
 
-    ``chains`` is a list of {"names", "nodes", "code"?}: the object's chain first, then one per
+    ``chains`` is a list of {"names", "root", "code"?}: the object's chain first, then one per
     action result (``x_ptr`` after Send), newest last. The widget holds the objects it shows
     weakly: once the notebook drops one, its chain shows it as gone."""
 
@@ -242,14 +245,16 @@ class ChainWidget(SyftWidget):
         for i, (shown, code) in enumerate(zip(self._objects, self._codes)):
             obj = shown.get()
             if obj is None:
-                out.append({"names": [], "nodes": _gone_nodes(self._last[i])})
+                out.append({"names": [], "root": _gone_root(self._last[i])})
                 continue
             try:
-                nodes = chain_nodes(obj)
+                root = chain_nodes(obj)
             except Exception as e:  # a view must render even if the runtime cannot describe it
-                nodes = [{"kind": "unreachable", "type": type(e).__name__, "id": 0, "owner": "me", "error": str(e)}]
-            self._last[i] = nodes
-            entry = {"names": actions.names_of(obj, ns), "nodes": nodes}
+                root = {"kind": "unreachable", "type": type(e).__name__, "id": 0, "owner": "me", "error": str(e),
+                        "display": {"label": type(e).__name__, "lines": [str(e)[:80]], "badge": None},
+                        "annotations": [], "actions": [], "children": []}
+            self._last[i] = root
+            entry = {"names": actions.names_of(obj, ns), "root": root}
             if code:
                 entry["code"] = code
             out.append(entry)
@@ -263,14 +268,11 @@ class ChainWidget(SyftWidget):
         return [o for o in (s.get() for s in self._objects) if o is not None]
 
     def lookup(self, worker: str, obj_id: int) -> dict | None:
+        """A node of a shown tree that offers an action (its ``actions`` say which)."""
         for chain in self.chains:
-            nodes = chain.get("nodes", [])
-            for i, node in enumerate(nodes):
-                if node.get("id") != obj_id or node.get("owner", "me") != worker:
-                    continue
-                # buttons act on a chain's head (and on the first node of its remote part);
-                # the op log of any LoggingTensor in the chain can be read
-                if i == 0 or nodes[i - 1].get("kind") == "pointer" or node.get("kind") == "logging":
+            root = chain.get("root")
+            for node in walk(root) if root else ():
+                if node.get("id") == obj_id and node.get("owner", "me") == worker and node.get("actions"):
                     return node
         return None
 
@@ -286,15 +288,13 @@ class ChainWidget(SyftWidget):
             del self._objects[1], self._codes[1], self._last[1]
 
     def text(self) -> str:
-        from ..inspection.text import render_chain
-
-        return "\n".join(render_chain(c["nodes"]) for c in self.chains if c.get("nodes"))
+        return "\n".join(render_tree(c["root"]) for c in self.chains if c.get("root"))
 
     def html(self) -> str:
         parts = []
         for c in self.chains:
             title = " = ".join(c.get("names") or []) or None
-            parts.append(svg.chain_svg(c["nodes"], c.get("code") or title))
+            parts.append(svg.chain_svg(c["root"], c.get("code") or title))
         return "<div>" + "".join(parts) + "</div>"
 
 
@@ -307,7 +307,7 @@ class PlanWidget(ChainWidget):
 
     def plan_node(self) -> dict | None:
         for c in self.chains[:1]:
-            for n in c.get("nodes", []):
+            for n in walk(c["root"]) if c.get("root") else ():
                 if n.get("kind") == "plan":
                     return n
         return None
@@ -381,8 +381,6 @@ class WorldWidget(SyftWidget):
         return None
 
     def text(self) -> str:
-        from ..inspection.text import render_world
-
         return render_world(self._focused())
 
     def _focused(self) -> dict:

@@ -183,6 +183,8 @@ def test_a_fetched_pointer_still_bound_stays_as_a_gone_row(bob, alice):
     me = next(lane for lane in w["workers"] if lane["id"] == "me")
     gone = next(o for o in me["objects"] if o["names"] == ["x_ptr"])
     assert gone["state"] == "gone" and gone["actions"] == []
+    assert (gone["gone_how"], gone["gone_to"]) == ("moved", "alice")  # where it went
+    assert "(moved to alice)" in repr(w)
     live = next(o for o in me["objects"] if o["names"] == ["moved"])
     assert live["state"] == "ok" and live["actions"] == ["get", "move"]
     # once nothing names it, the row goes

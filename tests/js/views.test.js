@@ -18,7 +18,8 @@ const ptrChain = {
   names: ["x_ptr"],
   nodes: [
     { kind: "pointer", type: "PointerTensor", id: 1001, owner: "me", shape: [2], dtype: "float32", requires_grad: false,
-      grad_fn: null, tags: [], description: null, location: "bob", id_at_location: 2002, owning: true, state: "ok" },
+      grad_fn: null, tags: [], description: null, location: "bob", id_at_location: 2002, owning: true, state: "ok",
+      actions: ["get", "move"] },
     { kind: "logging", type: "LoggingTensor", id: 2002, owner: "bob", shape: [2], dtype: "float32", log_length: 7,
       log_tail: ["aten.mul.Tensor", "aten.sum.default"], tags: ["#x"] },
     { kind: "tensor", type: "Tensor", id: 3003, owner: "bob", shape: [2], dtype: "float32", preview: null, tags: [] },
@@ -54,6 +55,7 @@ test("the op log opens from the LoggingTensor's box", async () => {
 
 test("a local tensor's chain shows its preview and a Send menu of live workers", () => {
   const chain = { names: ["x"], nodes: [{ kind: "tensor", type: "Tensor", id: 5, owner: "me", shape: [3], dtype: "float32",
+    actions: ["send"],
     preview: { numel: 3, values: [1, 2, 3], truncated: false, text: "tensor([1., 2., 3.])", min: 1, max: 3, mean: 2 } }] };
   const el = renderChains([chain], ctx);
   assert.equal(el.querySelector(".syft-values").textContent, "tensor([1., 2., 3.])");
@@ -73,13 +75,16 @@ test("ownerRuns splits a chain where it changes worker", () => {
   assert.deepEqual(ownerRuns(ptrChain.nodes).map((r) => [r.owner, r.nodes.length]), [["me", 1], ["bob", 2]]);
 });
 
-test("actions offered per object, and where they can go", () => {
+test("the buttons are the actions the model offers, never recomputed", () => {
   const ptr = ptrChain.nodes[0];
-  assert.deepEqual(actionsFor("me", ptr).map((a) => a.action), ["get", "move"]);
-  assert.deepEqual(actionsFor("me", { ...ptr, state: "gone" }), []);
-  assert.deepEqual(actionsFor("me", { kind: "tensor", id: 1 }).map((a) => a.action), ["send"]);
-  assert.deepEqual(actionsFor("bob", { kind: "tensor", id: 1, refcount: 1 }).map((a) => a.action), ["get", "move"]);
-  assert.deepEqual(actionsFor("bob", { kind: "plan", id: 1 }).map((a) => a.action), ["get"]);
+  assert.deepEqual(actionsFor("me", ptr).map((a) => [a.action, a.label, a.menu]),
+    [["get", "Get", false], ["move", "Move…", true]]);
+  assert.deepEqual(actionsFor("me", { ...ptr, actions: [] }), []); // e.g. a gone pointer
+  assert.deepEqual(actionsFor("me", { kind: "tensor", id: 1 }), []); // no actions field: no buttons
+  assert.deepEqual(actionsFor("bob", { kind: "plan", id: 1, actions: ["get"] }).map((a) => a.action), ["get"]);
+  // an action a new layer offers shows with its name; the op log read is no button
+  assert.deepEqual(actionsFor("me", { kind: "fixed_precision", actions: ["float_precision", "oplog"] })
+    .map((a) => [a.action, a.label]), [["float_precision", "float precision"]]);
   assert.deepEqual(destinations("move", "me", ptr, workers), ["alice"]);
   assert.deepEqual(destinations("move", "bob", { kind: "tensor", refcount: 1 }, workers), ["alice"]);
 });
@@ -88,7 +93,8 @@ const entry = (id, extra = {}) => ({ id, kind: "tensor", type: "Tensor", shape: 
 function bigWorld() {
   return { rev: 0, workers: [
     { id: "me", kind: "local", state: "in-process", objects: [
-      { id: 9, kind: "pointer", type: "PointerTensor", location: "bob", id_at_location: 1, owning: true, state: "ok", names: ["x_ptr"] },
+      { id: 9, kind: "pointer", type: "PointerTensor", location: "bob", id_at_location: 1, owning: true, state: "ok", names: ["x_ptr"],
+        actions: ["get", "move"] },
       { id: 8, kind: "tensor", type: "Tensor", shape: [2], dtype: "float32", tags: [], names: ["x"] }] },
     { id: "bob", kind: "virtual", state: "in-process", objects: [entry(1), entry(2), entry(3)] },
     { id: "alice", kind: "virtual", state: "in-process", objects: [] },

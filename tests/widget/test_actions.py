@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import syft_lab as sy
+from syft_lab.tensors.nodes import flatten
 from syft_lab import actions
 from syft_lab.inspection.model import world_dict
 from syft_lab.widget import ChainWidget, WorldWidget
@@ -196,7 +197,7 @@ def test_oplog_reads_the_whole_log_of_a_local_logging_tensor(bob):
         y = y * 2
     ns = {"y": y}
     c = ChainWidget(y, namespace=ns)
-    head = c.chains[0]["nodes"][0]
+    head = flatten(c.chains[0]["root"])[0]
     assert head["log_length"] == 8 and len(head["log_tail"]) == 5
     reply = act(c, "oplog", "me", head["id"])
     assert reply["ok"] and reply["total"] == 8 and len(reply["log"]) == 8
@@ -204,7 +205,7 @@ def test_oplog_reads_the_whole_log_of_a_local_logging_tensor(bob):
     p = y.send(bob)
     ns["p"] = p
     c2 = ChainWidget(p, namespace=ns)
-    remote = c2.chains[0]["nodes"][1]
+    remote = flatten(c2.chains[0]["root"])[1]
     reply = act(c2, "oplog", "bob", remote["id"])
     assert reply["ok"] and reply["total"] == 8  # an in-process worker's log can be read
 
@@ -214,13 +215,13 @@ def test_chain_widget_buttons_append_the_result(bob):
     ns = {"x": x, "bob": bob}
     c = ChainWidget(x, namespace=ns)
     assert c.chains[0]["names"] == ["x"]
-    reply = act(c, "send", "me", c.chains[0]["nodes"][0]["id"], worker="bob")
+    reply = act(c, "send", "me", flatten(c.chains[0]["root"])[0]["id"], worker="bob")
     assert reply["ok"] and len(c.chains) == 2
     assert c.chains[1]["names"] == ["x_ptr"] and c.chains[1]["code"] == "x_ptr = x.send(bob)"
-    assert [n["kind"] for n in c.chains[1]["nodes"]] == ["pointer", "tensor"]
-    reply = act(c, "get", "me", c.chains[1]["nodes"][0]["id"])
-    assert reply["ok"] and c.chains[1]["nodes"][0]["state"] == "gone" and len(c.chains) == 3
-    assert c.chains[2]["nodes"][0]["preview"]["values"] == [1.0, 2.0]
+    assert [n["kind"] for n in flatten(c.chains[1]["root"])] == ["pointer", "tensor"]
+    reply = act(c, "get", "me", flatten(c.chains[1]["root"])[0]["id"])
+    assert reply["ok"] and flatten(c.chains[1]["root"])[0]["state"] == "gone" and len(c.chains) == 3
+    assert flatten(c.chains[2]["root"])[0]["preview"]["values"] == [1.0, 2.0]
 
 
 # --- every bad action: an error reply, and nothing changes -----------------------------------
@@ -283,15 +284,16 @@ def _bad_requests(ns, w, bob, alice):
         ("move to me", dict(action="move", target={"worker": "me", "id": p["id"]}, worker="me"), "use 'get'"),
         ("move where it is", dict(action="move", target={"worker": "me", "id": p["id"]}, worker="bob"),
          "already"),
+        # actions the model does not offer on the entry are refused first (nodes.entry_actions)
         ("send a pointer where it points", dict(action="send", target={"worker": "me", "id": p["id"]}, worker="bob"),
-         "already points"),
+         "send is not offered on PointerTensor"),
         ("send needs a worker", dict(action="send", target={"worker": "me", "id": x["id"]}), "destination"),
         ("get takes no worker", dict(action="get", target={"worker": "me", "id": p["id"]}, worker="bob"),
          "no destination"),
-        ("get a local tensor", dict(action="get", target={"worker": "me", "id": x["id"]}), "pointer"),
+        ("get a local tensor", dict(action="get", target={"worker": "me", "id": x["id"]}), "offers: send"),
         ("send a stored object", dict(action="send", target={"worker": "bob", "id": bob_id}, worker="alice"),
-         "move"),
-        ("oplog of a plain tensor", dict(action="oplog", target={"worker": "me", "id": x["id"]}), "LoggingTensor"),
+         "offers: get, move"),
+        ("oplog of a plain tensor", dict(action="oplog", target={"worker": "me", "id": x["id"]}), "not offered"),
         ("name not an identifier", dict(action="send", target={"worker": "me", "id": x["id"]}, worker="bob",
                                         name="os.system('x')"), "not a name"),
         ("name a keyword", dict(action="send", target={"worker": "me", "id": x["id"]}, worker="bob", name="import"),

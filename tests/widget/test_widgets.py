@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import syft_lab as sy
+from syft_lab.tensors.nodes import flatten
 from syft_lab import events
 from syft_lab.inspection.model import world_dict
 from syft_lab.plans import Plan
@@ -33,8 +34,8 @@ def test_chain_widget_state_of_a_logging_tensor():
     lx = sy.LoggingTensor(torch.tensor([1., -2., 3.])) * 2
     c = ChainWidget(lx, namespace={"lx": lx})
     assert c.view == "chain"
-    assert c.chains == [{"names": ["lx"], "nodes": sy.chain(lx).nodes}]
-    assert [n["kind"] for n in c.chains[0]["nodes"]] == ["logging", "tensor"]
+    assert c.chains == [{"names": ["lx"], "root": sy.chain(lx).root}]
+    assert [n["kind"] for n in flatten(c.chains[0]["root"])] == ["logging", "tensor"]
     assert json.loads(json.dumps(c.get_state()["chains"])) == c.chains
     assert {"id": "me", "kind": "local", "state": "in-process"} in c.workers
 
@@ -43,10 +44,10 @@ def test_chain_widget_follows_its_pointer(bob):
     p = torch.ones(2).send(bob)
     ns = {"p": p}
     c = ChainWidget(p, namespace=ns)
-    assert [n["owner"] for n in c.chains[0]["nodes"]] == ["me", "bob"]
+    assert [n["owner"] for n in flatten(c.chains[0]["root"])] == ["me", "bob"]
     p.get()
     c.refresh()
-    assert c.chains[0]["nodes"][0]["state"] == "gone" and len(c.chains[0]["nodes"]) == 1
+    assert flatten(c.chains[0]["root"])[0]["state"] == "gone" and len(flatten(c.chains[0]["root"])) == 1
     ns["q"] = ns.pop("p")
     c.refresh()
     assert c.chains[0]["names"] == ["q"]
@@ -388,12 +389,12 @@ def test_a_plan_is_sent_from_its_view(bob):
     g(torch.ones(2))
     ns = {"g": g, "bob": bob}
     w = PlanWidget(g, namespace=ns)
-    head = w.chains[0]["nodes"][0]
+    head = flatten(w.chains[0]["root"])[0]
     reply = w.handle_message({"type": "action", "action": "send", "target": {"worker": "me", "id": head["id"]},
                               "worker": "bob"})
     assert reply["ok"] and reply["name"] == "g_ptr" and reply["code"] == "g_ptr = g.send(bob)"
     assert type(ns["g_ptr"]).__name__ == "PlanPointer" and w.plan_node()["sent_to"] == ["bob"]
-    ptr_id = w.chains[1]["nodes"][0]["id"]
+    ptr_id = flatten(w.chains[1]["root"])[0]["id"]
     reply = w.handle_message({"type": "action", "action": "get", "target": {"worker": "me", "id": ptr_id}})
     assert reply["ok"] and reply["name"] == "g" and type(ns["g"]).__name__ == "Plan"
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import syft_lab as sy
+from syft_lab.tensors.nodes import flatten
 from syft_lab.inspection.model import world_dict
 from syft_lab.widget import ChainWidget, WorldWidget, diff, live
 
@@ -131,12 +132,12 @@ def test_the_value_that_ended_a_cell_is_kept_weakly_by_out_and_underscores(alice
 def test_a_chain_view_holds_its_object_weakly_and_shows_it_gone(alice):
     ns = {"t": torch.ones(1).send(alice)}
     view = ChainWidget(ns["t"], namespace=ns)
-    assert view.chains[0]["nodes"][0]["kind"] == "pointer"
+    assert flatten(view.chains[0]["root"])[0]["kind"] == "pointer"
     del ns["t"]
     gc.collect()
     assert alice.objects == {}
     view.refresh()
-    head = view.chains[0]["nodes"][0]
+    head = flatten(view.chains[0]["root"])[0]
     assert (head["kind"], head["state"]) == ("pointer", "gone")
     assert view.held() == []
     view.close()
