@@ -48,3 +48,10 @@ __all__ += ["inspect", "show"]
 from . import federated  # noqa: E402
 from .federated import BaseDataset, FederatedDataLoader, FederatedDataset, federated_avg  # noqa: E402
 __all__ += ["BaseDataset", "FederatedDataLoader", "FederatedDataset", "federated", "federated_avg"]
+
+# --- secure computation (syft_lab/smpc) ---
+# Fixed precision and additive secret sharing over Z_2^64 with a crypto provider:
+# x.fix_precision().share(alice, bob, crypto_provider=carol); sy.hook() adds the methods.
+from . import smpc  # noqa: E402
+from .smpc import AdditiveSharingTensor, FixedPrecisionTensor  # noqa: E402
+__all__ += ["AdditiveSharingTensor", "FixedPrecisionTensor", "smpc"]

@@ -187,7 +187,7 @@ class Engine:
             a, b, bias = args[0], args[1], args[2]
             if bias is not None:
                 raise SyftError("a shared convolution takes its bias separately")
-            extra = tuple(args[3:])
+            extra = (None, *args[3:])
         else:
             a, b = args[0], args[1]
             extra = ()
@@ -210,6 +210,11 @@ class Engine:
         return protocols.public_op(func, x, lambda i, s: ([t.shares[i] for t in items], *args[1:]))
 
     # --- protocols FixedPrecisionTensor calls ---------------------------------------------------
+    def product(self, op, a, b, extra, d: int) -> AST:
+        if op is aten.convolution.default:
+            return self.bilinear(op, (a, b, *extra), {}, div=d)
+        return self.bilinear(op, (a, b), {}, div=d)
+
     def truncate(self, x: AST, d: int) -> AST:
         return protocols.truncate(x, d)
 

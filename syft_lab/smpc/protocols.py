@@ -80,13 +80,12 @@ def _finish_trunc_many(x: AST, dealer: Dealer, item: int, progs, k: int):
     d = dealer.d
     w = _sum_opened(progs, k)
     top = torch.div(w, d, rounding_mode="floor")
-    shares = []
-    for i, wk in enumerate(x.parties):
+    fresh = _programs(x)
+    for i, p in enumerate(fresh):
         rt = dealer.part(item, i)[1]
-        shares.append(wk.send(top - rt if i == 0 else -rt))
-    from .runtime import stats
-    stats["round_trips"] += 1 if any(not p.local for p in progs) else 0
-    return new_shared(x, shares)
+        p.keep(p.op(aten.clone.default, top - rt if i == 0 else -rt))
+    run(fresh)
+    return new_shared(x, [p.kept[0] for p in fresh])
 
 
 def truncate(x: AST, d: int) -> AST:

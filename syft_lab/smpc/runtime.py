@@ -7,17 +7,14 @@ process sends along. ``run(programs)`` executes them:
 - on an in-process worker (VirtualWorker) op by op, straight into its WorkerCore (the op
   allow-list still checks every op);
 - on a remote worker as one graph (``run_graph``, the ``sy.batch`` message: one request, the
-  public values inline as constants), then one ``fetch`` per value to open. Remote programs
-  of one round run at once, one thread per worker (each WebSocketWorker has its own
-  connection), so a round costs about one round trip, not one per party.
+  public values inline as constants), then one ``fetch`` per value to open, all sent without
+  waiting (``WorkerClient._submit``); every request of a round is in flight at once, on
+  every worker, so a round costs about one round trip, not one per party or per message.
 
 Values a program ``keep``s stay on its worker as pointers (the next round's inputs); values it
 ``open``s come back here (masked values only: a protocol never opens a share).
 """
 from __future__ import annotations
-
-import concurrent.futures
-import threading
 
 import torch
 
@@ -27,25 +24,16 @@ from ..plans.graph import Node, PlanGraph, Value
 from ..tensors.pointer import PointerTensor, wrap_result
 from ..workers.virtual import VirtualWorker
 
-_pool = None
-_pool_lock = threading.Lock()
 _meta_cache: dict = {}
 
-# Round trips made by this process for protocols (messages to workers), for the benchmarks.
-stats = {"round_trips": 0, "rounds": 0}
+# What protocols cost, for the benchmarks: rounds (one round trip each: every message of a
+# round is in flight at once) and messages (requests to remote workers).
+stats = {"messages": 0, "rounds": 0}
 
 
 def reset_stats() -> None:
-    stats["round_trips"] = 0
+    stats["messages"] = 0
     stats["rounds"] = 0
-
-
-def _executor():
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="syft-smpc")
-        return _pool
 
 
 class Val:
@@ -62,6 +50,8 @@ class Val:
 
 
 def _sig(a):
+    if isinstance(a, Val):
+        return ("t", tuple(a.meta.shape), a.meta.dtype)
     if isinstance(a, torch.Tensor):
         return ("t", tuple(a.shape), a.dtype)
     if isinstance(a, (list, tuple)):
@@ -121,7 +111,6 @@ class Program:
         wire_args = [p[0] for p in pairs]
         wire_kw = {k: p[0] for k, p in kw_pairs.items()}
         if self.local:
-            stats["round_trips"] += 0  # in process: no message
             out = self.worker._run(func, wire_args, wire_kw or None)
             return Val(self, None, None, wrap_result(PointerTensor, out, self.worker))
         key = (func, tuple(_sig(a) for a in args), tuple((k, _sig(v)) for k, v in kwargs.items()))
@@ -147,51 +136,61 @@ class Program:
         return len(self._open) - 1
 
     # --- running ------------------------------------------------------------------------------
-    def _execute(self):
-        if self.local:
-            self.kept = [v if isinstance(v, PointerTensor) else v.ptr for v in self._keep]
-            self.opened = []
-            for v in self._open:
-                ref = v.ptr._ref
-                self.opened.append(self.worker._fetch(ref.id))
-                ref.released = True
-            return
+    def _execute_local(self):
+        self.kept = [v if isinstance(v, PointerTensor) else v.ptr for v in self._keep]
+        self.opened = []
+        for v in self._open:
+            ref = v.ptr._ref
+            self.opened.append(self.worker._fetch(ref.id))
+            ref.released = True
+
+    def _submit(self) -> list:
+        """Send this program (one run_graph) and the fetches of its opened values without
+        waiting; returns the requests in flight."""
         kept_vals = [v for v in self._keep if isinstance(v, Val)]
         outs = kept_vals + self._open
         if not outs:
-            self.kept = list(self._keep)
-            return
+            return []
         graph = PlanGraph("smpc", self.inputs, self.constants, self.nodes,
                           [Value("node", v.index) for v in outs], False)
-        ids = [new_id() for _ in outs]
-        results = self.worker._run_graph(graph, self.input_ids, ids)
-        stats["round_trips"] += 1
-        k = len(kept_vals)
-        made = iter(wrap_result(PointerTensor, r, self.worker) for r in results[:k])
+        self._ids = [new_id() for _ in outs]
+        w = self.worker
+        pending = [w._submit({"c": "run_graph", "g": graph.to_json(), "i": list(self.input_ids), "o": self._ids})]
+        for obj_id in self._ids[len(kept_vals):]:
+            pending.append(w._submit({"c": "fetch", "id": obj_id, "keep": False}, label="get"))
+        stats["messages"] += len(pending)
+        return pending
+
+    def _collect(self, results) -> None:
+        if not results:
+            self.kept = list(self._keep)
+            self.opened = []
+            return
+        made = iter(wrap_result(PointerTensor, r, self.worker) for r in results[0][:len(results[0]) - len(self._open)])
         self.kept = [next(made) if isinstance(v, Val) else v for v in self._keep]
-        self.opened = []
-        for r in results[k:]:
-            self.opened.append(self.worker._fetch(r.id))
-            stats["round_trips"] += 1
+        self.opened = list(results[1:])
 
 
 def run(programs) -> None:
-    """Execute one round: every program, remote ones at once (one thread per worker)."""
+    """Execute one round: every program; remote ones all at once (every request of the round is
+    in flight before the first reply is read, so the round costs about one round trip)."""
     programs = [p for p in programs if p is not None]
-    stats["rounds"] += 1
-    remote = [p for p in programs if not p.local and (p._keep or p._open)]
     for p in programs:
         if p.local:
-            p._execute()
-    if len(remote) == 1:
-        remote[0]._execute()
-    elif remote:
-        futures = [_executor().submit(p._execute) for p in remote]
-        errors = []
-        for f in futures:
+            p._execute_local()
+    remote = [p for p in programs if not p.local]
+    sent = [(p, p._submit()) for p in remote]
+    if any(pending for _, pending in sent):
+        stats["rounds"] += 1
+    errors = []
+    for p, pending in sent:
+        results = []
+        for q in pending:
             try:
-                f.result()
-            except BaseException as e:  # every program finishes (or fails) before we go on
+                results.append(q.result())
+            except Exception as e:  # every reply is read before we go on
                 errors.append(e)
-        if errors:
-            raise errors[0]
+        if not errors:
+            p._collect(results)
+    if errors:
+        raise errors[0]

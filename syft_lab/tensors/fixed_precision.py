@@ -87,6 +87,14 @@ def _is_shared(child) -> bool:
     return isinstance(child, AdditiveSharingTensor)
 
 
+def product(op, a, b, d: int, extra=()):
+    """op(a, b, *extra) / d for a bilinear op (mul, mm, conv): on shared operands the division
+    travels in the product's own last message."""
+    if _is_shared(a) or _is_shared(b):
+        return engine().product(op, a, b, extra, d)
+    return truncate(op(a, b, *extra), d)
+
+
 @register_layer
 class FixedPrecisionTensor(ChainLayer):
     kind = "fixed_precision"
@@ -245,7 +253,7 @@ def _mul_public_number(t: FPT, s: float):
     if k != 0 and abs(inv - k) <= 1e-9 * abs(inv):
         out = truncate(child, abs(k))
         return out if k > 0 else -out
-    return truncate(child * int(round(s * t.scale)), t.scale)
+    return product(aten.mul.Tensor, child, int(round(s * t.scale)), t.scale)
 
 
 def _mul(func, args, kwargs):
@@ -254,13 +262,13 @@ def _mul(func, args, kwargs):
     if not isinstance(a, FPT):
         a, b = b, a
     if isinstance(b, FPT):
-        return _wrap(t, truncate(a.child * b.child, t.scale))
+        return _wrap(t, product(aten.mul.Tensor, a.child, b.child, t.scale))
     s = _scalar(b)
     if s is not None:
         return _wrap(t, _mul_public_number(a, s))
     if isinstance(b, torch.Tensor) and not b.is_floating_point():
         return _wrap(t, a.child * b.to(INT64))
-    return _wrap(t, truncate(a.child * encode(b, t.scale), t.scale))
+    return _wrap(t, product(aten.mul.Tensor, a.child, encode(b, t.scale), t.scale))
 
 
 def _div(func, args, kwargs):
@@ -284,7 +292,7 @@ def _div(func, args, kwargs):
         if float(s).is_integer():
             return _wrap(t, -truncate(a.child, int(-s)))
         return _wrap(t, _mul_public_number(a, 1.0 / s))
-    return _wrap(t, truncate(a.child * encode(1.0 / b.double(), t.scale), t.scale))
+    return _wrap(t, product(aten.mul.Tensor, a.child, encode(1.0 / b.double(), t.scale), t.scale))
 
 
 def _addsub(func, args, kwargs):
@@ -311,7 +319,7 @@ def _bilinear(op):
     def handler(func, args, kwargs):
         t = _like(args)
         a, b = _enc(args[0], t.scale), _enc(args[1], t.scale)
-        return _wrap(t, truncate(op(a, b), t.scale))
+        return _wrap(t, product(op, a, b, t.scale))
 
     return handler
 
@@ -320,7 +328,7 @@ def _addmm(func, args, kwargs):
     bias, m1, m2 = args[:3]
     t = _like(args)
     beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
-    prod = _wrap(t, truncate(aten.mm.default(_enc(m1, t.scale), _enc(m2, t.scale)), t.scale))
+    prod = _wrap(t, product(aten.mm.default, _enc(m1, t.scale), _enc(m2, t.scale), t.scale))
     if alpha != 1:
         prod = _mul(None, (prod, alpha), {})
     if beta == 0:
@@ -335,9 +343,8 @@ def _convolution(func, args, kwargs):
     t = _like(args)
     if transposed:
         raise SyftError("transposed convolutions are not supported on fixed precision tensors")
-    out = aten.convolution.default(_enc(x, t.scale), _enc(w, t.scale), None, stride, padding, dilation, False,
-                                   output_padding, groups)
-    out = truncate(out, t.scale)
+    out = product(aten.convolution.default, _enc(x, t.scale), _enc(w, t.scale), t.scale,
+                  (None, stride, padding, dilation, False, output_padding, groups))
     if bias is not None:
         b = _enc(bias, t.scale)
         out = _add(out, aten.view.default(b, [1, -1] + [1] * (out.dim() - 2)))
@@ -368,7 +375,9 @@ def _structural(func, args, kwargs):
     """Views, reshapes, selections: the same op on the child (a view becomes a reshape: the child
     of a transposed tensor may not be contiguous where the wrapper is)."""
     t = args[0]
-    if func in (aten.view.default, aten._unsafe_view.default):
+    if func in (aten.view.default, aten._unsafe_view.default, aten.reshape.default):
+        if list(args[1]) == list(t.shape):  # view_as(itself) (autograd, swap_tensors): no work on the child
+            return _wrap(t, t.child)
         func = aten.reshape.default
     return _wrap(t, func(t.child, *args[1:], **kwargs))
 

@@ -1,0 +1,145 @@
+"""``.fix_precision()``, ``.share()``, ... on tensors and ``nn.Module``s, added by ``sy.hook()``.
+
+Registered in syft_lab/hook.py's method tables when this module is imported, so ``sy.hook()``
+adds them with ``send`` and ``tag`` and ``sy.unhook()`` removes them again (if syft_lab was
+hooked already, they are added at once). Methods of the layers themselves (``float_precision``,
+``get``, ``share`` and ``refresh`` of a FixedPrecisionTensor) need no hook.
+
+A module's parameters are replaced in place (``torch.utils.swap_tensors``), so an optimizer
+built before keeps working on them, as with ``model.send(bob)``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..hook import _MODULE_METHODS, _TENSOR_METHODS, _added, is_hooked
+from ..errors import SyftError
+from ..tensors.additive_sharing import AdditiveSharingTensor
+from ..tensors.base import ChainLayer
+from ..tensors.fixed_precision import (DEFAULT_BASE, DEFAULT_PRECISION, FixedPrecisionTensor, check_precision,
+                                       encode)
+from .engine import ENGINE
+
+
+def fix_precision(t, base: int = DEFAULT_BASE, precision: int = DEFAULT_PRECISION) -> FixedPrecisionTensor:
+    """``x.fix_precision()``: x encoded as round(x * base**precision) in an int64 child."""
+    if isinstance(t, ChainLayer):
+        raise SyftError(f"fix_precision encodes a plain tensor, got a {type(t).__name__}")
+    scale = check_precision(base, precision)
+    return FixedPrecisionTensor(encode(t, scale), base, precision,
+                                requires_grad=bool(t.requires_grad and t.is_floating_point()))
+
+
+def share(t, *workers, crypto_provider=None) -> AdditiveSharingTensor:
+    """``x.share(alice, bob, crypto_provider=carol)`` of a plain int64 tensor (reals: fix_precision first)."""
+    if isinstance(t, ChainLayer):
+        raise SyftError(f"share() splits a plain int64 tensor or a FixedPrecisionTensor, got {type(t).__name__}")
+    if t.dtype != torch.int64:
+        raise SyftError(f"share() splits int64 tensors; call .fix_precision() first to share {t.dtype} values")
+    return ENGINE.share(t, workers, crypto_provider)
+
+
+# --- modules ------------------------------------------------------------------------------------
+
+def _tensors(module: nn.Module):
+    seen = set()
+    for m in module.modules():
+        for store in (m._parameters, m._buffers):
+            for t in store.values():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    yield t
+
+
+def _replace(old, new, what: str) -> None:
+    old.grad = None
+    try:
+        torch.utils.swap_tensors(old, new)
+    except RuntimeError as e:
+        raise SyftError(f"cannot {what} this module in place: a result that used its parameters still holds them "
+                        f"in its autograd graph. Call backward() on it or del it, then {what} again. ({e})") from None
+
+
+def module_fix_precision(module, base: int = DEFAULT_BASE, precision: int = DEFAULT_PRECISION):
+    """Every parameter and buffer becomes a FixedPrecisionTensor (in place); returns the module."""
+    check_precision(base, precision)
+    tensors = list(_tensors(module))
+    if any(isinstance(t, ChainLayer) for t in tensors):
+        raise SyftError("this module's parameters are not plain tensors (sent, shared or fixed already)")
+    for t in tensors:
+        with torch.no_grad():
+            new = fix_precision(t.detach(), base, precision)
+        if t.requires_grad:
+            new.requires_grad_(True)
+        _replace(t, new, "fix_precision")
+    return module
+
+
+def module_share(module, *workers, crypto_provider=None):
+    """Every fixed precision parameter is secret-shared among ``workers`` (in place)."""
+    tensors = list(_tensors(module))
+    if not tensors or not all(isinstance(t, FixedPrecisionTensor) for t in tensors):
+        raise SyftError("share() a module after .fix_precision(): its parameters must be FixedPrecisionTensors")
+    if any(t.shared for t in tensors):
+        raise SyftError("this module is shared already")
+    for t in tensors:
+        rg = t.requires_grad
+        new = FixedPrecisionTensor(ENGINE.share(t.child, workers, crypto_provider), t.base, t.precision,
+                                   requires_grad=rg)
+        _replace(t, new, "share")
+    return module
+
+
+def _module_get_shared(module):
+    for t in list(_tensors(module)):
+        if isinstance(t, FixedPrecisionTensor) and t.shared:
+            rg = t.requires_grad
+            _replace(t, FixedPrecisionTensor(t.child.get(), t.base, t.precision, requires_grad=rg), "get")
+
+
+def module_float_precision(module):
+    """Every fixed precision parameter becomes a float Parameter again (shared ones are
+    reconstructed first); returns the module."""
+    _module_get_shared(module)
+    for t in list(_tensors(module)):
+        if isinstance(t, FixedPrecisionTensor):
+            rg = t.requires_grad
+            value = t.float_precision()
+            _replace(t, nn.Parameter(value, requires_grad=rg) if rg else value, "float_precision")
+    return module
+
+
+_plain_module_get = _MODULE_METHODS["get"]
+
+
+def module_get(module):
+    """``model.get()``: shared parameters are reconstructed here (still fixed precision, as in
+    PySyft), pointer parameters fetched from their worker."""
+    _module_get_shared(module)
+    return _plain_module_get(module)
+
+
+module_get.__doc__ = (module_get.__doc__ or "") + "\n\n" + (_plain_module_get.__doc__ or "")
+
+TENSOR_METHODS = {"fix_precision": fix_precision, "fix_prec": fix_precision, "share": share}
+MODULE_METHODS = {"fix_precision": module_fix_precision, "fix_prec": module_fix_precision,
+                  "share": module_share, "float_precision": module_float_precision}
+
+
+def _register() -> None:
+    """Into hook.py's tables: sy.hook() adds these and sy.unhook() removes them."""
+    _TENSOR_METHODS.update(TENSOR_METHODS)
+    _MODULE_METHODS.update(MODULE_METHODS)
+    _MODULE_METHODS["get"] = module_get
+    if is_hooked():  # hooked before this module was imported: add them now
+        for cls, methods in ((torch.Tensor, TENSOR_METHODS), (nn.Module, MODULE_METHODS)):
+            for name, fn in methods.items():
+                if name not in cls.__dict__:
+                    setattr(cls, name, fn)
+                    _added.append((cls, name))
+        if nn.Module.__dict__.get("get") is _plain_module_get:
+            nn.Module.get = module_get
+
+
+_register()
