@@ -131,6 +131,31 @@ def stored_copy(obj):
     return new
 
 
+class LayerSpec:
+    """A decoded layer whose chain reaches a pointer (a child is a PointerSpec or a LayerSpec):
+    kept as data, never made live, so a receiver can refuse it with its own rule (a worker
+    process stores no pointer) and keep the connection."""
+
+    __slots__ = ("kind", "fields", "children", "tags", "description")
+
+    def __init__(self, kind: str, fields: dict, children: list, tags=None, description=None):
+        self.kind, self.fields, self.children = kind, fields, children
+        self.tags, self.description = tags, description
+
+    def pointer_specs(self) -> list:
+        """The PointerSpecs this chain reaches, head first."""
+        found = []
+        for c in self.children:
+            if isinstance(c, LayerSpec):
+                found.extend(c.pointer_specs())
+            elif not isinstance(c, _Tensor):
+                found.append(c)
+        return found
+
+    def __repr__(self):
+        return f"LayerSpec({self.kind!r}, {self.children!r})"
+
+
 # --- checks a from_wire uses on decoded fields (errors become the wire format's WireError) ----
 
 MAX_TEXT = 4096  # characters of one string field (an op name, a note)

@@ -17,9 +17,9 @@ loaded with torch.load. See docs/wire-format.md.
 
 Chain layers travel generically: each registered layer type (syft_lab/tensors/registry.py)
 has its own ext code, whose payload is ``[fields, children, tags, description]``; the decoder
-checks ``fields`` against the layer's ``wire_schema``, requires its children to be tensors, and
-lets the layer's ``from_wire`` check the values. A pointer decodes to a ``PointerSpec``, data
-that never becomes a live pointer.
+checks ``fields`` against the layer's ``wire_schema`` and lets the layer's ``from_wire`` check
+the values. A pointer decodes to a ``PointerSpec`` and a layer over one to a ``LayerSpec``:
+data that never becomes a live pointer (a receiver refuses it with its own rule).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from ..dtypes import DTYPES, dtype_name
 from ..errors import SyftError
 from ..tensors.base import ChainLayer
 from ..tensors.pointer import PointerSpec
-from ..tensors.registry import LAYER_CODES, MAX_DIM_SIZE, MAX_DIMS, is_registered, layer_for_code
+from ..tensors.registry import LAYER_CODES, MAX_DIM_SIZE, MAX_DIMS, LayerSpec, is_registered, layer_for_code
 from ..tensors.registry import MAX_TEXT  # tags, descriptions, op names, error messages (characters)
 
 # 2: paged summary, sessions in hello, load, plan format 2 in store_plan/fetch
@@ -380,10 +380,14 @@ class _HeaderDecoder:
                                 f"({type(fields[name]).__name__})")
         if type(children) is not list:
             raise WireError(f"a {cls.kind} layer's children are a list")
-        for c in children:
-            if not isinstance(c, torch.Tensor):
-                raise WireError(f"a {cls.kind} layer's children are tensors or layers, got a "
-                                f"{type(c).__name__}: a chain over a pointer never travels")
+        if not all(isinstance(c, torch.Tensor) for c in children):
+            for c in children:
+                if not isinstance(c, (torch.Tensor, PointerSpec, LayerSpec)):
+                    raise WireError(f"a {cls.kind} layer's children are tensors, layers or pointers, got a "
+                                    f"{type(c).__name__}")
+            # a chain over a pointer: data for the receiver's rules, never a live layer
+            return LayerSpec(cls.kind, fields, children, _check_tags(tags),
+                             None if desc is None else _check_text(desc, "a description"))
         try:
             obj = cls.from_wire(fields, children)
         except WireError:

@@ -21,6 +21,7 @@ import torch
 import syft_lab as sy
 from syft_lab.inspection.model import chain
 from syft_lab.tensors import registry
+from syft_lab.tensors.registry import LayerSpec
 from syft_lab.widget import svg
 from syft_lab.wire.format import EXT_TENSOR, WIRE_VERSION, PointerSpec, WireError, decode, encode_bytes
 from syft_lab.workers.websocket import WebSocketWorker
@@ -72,13 +73,19 @@ def test_the_decoder_checks_a_layers_fields_against_its_schema(fields, match):
         decode(_frame({"o": _note_ext(fields)}))
 
 
-def test_a_layer_over_a_pointer_never_decodes():
+def test_a_layer_over_a_pointer_decodes_to_data_never_to_a_live_layer():
     pointer_ext = msgpack.ExtType(11, msgpack.packb(
         [{"worker": "bob", "address": None, "id": 5, "shape": [1], "dtype": msgpack.ExtType(4, b"float32")},
          [], None, None]))
     assert isinstance(decode(_frame({"o": pointer_ext}, buffers=()))["o"], PointerSpec)  # alone: a spec
-    with pytest.raises(WireError, match="a chain over a pointer never travels"):
-        decode(_frame({"o": _note_ext({"note": "a", "notes": []}, [pointer_ext])}, buffers=()))
+    note = _note_ext({"note": "a", "notes": []}, [pointer_ext])
+    out = decode(_frame({"o": msgpack.ExtType(10, msgpack.packb([{"records": []}, [note], ["#t"], None]))},
+                        buffers=()))["o"]
+    assert isinstance(out, LayerSpec) and out.kind == "logging" and out.tags == {"#t"}
+    assert isinstance(out.children[0], LayerSpec) and out.children[0].kind == "note"
+    assert [(s.worker_id, s.id_at_location) for s in out.pointer_specs()] == [("bob", 5)]
+    with pytest.raises(WireError, match="children are tensors, layers or pointers, got a int"):
+        decode(_frame({"o": _note_ext({"note": "a", "notes": []}, [3])}, buffers=()))
 
 
 # --- a real websocket worker process that imports the note layer ------------------------------
