@@ -16,21 +16,12 @@ from .workers import BaseWorker, LocalWorker, VirtualWorker
 from .workers.registry import all_workers, get_worker
 from .workers.websocket import WebSocketWorker
 
+# sy.start_worker(id): a websocket worker process on this machine, connected (workers/local_process.py);
+# %load_ext syft_lab: the %syft magic and sy.hook() (magics.py).
+from .workers.local_process import start_worker  # noqa: E402
+from .magics import load_ipython_extension  # noqa: E402
+
 local_worker = LocalWorker("me")
-
-
-def start_worker(worker_id: str, port: int = 0, host: str = "127.0.0.1", threads: int = 1):
-    """Start a websocket worker process on this machine and connect to it (see workers/local_process.py)."""
-    from .workers.local_process import start_worker as start
-
-    return start(worker_id, port, host, threads)
-
-
-def load_ipython_extension(ip):
-    """``%load_ext syft_lab``: the %syft magic (and sy.hook())."""
-    from .magics import load_ipython_extension as load
-
-    load(ip)
 
 __all__ = ["Plan", "PlanPointer", "batch", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
            "PointerTensor", "RemoteError", "SyftError", "VirtualWorker", "World",
