@@ -707,25 +707,36 @@ export function createWorldView(ctx) {
    * search narrows it to the workers it matches (by name, node, state) or that hold matches. */
   function renderOverview(list) {
     overview.hidden = !list.length;
-    if (!list.length) { ovBody.replaceChildren(); return; }
+    if (!list.length) { ovBody.replaceChildren(); ovBody.__html = ""; return; }
     ovAll.textContent = showAll ? "overview" : "all lanes";
     ovAll.title = showAll ? "fold the lanes into this overview" : `show all ${list.length} lanes`;
     groupSel.hidden = showAll;
     if (showAll) {
       ovTitle.textContent = `${list.length} workers, every lane shown`;
       ovBody.replaceChildren();
+      ovBody.__html = "";
       return;
     }
     const by = [...groupSel.options].find((o) => o.selected)?.value || groupSel.value || "kind";
     const objQuery = query.words.length || query.tags.length || query.kinds.length;
     const groups = new Map();
     let shownN = 0;
+    // a search for a variable finds the worker holding what it points to, too
+    const pointed = new Map(); // worker -> ids of objects that matching pointers point to
+    if (objQuery) {
+      for (const o of laneById.get("me")?.objects || []) {
+        if (o.kind !== "pointer" || o.state === "gone" || !matches(query, "me", o)) continue;
+        if (!pointed.has(o.location)) pointed.set(o.location, new Set());
+        pointed.get(o.location).add(o.id_at_location);
+      }
+    }
     for (const lane of list) {
       const objs = lane.objects || [];
       let n = objs.length;
       if (objQuery) {
         n = 0;
-        for (const o of objs) if (matches(query, lane.id, o)) n++;
+        const via = pointed.get(lane.id);
+        for (const o of objs) if (matches(query, lane.id, o) || via?.has(o.id)) n++;
         const meta = [lane.id, lane.kind, nodeOf(lane), lane.state].filter(Boolean).join(" ").toLowerCase();
         const metaHit = !query.tags.length && !query.kinds.length && query.words.every((w) => meta.includes(w));
         if (!n && !metaHit) continue;

@@ -236,11 +236,48 @@ def test_pointers_in_containers_are_named_and_double_clicks_send_once(open_noteb
     # a double click on Get: one request, one success, no error after it
     me.locator(".syft-obj[data-names='x_ptr'] [data-action=get]").dblclick()
     expect(status).to_have_text("x = x_ptr.get()")
-    # the fetched pointer's row shows it gone before it goes
-    expect(me.locator(".syft-ghost", has_text="x_ptr")).to_contain_text("gone: its object was fetched")
+    # the fetched pointer is still named by x_ptr: its row stays, gone, saying where its object went
+    gone = me.locator(".syft-obj[data-names='x_ptr']")
+    expect(gone).to_have_class(re.compile("syft-obj-gone"))
+    expect(gone.locator(".syft-badge-gone")).to_have_text("gone: fetched")
+    expect(gone.locator("[data-action]")).to_have_count(0)
     assert nb.kernel_eval("1") == "1"  # the kernel answered every message sent before this one
     expect(status).to_have_text("x = x_ptr.get()")
     assert nb.kernel_eval("x.tolist(), len(carol.objects)") == "([1.0, 1.0, 1.0, 1.0], 0)"
+
+
+GONE_CELLS = [SETUP + "\nx_ptr = torch.ones(2).send(bob)\ny_ptr = torch.ones(3).send(bob)", "sy.inspect()",
+              "x = x_ptr.get()", "on_alice = y_ptr.move(alice)", "z = torch.zeros(1)", "del x_ptr"]
+
+
+def test_a_fetched_or_moved_pointer_a_name_holds_stays_as_a_gone_row(open_notebook, artifacts):
+    nb = open_notebook("gone.ipynb", GONE_CELLS, run=False)
+    for i in range(3):
+        run_cell(nb, i)
+    world = world_of(nb, 1)
+    me = lane(world, "me")
+    x_row = me.locator(".syft-obj[data-names='x_ptr']")
+    expect(x_row).to_have_class(re.compile("syft-obj-gone"))
+    expect(x_row.locator(".syft-badge-gone")).to_have_text("gone: fetched")
+    expect(x_row.locator("[data-action]")).to_have_count(0)
+    run_cell(nb, 3)
+    y_row = me.locator(".syft-obj[data-names='y_ptr']")
+    expect(y_row.locator(".syft-badge-gone")).to_have_text("gone: moved to alice")
+    expect(y_row.locator("[data-action]")).to_have_count(0)
+    # a gone pointer has no arrow: the new pointer on_alice has the only one
+    expect(world.locator("path.syft-arrow")).to_have_count(1)
+    expect(world.locator(f"path.syft-arrow[data-from^='me:']")).to_have_count(1)
+    # they stay while their names are bound, whatever else runs (no ghost that fades away)
+    run_cell(nb, 4)
+    expect(x_row).to_have_count(1)
+    expect(y_row).to_have_count(1)
+    expect(me.locator(".syft-ghost")).to_have_count(0)
+    world.screenshot(path=str(artifacts / "world-gone-rows.png"))
+    # once nothing names it, it leaves as a brief ghost, as anything else that leaves
+    run_cell(nb, 5)
+    expect(x_row).to_have_count(0)
+    expect(me.locator(".syft-ghost", has_text="x_ptr")).to_have_count(1)
+    expect(y_row).to_have_count(1)
 
 
 HISTORY_CELLS = [SETUP + "\nx = torch.tensor([1., 2., 3.])", "sy.inspect()", "x_ptr = x.send(bob)",
@@ -311,42 +348,77 @@ for i in range(600):
     w = workers[i % 50]
     ptrs_name = f"t{i}"
     globals()[ptrs_name] = torch.ones(2).tag(f"#batch{i % 7}").send(w)
-del ptrs_name""", "sy.inspect()"]
+del ptrs_name""", "sy.inspect()", "workers[5].close()\nworkers[6].close()"]
 
 
-def test_a_world_of_50_workers_search_filter_collapse_and_colours(open_notebook, artifacts):
-    nb = open_notebook("big.ipynb", BIG_CELLS)
+def test_a_world_of_50_workers_folds_into_a_searchable_grouped_overview(open_notebook, artifacts):
+    nb = open_notebook("big.ipynb", BIG_CELLS, run=False)
+    run_cell(nb, 0)
+    run_cell(nb, 1)
     world = world_of(nb, 1)
     page = nb.page
-    expect(world.locator(".syft-lane")).to_have_count(51)
-    # 50 distinct worker colours
-    colours = page.evaluate("""(w) => [...w.querySelectorAll('.syft-lane')].filter((l) => l.dataset.worker !== 'me')
-        .map((l) => getComputedStyle(l).borderTopColor)""", world.element_handle())
+    overview = world.locator(".syft-overview")
+    chips = overview.locator(".syft-ov-worker")
+    # 50 lanes do not fit a page: one chip per worker, grouped (by kind: all virtual), and only
+    # the notebook's own lane open
+    expect(chips).to_have_count(50)
+    expect(overview.locator(".syft-ov-title")).to_contain_text("50 workers")
+    expect(world.locator(".syft-lane")).to_have_count(1)
+    expect(overview.locator(".syft-ov-group")).to_have_count(1)
+    # 50 distinct worker colours, on the chips as on the lanes
+    colours = page.evaluate("""(o) => [...o.querySelectorAll('.syft-ov-worker')]
+        .map((c) => getComputedStyle(c).borderLeftColor)""", overview.element_handle())
     assert len(set(colours)) == 50
-    # the lanes wrap to the width: none sticks out to the right
     assert page.evaluate("(s) => s.scrollWidth <= s.clientWidth + 1", world.locator(".syft-world-scroll").element_handle())
     # "me" groups its 600 pointers by target worker
     me = lane(world, "me")
     expect(me.locator(".syft-group").first).to_contain_text("pointers to w00")
-    # search by name and tag, filter by kind and worker
+    # a chip opens its worker's lane (on demand), its × closes it again
+    overview.locator(".syft-ov-worker[data-worker='w00']").click()
+    w00 = lane(world, "w00")
+    expect(w00.locator(".syft-obj")).to_have_count(12)
+    expect(overview.locator(".syft-ov-worker[data-worker='w00']")).to_have_attribute("aria-pressed", "true")
+    # and its lane collapses and expands as any lane
+    w00.locator(".syft-lane-toggle").click()
+    expect(w00.locator(".syft-lane-body")).to_be_hidden()
+    w00.locator(".syft-lane-toggle").click()
+    expect(w00.locator(".syft-obj")).to_have_count(12)
+    # hovering a pointer to it lights its target in the open lane
+    me.locator(".syft-obj[data-names='t0']").hover()
+    expect(w00.locator(".syft-obj.syft-lit")).to_have_count(1)
+    world.screenshot(path=str(artifacts / "world-50-workers.png"))
+    w00.locator(".syft-lane-close").click()
+    expect(world.locator(".syft-lane")).to_have_count(1)
+    # a pointer's worker chip opens the lane it points to
+    me.locator(".syft-obj[data-names='t1'] .syft-where").click()
+    expect(lane(world, "w01").locator(".syft-obj")).to_have_count(12)
+    # search: the overview keeps the workers that hold a match (or what a matching name points to)
     search = world.locator(".syft-search")
     search.fill("t599")
-    expect(lane(world, "me").locator(".syft-lane-count")).to_have_text("1 of 600 objects")
+    expect(me.locator(".syft-lane-count")).to_have_text("1 of 600 objects")
+    expect(chips).to_have_count(1)
+    expect(chips.first).to_have_attribute("data-worker", "w49")
+    expect(chips.first).to_contain_text("1 of 12")
+    search.fill("#batch3")
+    expect(chips).to_have_count(50)
+    expect(overview.locator(".syft-ov-worker[data-worker='w03']")).to_contain_text("2 of 12")
+    # a search that leaves 12 workers or fewer shows their lanes directly
     search.fill("#batch3 worker:w03")
+    expect(overview).to_be_hidden()
     expect(world.locator(".syft-lane")).to_have_count(1)
     expect(lane(world, "w03").locator(".syft-lane-count")).to_have_text("2 of 12 objects")
     search.fill("")
-    world.locator(".syft-filter-kind").select_option("pointer")
-    expect(lane(world, "w01").locator(".syft-lane-count")).to_have_text("0 of 12 objects")
-    world.locator(".syft-filter-kind").select_option("")
     world.locator(".syft-filter-worker").select_option("w07")
     expect(world.locator(".syft-lane")).to_have_count(1)
     world.locator(".syft-filter-worker").select_option("")
-    # collapsible lanes
-    w02 = lane(world, "w02")
-    w02.locator(".syft-lane-toggle").click()
-    expect(w02.locator(".syft-lane-body")).to_be_hidden()
-    expect(w02.locator(".syft-lane-toggle")).to_have_count(1)
-    w02.locator(".syft-lane-toggle").click()
-    expect(w02.locator(".syft-obj")).to_have_count(12)
-    world.screenshot(path=str(artifacts / "world-50-workers.png"))
+    expect(chips).to_have_count(50)
+    # grouped by state: the two closed workers stand apart (gone, greyed)
+    run_cell(nb, 2)
+    overview.locator(".syft-ov-group-by").select_option("state")
+    expect(overview.locator(".syft-ov-group[data-group='gone'] .syft-ov-worker")).to_have_count(2)
+    expect(overview.locator(".syft-ov-group[data-group='gone'] .syft-ov-down")).to_have_count(2)
+    expect(overview.locator(".syft-ov-group[data-group='in-process'] .syft-ov-worker")).to_have_count(48)
+    overview.screenshot(path=str(artifacts / "world-50-workers-overview.png"))
+    # every lane, if one asks for it
+    overview.locator(".syft-ov-all").click()
+    expect(world.locator(".syft-lane")).to_have_count(51)

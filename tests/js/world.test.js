@@ -312,3 +312,14 @@ test("the shares of one secret light up together across lanes, with the secret; 
   wv.destroy();
   wv.frame.remove();
 });
+
+test("the overview comes back whole after a filter hid it", () => {
+  const wv = view();
+  wv.update(manyWorkers(20));
+  wv.filter("", "", "w03");
+  assert.equal(wv.overviewShown, false);
+  wv.filter("");
+  assert.equal(wv.frame.querySelectorAll(".syft-overview .syft-ov-worker").length, 20);
+  wv.destroy();
+  wv.frame.remove();
+});
