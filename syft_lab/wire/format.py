@@ -115,8 +115,6 @@ class _Encoder:
             return msgpack.ExtType(EXT_TENSOR, self.pack(self._tensor(obj)))
         if tp is tuple or tp is torch.Size:
             return msgpack.ExtType(EXT_TUPLE, self.pack(list(obj)))
-        if tp is list:  # a list subclass (an OpLog): as a list
-            return list(obj)
         if tp is torch.dtype:
             return msgpack.ExtType(EXT_DTYPE, _dtype_to_name(obj).encode())
         if tp is torch.device:
