@@ -21,7 +21,6 @@ validated header.
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 
 import numpy as np
@@ -30,7 +29,7 @@ import torch
 from ..errors import SyftError
 from ..wire.format import CHUNK_SIZE, Decoder, WireError, encode
 from ..workers.limits import Limits
-from ..workers.server import Session, WorkerService, error_reply
+from ..workers.service import Session, WorkerService, error_reply
 
 NO_CHUNK = 2**62  # encode's chunk size for "never stream": one frame
 
@@ -76,11 +75,17 @@ def node_info() -> dict:
             "node_id": ctx.get_node_id(), "pid": os.getpid()}
 
 
+RESTARTED = "restarted"  # what a call gets back from an actor Ray restarted since the client's hello
+
+
 class WorkerHost:
     """A Ray actor running ``WorkerService`` s, one per worker id (see the module docstring).
 
     Ray runs an actor's methods one at a time, so each service is used from one thread, as the
-    websocket server's command thread does."""
+    websocket server's command thread does. Every call names the service's ``instance`` the
+    client said hello to: after Ray restarted the actor (a new process, empty services with new
+    instances), a call made for the old one is refused with ``RESTARTED`` before it runs, so
+    the client reconnects, learns that the worker came back empty and says so."""
 
     def __init__(self, worker_ids: list, max_bytes: int | None = None, max_objects: int | None = None,
                  threads: int = 1):
@@ -94,86 +99,91 @@ class WorkerHost:
         kwargs = {k: v for k, v in (("max_bytes", max_bytes), ("max_objects", max_objects)) if v is not None}
         limits = Limits(**kwargs)
         self.services = {w: WorkerService(w, limits) for w in worker_ids}
-        # a new value on every start of this process: a client that sees another one knows that
-        # Ray restarted the actor and that everything the services held is gone
-        self.instance = secrets.token_hex(8)
         self.sessions: dict = {}  # (worker id, session id) -> Session
-        self.info = {**node_info(), "instance": self.instance, "workers": list(worker_ids)}
-        self._last = None  # the last reply until Ray has serialised it (see call)
+        self.info = {**node_info(), "workers": {w: s.instance for w, s in self.services.items()}}
+        self._last = None  # the last reply's Encoded, until Ray has copied it (see _reply)
 
     def hello(self) -> bytes:
+        """Where this actor runs and which workers it hosts (a wire message)."""
         return bytes(encode({"r": 0, "ok": self.info}, chunk_size=NO_CHUNK).frames[0])
 
-    def _session(self, worker_id: str, session_id: str) -> Session:
+    def _session(self, worker_id: str, session_id) -> Session:
+        if type(session_id) is not str or not 16 <= len(session_id) <= 64:
+            raise SyftError("a session id is a string of 16 to 64 characters")
         s = self.sessions.get((worker_id, session_id))
-        if s is None:
+        if s is None or s.ended:
             s = self.sessions[(worker_id, session_id)] = Session(session_id, named=True)
         return s
 
-    def _service(self, worker_id):
+    def _service(self, worker_id, instance):
         service = self.services.get(worker_id) if type(worker_id) is str else None
         if service is None:
             raise SyftError(f"this Ray actor hosts {', '.join(self.services)}, not {str(worker_id)[:64]!r}")
+        if instance is not None and instance != service.instance:
+            return None
         return service
 
-    def call(self, worker_id: str, instance: str, session_id: str, message):
-        """One command: a packed message in, a packed reply out."""
+    def call(self, worker_id: str, instance, session_id: str, message):
+        """One command: a packed message in, a packed reply out (``RESTARTED`` if ``instance``,
+        the service instance of the client's hello, is not this process's; None for a hello)."""
         self._last = None
-        if instance != self.instance:  # Ray restarted this actor since the client last called
-            return bytes(encode({"r": 0, "restarted": self.instance}, chunk_size=NO_CHUNK).frames[0])
         rid = 0
         try:
-            service = self._service(worker_id)
+            service = self._service(worker_id, instance)
+            if service is None:
+                return RESTARTED
+            session = self._session(worker_id, session_id)
             msg = unpack(message, service.max_message_size)
             rid = msg.get("r", 0)
-        except Exception as e:  # WireError, a worker id it does not host
+        except Exception as e:  # WireError, a worker id it does not host, a bad session id
             return bytes(encode(error_reply(rid, e)).frames[0])
-        return self._reply(service, msg, self._session(worker_id, session_id))
-
-    def receive(self, worker_id: str, instance: str, session_id: str, message, source_reply):
-        """Store what another worker sent: ``source_reply`` is its reply to a fetch, which Ray
-        resolved from its object store (it never went through the client). ``message`` is a
-        ``store`` command whose object is taken from that reply."""
-        self._last = None
-        if instance != self.instance:
-            return bytes(encode({"r": 0, "restarted": self.instance}, chunk_size=NO_CHUNK).frames[0])
-        rid = 0
-        try:
-            service = self._service(worker_id)
-            msg = unpack(message, service.max_message_size)
-            rid = msg.get("r", 0)
-            src = unpack(source_reply, service.max_message_size)
-        except Exception as e:
-            return bytes(encode(error_reply(rid, e)).frames[0])
-        if "ok" not in src:  # the source failed (or restarted): say so, the client names it
-            return bytes(encode({"r": rid, "source": {k: src[k] for k in ("err", "restarted") if k in src}},
-                                chunk_size=NO_CHUNK).frames[0])
-        obj = msg["o"] = src["ok"]
-        return self._reply(service, msg, self._session(worker_id, session_id), stored=obj)
-
-    def _reply(self, service, msg, session, stored=None):
-        reply, then = service.handle(msg, session)
-        if stored is not None and "ok" in reply:  # the client needs what a pointer needs
-            reply["ok"] = [reply["ok"], list(stored.shape), stored.dtype]
-        try:
-            encoded = encode(reply, max_message_size=service.max_message_size)
-        except WireError as e:  # the reply itself cannot travel (too large, odd dtype)
-            if then is not None and then.failed is not None:
-                then.failed()
-            return bytes(encode(error_reply(reply.get("r", 0), e)).frames[0])
+        encoded, then = service.encoded_reply(msg, session)
         if then is not None and then.sent is not None:
-            then.sent()  # the reply holds no memory of the store (a plan's JSON)
+            then.sent()  # a reply that holds no memory of the store (a plan's JSON)
         # A streamed reply's buffers point into tensors: Ray copies them into its object store
         # once this method returns and before the next one runs (an actor runs one at a time),
         # so ``encoded`` (which keeps those tensors alive) must live until then.
         self._last = encoded
         return pack(encoded)
 
+    def receive(self, worker_id: str, instance, session_id: str, message, source_reply):
+        """Store what another worker sent: ``source_reply`` is that worker's reply to a fetch,
+        which Ray resolved from its object store (it never went through the client).
+        ``message`` is a ``store`` command without its object; the reply's result is
+        ``[id, shape, dtype]`` (what the client's pointer needs)."""
+        self._last = None
+        rid = 0
+        try:
+            service = self._service(worker_id, instance)
+            if service is None:
+                return RESTARTED
+            session = self._session(worker_id, session_id)
+            msg = unpack(message, service.max_message_size)
+            rid = msg.get("r", 0)
+            if msg.get("c") != "store" or "o" in msg:
+                raise SyftError("receive takes a store command without its object")
+            if source_reply == RESTARTED:
+                raise MoveSourceError("the source worker was restarted by Ray: it came back empty")
+            src = unpack(source_reply, service.max_message_size)
+            if "ok" not in src:
+                err = src.get("err") if type(src.get("err")) is dict else {}
+                raise MoveSourceError(f"the source worker could not send it: {str(err.get('t'))[:64]}: "
+                                      f"{str(err.get('m'))[:1000]}")
+        except Exception as e:
+            return bytes(encode(error_reply(rid, e)).frames[0])
+        obj = msg["o"] = src["ok"]
+        reply, _ = service.handle(msg, session)
+        if "ok" in reply:
+            reply["ok"] = [reply["ok"], list(obj.shape), obj.dtype]
+        return bytes(encode(reply, chunk_size=NO_CHUNK).frames[0])
+
     def end_session(self, worker_id: str, session_id: str) -> None:
         """The client closed: release every reference its session holds."""
         s = self.sessions.pop((worker_id, session_id), None)
-        if s is not None:
-            self._service(worker_id).end_session(s)
+        service = self.services.get(worker_id)
+        if s is not None and service is not None:
+            service.end_session(s)
 
-    def ping(self) -> str:
-        return self.instance
+
+class MoveSourceError(SyftError):
+    """A move between two Ray workers whose source could not send the object."""

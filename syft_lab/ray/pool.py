@@ -30,6 +30,6 @@ def workers(n: int, prefix: str = "worker", *, start: int = 0, per_actor: int = 
     groups = [ids[i:i + per_actor] for i in range(0, n, per_actor)]
     hosts = start_hosts(groups, num_cpus=num_cpus, memory=memory, resources=resources,
                         max_restarts=max_restarts, max_bytes=max_bytes, max_objects=max_objects,
-                        threads=threads, timeout=timeout, **actor_options)
+                        threads=threads, **actor_options)
     return [RayWorker(worker_id, _host=host, timeout=timeout, max_restarts=max_restarts)
             for group, host in zip(groups, hosts) for worker_id in group]

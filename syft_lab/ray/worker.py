@@ -6,29 +6,32 @@
     p = torch.ones(3).send(bob); (p * 2).get()
     p.move(clients[0])                            # actor to actor through Ray's object store
 
-Each command is one actor call carrying wire-format bytes (``host.py``): the same commands,
-allow-list, quotas and sessions as a websocket worker, and the same client code for them
-(``RayWorker`` reuses ``WebSocketWorker``'s command methods; only the request path differs).
-A move between two Ray workers passes Ray's reference to the source's reply to the target:
-the bytes go from one actor to the other through Ray's object store, never through this process.
+A RayWorker is a ``WorkerClient`` (workers/protocol.py: the same requests, replies, typed errors
+and release queue as every worker) over a ``RayTransport``: each request is one call of the
+actor (``host.py``) carrying wire-format bytes, answered by the same ``WorkerService`` as a
+websocket worker's (allow-list, quotas, sessions). Several requests may be in flight (Ray
+queues them on the actor, in order). A move between two Ray workers passes Ray's reference to
+the source's reply to the target: the bytes go from one actor to the other through Ray's object
+store, never through this process.
 
-States (``state``, no remote call): ``connected`` (the last call was answered), ``unreachable``
-(the last call timed out: nothing hangs longer than ``timeout``), ``restarting`` (the actor died
-and Ray may restart it: ``max_restarts``), ``dead`` (the actor is gone for good), ``closed``.
-Ray restarted the actor: ``restarted`` is True, the worker is empty, the command that found out
-raises WorkerUnavailableError saying so, and old pointers get ObjectNotFoundError with a note.
+States (``state``, no remote call): ``connected``; ``unreachable`` (the last call timed out or
+Ray lost its reply: nothing waits longer than ``timeout``; the next call tries again);
+``restarting`` (the actor died and Ray may restart it, ``max_restarts``); ``dead`` (gone for
+good: every call raises WorkerUnavailableError at once); ``closed``. When Ray restarted the
+actor, the next call says so (WorkerUnavailableError: it came back empty), ``restarted`` turns
+True and old pointers get ObjectNotFoundError with a note.
 """
 from __future__ import annotations
 
 import collections
 import secrets
+import time
 
-from ..errors import SyftError, WorkerUnavailableError
-from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WireError, encode
-from ..workers import registry
-from ..workers.base import BaseWorker
-from ..workers.websocket import WebSocketWorker
-from .host import WorkerHost, pack, unpack
+from ..errors import RemoteError, WorkerUnavailableError
+from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, encode
+from ..workers.base import check_worker_id
+from ..workers.protocol import ConnectionLost, FramedTransport, WorkerClient, error_from_reply
+from .host import RESTARTED, WorkerHost, pack, unpack
 from .runtime import ensure_initialized
 
 DEFAULT_NUM_CPUS = 0.05  # a worker waits most of the time: many share a core
@@ -48,9 +51,12 @@ def host_class(ray):
 
 
 def start_hosts(groups, *, num_cpus=DEFAULT_NUM_CPUS, memory=None, resources=None, max_restarts=0,
-                max_bytes=None, max_objects=None, threads=1, timeout=DEFAULT_TIMEOUT, **actor_options):
-    """Start one actor per group of worker ids; returns ``[(handle, hello), ...]``. The actors
-    start in parallel (Ray places them); raises WorkerUnavailableError if one does not answer."""
+                max_bytes=None, max_objects=None, threads=1, start_timeout=None, **actor_options):
+    """Start one actor per group of worker ids; returns ``[(handle, info), ...]``. The actors
+    start in parallel (Ray places them: each process imports torch, ~2 s of CPU); raises
+    WorkerUnavailableError if one has not answered within ``start_timeout`` (default 60 s plus
+    5 s per actor)."""
+    timeout = start_timeout if start_timeout is not None else 60.0 + 5.0 * len(groups)
     ray = ensure_initialized()
     options = dict(num_cpus=num_cpus, max_restarts=max_restarts, **actor_options)
     if memory is not None:
@@ -59,214 +65,255 @@ def start_hosts(groups, *, num_cpus=DEFAULT_NUM_CPUS, memory=None, resources=Non
         options["resources"] = dict(resources)
     cls = host_class(ray).options(**options)
     handles = [cls.remote(list(ids), max_bytes, max_objects, threads) for ids in groups]
-    refs = [h.hello.remote() for h in handles]
     try:
-        replies = ray.get(refs, timeout=timeout)
+        replies = ray.get([h.hello.remote() for h in handles], timeout=timeout)
     except Exception as e:
         for h in handles:
             ray.kill(h)
         names = ", ".join(i for ids in groups for i in ids)
-        raise WorkerUnavailableError(f"Ray worker(s) {names} did not start: {_why(e)}") from None
+        raise WorkerUnavailableError(f"Ray worker(s) {names} did not start within {timeout} s: {_why(e)}") from None
     return [(h, unpack(r, DEFAULT_MAX_MESSAGE_SIZE)["ok"]) for h, r in zip(handles, replies)]
 
 
-def _gone_for_good(e) -> bool:
-    """Whether Ray says an actor will not come back (an ActorDiedError, not an unavailable one)."""
-    import ray
-
-    return isinstance(e, ray.exceptions.ActorDiedError)
-
-
 def _why(e) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+    lines = [line for line in str(e).strip().splitlines() if line.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
 
 
-class RayWorker(WebSocketWorker):
+class RayTransport(FramedTransport):
+    """Wire-format messages as calls of a ``WorkerHost`` actor (see the module docstring)."""
+
+    def __init__(self, actor, info: dict, *, timeout: float | None, session: str, progress=False,
+                 max_restarts: int = 0):
+        super().__init__(session=session, max_message_size=DEFAULT_MAX_MESSAGE_SIZE, progress=progress)
+        import ray  # the optional dependency (this module is only used once Ray is running)
+
+        self._ray = ray
+        self.actor = actor
+        self.actor_id = actor._actor_id.hex()
+        self.info = info
+        self.timeout = timeout
+        self.max_restarts = max_restarts
+        self.health = None  # None (fine), UNREACHABLE, RESTARTING or DEAD
+        self._replies: collections.deque = collections.deque()  # [ObjectRef, move source or None]
+        self._frames: collections.deque = collections.deque()  # the rest of the reply being read
+
+    @property
+    def address(self) -> str:
+        return f"Ray actor {self.actor_id[:12]} on {self.info.get('node')}"
+
+    @property
+    def state(self) -> str:
+        if self._state == CLOSED:
+            return CLOSED
+        return self.health or super().state
+
+    def unavailable(self, why: str, cls=WorkerUnavailableError) -> WorkerUnavailableError:
+        return cls(f"Ray worker {self.worker_id!r} ({self.address}) is unavailable: {why}")
+
+    # --- what FramedTransport asks of a transport -------------------------------------------
+    def _connect(self) -> None:
+        """Nothing to open (Ray routes each call to the actor); after a failure, wait (at most
+        ``timeout``) until the actor answers again: Ray may be restarting it."""
+        if self.health == DEAD:
+            raise self.unavailable("its actor died. Objects it held are gone: start a new RayWorker")
+        if self.health is None:
+            return
+        exc = self._ray.exceptions
+        deadline = time.monotonic() + (DEFAULT_TIMEOUT if self.timeout is None else self.timeout)
+        delay = 0.02
+        while True:
+            try:
+                data = self._ray.get(self.actor.hello.remote(), timeout=max(deadline - time.monotonic(), 0.01))
+                break
+            except exc.GetTimeoutError:
+                raise self.unavailable(f"no reply within {self.timeout} s") from None
+            except exc.ActorDiedError as e:
+                raise self.died(e) from None
+            except exc.RayError as e:  # ActorUnavailableError: restarting; a node lost meanwhile
+                if time.monotonic() + delay > deadline:
+                    raise self.unavailable(f"it did not come back within {self.timeout} s ({_why(e)})") from None
+                time.sleep(delay)  # a bounded back-off while Ray starts the actor again
+                delay = min(delay * 2, 0.5)
+        self.info = unpack(data, self.max_message_size)["ok"]  # a restarted actor: a new process, maybe a new node
+        self.health = None
+
+    def _is_open(self) -> bool:
+        return True
+
+    def send(self, msg: dict, *, detach: bool = False, label: str | None = None) -> None:
+        """One actor call per request: the frames as ``[first frame, *buffers]`` (host.pack)."""
+        source = msg.pop("src", None)  # a move: (source worker, ObjectRef of its fetch reply)
+        self._rid += 1
+        rid = msg["r"] = self._rid
+        encoded = encode(msg, max_message_size=self.max_message_size, detach=detach)
+        instance = None if msg.get("c") == "hello" else self.instance
+        wid = self.worker_id
+        if source is None:
+            ref = self.actor.call.remote(wid, instance, self.session, pack(encoded))
+        else:
+            ref = self.actor.receive.remote(wid, instance, self.session, pack(encoded), source[1])
+        del encoded  # Ray has copied the arguments into its object store
+        self._replies.append((ref, source))
+        self._in_flight.append(rid)
+
+    def call_ref(self, msg: dict):
+        """Send one request and leave its reply in Ray's object store: returns the ObjectRef
+        (for another actor to read; this client never reads it)."""
+        self._rid += 1
+        msg["r"] = self._rid
+        encoded = encode(msg, max_message_size=self.max_message_size)
+        return self.actor.call.remote(self.worker_id, self.instance, self.session, pack(encoded))
+
+    def _receive_frame(self):
+        if self._frames:
+            return self._frames.popleft()
+        if not self._replies:
+            raise self.unavailable("no reply is expected", ConnectionLost)
+        ref, source = self._replies.popleft()
+        exc = self._ray.exceptions
+        try:
+            data = self._ray.get(ref, timeout=self.timeout)
+        except exc.GetTimeoutError:
+            self.health = UNREACHABLE
+            raise TimeoutError from None
+        except exc.RayActorError as e:
+            if source is not None and getattr(e, "actor_id", None) == source[0].transport.actor_id:
+                raise source[0].transport.died(e) from None  # the move's source died, not this worker
+            raise self.died(e, ConnectionLost) from None
+        except exc.RayError as e:  # the object store lost the reply, its node went away, ...
+            self.health = UNREACHABLE
+            raise self.unavailable(_why(e), ConnectionLost) from None
+        self.health = None
+        if type(data) is str and data == RESTARTED:
+            raise self.unavailable("Ray restarted its actor since this client's hello: the worker came back "
+                                   "empty (objects it held are gone). Send the data again", ConnectionLost)
+        if type(data) is not list:
+            return data
+        for buf in data[1:]:
+            view = memoryview(buf)
+            for off in range(0, len(view), CHUNK_SIZE):
+                self._frames.append(view[off:off + CHUNK_SIZE])
+        return data[0]
+
+    def died(self, e, cls=WorkerUnavailableError) -> WorkerUnavailableError:
+        """The actor died under a call (ActorDiedError: for good) or Ray is restarting it
+        (ActorUnavailableError)."""
+        if isinstance(e, self._ray.exceptions.ActorDiedError):
+            self.health = DEAD
+            return self.unavailable(f"its actor died ({_why(e)}). Objects it held are gone: start a new "
+                                    f"RayWorker", cls)
+        self.health = RESTARTING if self.max_restarts != 0 else UNREACHABLE
+        return self.unavailable(f"{_why(e)} The worker comes back empty if Ray restarts its actor "
+                                f"(max_restarts={self.max_restarts}): objects it held are gone", cls)
+
+    def _disconnect(self, done: bool) -> None:
+        self._replies.clear()  # late replies are never read: each call has its own ObjectRef
+        self._frames.clear()
+        if done and self.health is None:
+            try:  # the actor releases what this client's session holds
+                self._ray.get(self.actor.end_session.remote(self.worker_id, self.session), timeout=5)
+            except Exception:
+                pass
+
+
+class RayWorker(WorkerClient):
     """A worker service running in a Ray actor (see the module docstring).
 
-    ``RayWorker("bob")`` starts its own actor; resources go to Ray (``num_cpus``, ``memory``,
-    ``resources={"custom": 1}``, ``max_restarts``, other actor options such as
-    ``scheduling_strategy``). ``max_bytes``/``max_objects`` are the worker's quotas,
-    ``threads`` its torch threads, ``timeout`` the longest a call may take."""
+    ``RayWorker("bob")`` starts its own actor, placed by Ray with ``num_cpus`` (a fraction of a
+    core: a worker mostly waits), ``memory``, custom ``resources``, ``max_restarts`` and other
+    actor options (``scheduling_strategy``, ...). ``max_bytes``/``max_objects``: the worker's
+    quotas; ``threads``: its torch threads; ``timeout``: the longest a call may take."""
 
     kind = "ray"
 
     def __init__(self, id: str, *, num_cpus: float = DEFAULT_NUM_CPUS, memory: int | None = None,
                  resources: dict | None = None, max_restarts: int = 0, max_bytes: int | None = None,
-                 max_objects: int | None = None, threads: int = 1, timeout: float = DEFAULT_TIMEOUT,
-                 progress: bool | None = None, _host=None, **actor_options):
-        BaseWorker.__init__(self, id)  # checks the id
+                 max_objects: int | None = None, threads: int = 1, timeout: float | None = DEFAULT_TIMEOUT,
+                 progress: bool | None = False, _host=None, **actor_options):
+        check_worker_id(id)
         if _host is None:
             _host = start_hosts([[id]], num_cpus=num_cpus, memory=memory, resources=resources,
                                 max_restarts=max_restarts, max_bytes=max_bytes, max_objects=max_objects,
-                                threads=threads, timeout=timeout, **actor_options)[0]
-        self._setup(_host, timeout, progress, max_restarts)
-
-    def _setup(self, host, timeout, progress, max_restarts):
-        import ray
-
-        self._ray = ray
-        self.actor, hello = host
-        self.timeout = timeout
-        self.progress = progress
-        self.max_restarts = max_restarts
-        self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
-        self.url = None  # not reachable by address: through Ray only
+                                threads=threads, **actor_options)[0]
+        actor, info = _host
         self.session = secrets.token_urlsafe(24)
-        self._rid = 0
-        self._owner = None
-        self._releases = collections.deque()
-        self._state = CONNECTED
-        self._hello(hello)
-        self.restarted = False
-        registry.register(self)
+        transport = RayTransport(actor, info, timeout=timeout, session=self.session, progress=progress,
+                                 max_restarts=max_restarts)
+        super().__init__(id, transport)
 
-    def _hello(self, info):
-        self.instance = info["instance"]
-        self.node = info.get("node")  # the Ray node's IP (the views group lanes by it)
-        self.host = info.get("host")  # its hostname
-        self.node_id = info.get("node_id")
-        self.pid = info.get("pid")
-        self.actor_id = self.actor._actor_id.hex()
-
-    # --- state -------------------------------------------------------------------------
+    # --- where it runs (no remote call: the views read these for every lane) -----------------
     @property
-    def state(self) -> str:
-        """connected | unreachable | restarting | dead | closed (no remote call)."""
-        return self._state
+    def actor(self):
+        """The Ray actor handle (``ray.kill(bob.actor)`` stops it)."""
+        return self.transport.actor
 
-    def _unavailable(self, why) -> WorkerUnavailableError:
-        return WorkerUnavailableError(f"Ray worker {self.id!r} (actor {self.actor_id[:12]} on {self.node}) is "
-                                      f"unavailable: {why}")
+    @property
+    def actor_id(self) -> str:
+        return self.transport.actor_id
 
-    def _died(self, e) -> WorkerUnavailableError:
-        """The actor died under a call: dead, or restarting if Ray may start it again."""
-        if self.max_restarts == 0 or "restart" not in type(e).__name__.lower() and _gone_for_good(e):
-            self._state = DEAD
-            return self._unavailable(f"its actor died ({_why(e)}). Objects it held are gone; make a new "
-                                     f"RayWorker")
-        self._state = RESTARTING
-        return self._unavailable(f"its actor died ({_why(e)}); Ray restarts it (max_restarts="
-                                 f"{self.max_restarts}): it comes back empty")
+    @property
+    def node(self) -> str | None:
+        """The IP address of the Ray node the actor runs on (the views group lanes by it)."""
+        return self.transport.info.get("node")
 
-    # --- one request ----------------------------------------------------------------------
-    def _request(self, header: dict, *, detach: bool = False, label: str | None = None):
-        return self._call(header, detach=detach)
+    @property
+    def host(self) -> str | None:
+        """The hostname of that node."""
+        return self.transport.info.get("host")
 
-    def _message(self, header, detach=False):
-        self._rid += 1
-        header["r"] = self._rid
-        if self._releases:
-            rel = []
-            while self._releases:
-                rel.append(self._releases.popleft())
-            header["rel"] = rel
-        return header, encode(header, max_message_size=self.max_message_size, detach=detach)
+    @property
+    def node_id(self) -> str | None:
+        return self.transport.info.get("node_id")
 
-    def _call(self, header, *, detach=False, source=None, source_ref=None):
-        if self._state == CLOSED:
-            raise SyftError(f"Ray worker {self.id!r} was closed; make a new RayWorker")
-        if self._state == DEAD:
-            raise self._unavailable("its actor died earlier. Objects it held are gone; make a new RayWorker")
-        header, encoded = self._message(header, detach)
-        message = pack(encoded)
-        if source_ref is None:
-            ref = self.actor.call.remote(self.id, self.instance, self.session, message)
-        else:
-            ref = self.actor.receive.remote(self.id, self.instance, self.session, message, source_ref)
-        del message, encoded  # Ray holds its own copy of the arguments now
-        reply = self._wait(ref, header, source)
-        return self._result(reply, header, source)
+    @property
+    def pid(self) -> int | None:
+        """The actor's process id (on its node)."""
+        return self.transport.info.get("pid")
 
-    def _wait(self, ref, header, source=None):
-        exc = self._ray.exceptions
-        try:
-            data = self._ray.get(ref, timeout=self.timeout)
-        except exc.GetTimeoutError:
-            self._requeue(header)
-            self._state = UNREACHABLE
-            raise self._unavailable(f"no reply within {self.timeout} s") from None
-        except exc.RayActorError as e:
-            self._requeue(header)
-            if source is not None and getattr(e, "actor_id", None) == source.actor_id:
-                raise source._died(e) from None  # the move's source died, not this worker
-            raise self._died(e) from None
-        except exc.RayError as e:  # the object store lost the reply, a node went away, ...
-            self._requeue(header)
-            self._state = UNREACHABLE
-            raise self._unavailable(_why(e)) from None
-        self._state = CONNECTED
-        try:
-            return unpack(data, self.max_message_size)
-        except WireError:
-            raise
-        finally:
-            del data
+    @property
+    def timeout(self) -> float | None:
+        """The longest a call waits for its reply, in seconds (None: no limit)."""
+        return self.transport.timeout
 
-    def _requeue(self, header):
-        """A request that got no reply: its releases go again with the next one."""
-        rel = header.get("rel")
-        if rel and self._state != DEAD:
-            self._releases.extendleft(reversed(rel))
+    @timeout.setter
+    def timeout(self, seconds: float | None) -> None:
+        self.transport.timeout = seconds
 
-    def _result(self, reply, header, source=None):
-        if "restarted" in reply:
-            self._restarted(reply["restarted"])
-            raise self._unavailable("Ray restarted its actor: the worker came back empty (objects it "
-                                    "held before are gone). Send the data again")
-        if "source" in reply and source is not None:
-            src = reply["source"]
-            if "restarted" in src:
-                source._restarted(src["restarted"])
-                raise source._unavailable("Ray restarted its actor: the worker came back empty")
-            raise source._error(src.get("err"))
-        if reply.get("r") != header["r"]:
-            raise self._unavailable("reply out of step")
-        if "err" in reply:
-            raise self._error(reply["err"])
-        return reply.get("ok")
+    @property
+    def instance(self):
+        """The worker service's instance id; it changes when Ray restarts the actor."""
+        return self.transport.instance
 
-    def _restarted(self, instance):
-        self.instance = instance
-        self.restarted = True
-        self._releases.clear()  # they name objects of the previous process
-
-    # --- moving between Ray workers: through the object store ------------------------------
+    # --- moves between Ray workers: through the object store --------------------------------
     def _receive_from(self, source, obj_id, requires_grad, keep_source=False):
-        from ..tensors.pointer import PointerTensor
+        from ..tensors.pointer import PointerTensor  # tensors imports workers: see protocol.py
 
-        if not isinstance(source, RayWorker) or source._state in (CLOSED, DEAD):
+        if not isinstance(source, RayWorker) or source.state in (CLOSED, DEAD):
             return super()._receive_from(source, obj_id, requires_grad, keep_source)
-        # the source's reply to a fetch stays in Ray's object store; the target reads it there
-        fetch, encoded = source._message({"c": "fetch", "id": obj_id, "keep": True})
-        source_ref = source.actor.call.remote(source.id, source.instance, source.session, pack(encoded))
-        del encoded
-        new_id, shape, dtype = self._call({"c": "store"}, source=source, source_ref=source_ref)
+        ref = source.transport.call_ref({"c": "fetch", "id": obj_id, "keep": True})
+        try:
+            new_id, shape, dtype = self._request({"c": "store", "src": (source, ref)},
+                                                 label="copy" if keep_source else "move")
+        except RemoteError as e:
+            if e.remote_type != "MoveSourceError":
+                raise
+            raise self._source_error(source, ref, e) from None
         if not keep_source:
             source._discard(obj_id)
         return PointerTensor(self, new_id, shape, dtype, requires_grad=requires_grad)
 
-    # --- connection ----------------------------------------------------------------------
-    def close(self) -> None:
-        """End this client's session (the worker releases what it stored) and let go of the
-        actor: Ray stops it once no handle is left."""
-        if self._state == CLOSED:
-            return
-        if self._state in (CONNECTED, UNREACHABLE):
-            try:
-                if self._releases:
-                    self._call({"c": "release", "ids": []})
-                self._ray.get(self.actor.end_session.remote(self.id, self.session), timeout=5)
-            except Exception:
-                pass
-        self._state = CLOSED
-        BaseWorker.close(self)
-        self._closed = True
-        self._state = CLOSED
-
-    def ping(self) -> bool:
-        return self._call({"c": "ping"}) == "pong"
+    def _source_error(self, source, ref, e):
+        """The source's own error for a move it could not serve (its reply is small: an error)."""
+        try:
+            data = self.transport._ray.get(ref, timeout=source.transport.timeout)
+            if data == RESTARTED:
+                source._on_restart()
+                return source.transport.unavailable("Ray restarted its actor: the worker came back empty")
+            return error_from_reply(source.id, unpack(data, source.transport.max_message_size).get("err"),
+                                    source.restarted)
+        except Exception:
+            return RemoteError(source.id, "SyftError", e.remote_message)
 
     def __repr__(self):
-        return f"<RayWorker {self.id!r} on {self.node}: {self._state}>"
+        return f"<RayWorker {self.id!r} on {self.node}: {self.state}>"

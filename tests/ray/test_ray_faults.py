@@ -1,0 +1,94 @@
+"""Faults: a killed actor, an actor Ray restarts, an actor that stops answering, a move whose
+source died. Every one gives a clear WorkerUnavailableError naming the worker, and nothing
+waits longer than the worker's timeout."""
+import os
+import signal
+import time
+
+import psutil
+import pytest
+import ray
+import torch
+
+import syft_lab as sy
+from syft_lab.errors import ObjectNotFoundError, WorkerUnavailableError
+
+
+def kill_process(pid):
+    """SIGKILL the actor's process and wait until it is gone (as a crash or the OOM killer would)."""
+    proc = psutil.Process(pid)
+    os.kill(pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def test_a_killed_actor_turns_its_pointers_into_clear_errors(fresh_worker):
+    carol = fresh_worker("carol")
+    p = torch.ones(3).send(carol)
+    ray.kill(carol.actor)  # no restart
+    start = time.monotonic()
+    with pytest.raises(WorkerUnavailableError, match=r"Ray worker 'carol' .*its actor died.*start a new RayWorker"):
+        p.get()
+    assert carol.state == "dead"
+    for call in (lambda: p + 1, lambda: torch.ones(2).send(carol), carol.summary):
+        with pytest.raises(WorkerUnavailableError, match="'carol'"):
+            call()
+    assert time.monotonic() - start < 10  # at once, not after a timeout
+    lane = next(w for w in sy.world({})["workers"] if w["id"] == "carol")
+    assert lane["kind"] == "ray" and lane["objects"] == [] and "carol" in lane["error"]
+
+
+def test_an_actor_restarted_by_ray_comes_back_empty_and_says_so(fresh_worker):
+    dave = fresh_worker("dave", max_restarts=1)
+    p = torch.ones(3).send(dave)
+    old_pid, old_instance = dave.pid, dave.instance
+    kill_process(old_pid)
+    # the first call after the crash finds the actor gone or restarted: it never runs on the new one
+    with pytest.raises(WorkerUnavailableError, match=r"'dave'.*(comes|came) back empty"):
+        p.get()
+    assert dave.state in ("restarting", "disconnected")
+    with pytest.raises(ObjectNotFoundError) as info:  # the next call waits for the new actor
+        p.get()
+    assert any("restarted" in note and "gone" in note for note in info.value.__notes__)
+    assert dave.restarted and dave.state == "connected"
+    assert dave.pid != old_pid and dave.instance != old_instance
+    assert len(dave.objects) == 0  # empty
+    q = torch.arange(3.0).send(dave)  # and usable again
+    assert torch.equal((q * 2).get(), torch.arange(3.0) * 2)
+
+
+def test_an_actor_that_stops_answering_times_out_and_recovers(fresh_worker):
+    erin = fresh_worker("erin", timeout=1.0)
+    p = torch.ones(2).send(erin)
+    os.kill(erin.pid, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        with pytest.raises(WorkerUnavailableError, match=r"'erin'.*no reply within 1.0 s"):
+            p + 1
+        assert time.monotonic() - start < 5
+        assert erin.state == "unreachable"
+    finally:
+        os.kill(erin.pid, signal.SIGCONT)
+    erin.timeout = 60.0  # the actor works through the op that timed out first (2 shared cores)
+    assert torch.equal((p + 2).get(), torch.full((2,), 3.0))  # the late reply is never mistaken for this one
+    assert erin.state == "connected"
+
+
+def test_a_move_whose_source_died_names_the_source(fresh_worker):
+    frank, grace = fresh_worker("frank"), fresh_worker("grace")
+    p = torch.ones(4).send(frank)
+    ray.kill(frank.actor)
+    with pytest.raises(WorkerUnavailableError, match="'frank'"):
+        p.move(grace)
+    assert frank.state == "dead" and grace.state == "connected" and len(grace.objects) == 0
+    assert grace.ping()
+
+
+def test_a_move_of_a_missing_object_names_the_source(ray_pair):
+    bob, alice = ray_pair
+    p = torch.ones(4).send(bob)
+    bob._discard(p.id_at_location)  # gone from bob behind the pointer's back
+    with pytest.raises(ObjectNotFoundError) as info:
+        p.move(alice)
+    assert info.value.worker_id == "bob"
+    assert len(alice.objects) == 0
+    del p

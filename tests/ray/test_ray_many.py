@@ -1,0 +1,95 @@
+"""Many Ray workers at once (32, packed 8 to an actor process to keep the test's memory and
+start-up small): separate stores, the world view, and a federated round that runs unchanged
+on them and gives the same model as on 32 VirtualWorkers."""
+import pytest
+import ray
+import torch
+from torch import nn
+
+import syft_lab as sy
+import syft_lab.ray as sy_ray
+from syft_lab.errors import WorkerUnavailableError
+
+N = 32
+
+
+@pytest.fixture(scope="module")
+def clients(ray_runtime):
+    workers = sy_ray.workers(N, prefix="client", per_actor=8)
+    yield workers
+    actors = {w.actor_id: w.actor for w in workers}
+    for w in workers:
+        w.close()
+    for a in actors.values():
+        ray.kill(a)
+
+
+def test_workers_are_named_and_placed(clients):
+    assert [w.id for w in clients] == [f"client{i}" for i in range(N)]
+    assert all(w.kind == "ray" and w.state == "connected" and w.node == "127.0.0.1" for w in clients)
+    assert len({w.actor_id for w in clients}) == N // 8  # 8 workers to a process
+    assert len({w.pid for w in clients}) == N // 8
+    assert all(sy.get_worker(w.id) is w for w in clients)
+
+
+def test_each_worker_has_its_own_store(clients):
+    ptrs = [torch.full((2,), float(i)).send(w) for i, w in enumerate(clients)]
+    assert [len(w.objects) for w in clients] == [1] * N  # packed workers still keep separate stores
+    assert [(p * 2).get().tolist() for p in ptrs] == [[2.0 * i] * 2 for i in range(N)]
+    m = ptrs[0].move(clients[N - 1])  # between two actor processes
+    n = ptrs[1].move(clients[2])  # within one
+    assert torch.equal(m.get(), torch.zeros(2)) and torch.equal(n.get(), torch.ones(2))
+    del ptrs, m, n
+    for w in clients:
+        w.flush()
+    assert sum(len(w.objects) for w in clients) == 0
+
+
+def test_the_world_lists_every_ray_worker(clients):
+    lanes = {lane["id"]: lane for lane in sy.world({})["workers"]}
+    assert {f"client{i}" for i in range(N)} <= set(lanes)
+    assert all(lanes[f"client{i}"]["kind"] == "ray" and lanes[f"client{i}"]["state"] == "connected"
+               for i in range(N))
+
+
+def fedavg_round(workers):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(N * 12, 8, generator=g), torch.randint(0, 3, (N * 12,), generator=g)
+    fds = sy.BaseDataset(x, y, name="ray_many").federate(workers)
+    try:
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+        fl = sy.federated.FedAvg(model, fds, lr=0.1, batch_size=6)
+        result = fl.round(evaluate=(x, y), progress=False)
+        return model, result
+    finally:
+        fds.unload()
+
+
+def test_a_federated_round_runs_unchanged_on_ray_workers(clients):
+    virtual = [sy.VirtualWorker(f"v{i}") for i in range(N)]
+    try:
+        local_model, local_result = fedavg_round(virtual)
+    finally:
+        for w in virtual:
+            w.close()
+    ray_model, ray_result = fedavg_round(clients)
+    assert set(ray_result.clients) == {w.id for w in clients}
+    for a, b in zip(local_model.parameters(), ray_model.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert ray_result.global_["loss"] == pytest.approx(local_result.global_["loss"], rel=1e-5)
+    for w in clients:
+        w.flush()
+    assert sum(len(w.objects) for w in clients) == 0  # the round left nothing behind
+
+
+def test_killing_a_shared_actor_makes_each_of_its_workers_say_so(ray_runtime):
+    pair = sy_ray.workers(2, prefix="twin", per_actor=2)
+    p, q = torch.ones(1).send(pair[0]), torch.ones(1).send(pair[1])
+    ray.kill(pair[0].actor)
+    for ptr, w in ((p, pair[0]), (q, pair[1])):
+        with pytest.raises(WorkerUnavailableError, match=f"Ray worker '{w.id}'"):
+            ptr.get()
+        assert w.state == "dead"
+    for w in pair:
+        w.close()
