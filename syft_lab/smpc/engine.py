@@ -112,8 +112,10 @@ class Engine:
         shared = _shared_args(list(args) + list(kwargs.values()))
         x = check_same_parties(shared)
         packet = func.overloadpacket
-        if packet in (aten.detach, aten.alias, aten.clone, aten.lift_fresh):
+        if packet in (aten.detach, aten.alias, aten.lift_fresh):  # the same value: the same shares
             return AST(list(args[0].shares), args[0].crypto_provider, args[0].group)
+        if packet is aten.clone:
+            return protocols.public_op(aten.clone.default, x, lambda i, s: (s,))
         if packet in (aten.add, aten.sub, aten.rsub):
             return self._add(func, args, kwargs, x)
         if packet in _PER_SHARE:
@@ -166,18 +168,16 @@ class Engine:
         return protocols.public_op(op, a, lambda i, s: (s, b.shares[i]))
 
     def _add_public(self, x: AST, p, sign):
-        shape = tuple(torch.broadcast_shapes(tuple(x.shape), tuple(p.shape) if isinstance(p, torch.Tensor) else ()))
-        progs = [Program(w) for w in x.parties]
-        for i, prog in enumerate(progs):
-            s = x.shares[i]
+        """x + sign * p: party 0 adds the public value, the others copy their share (broadcast
+        to the result's shape), so the result owns its shares (a .get() of it leaves x alone)."""
+        shape = list(torch.broadcast_shapes(tuple(x.shape), tuple(p.shape) if isinstance(p, torch.Tensor) else ()))
+
+        def args_for(i, s):
             if i == 0:
-                prog.keep(prog.op(aten.add.Tensor, s, p, alpha=sign))
-            elif shape != tuple(x.shape):
-                prog.keep(prog.op(aten.clone.default, prog.op(aten.expand.default, s, list(shape))))
-        run(progs)
-        shares = [progs[0].kept[0]] + [progs[i].kept[0] if progs[i].kept else x.shares[i]
-                                       for i in range(1, len(progs))]
-        return protocols.new_shared(x, shares)
+                return (s, p if sign == 1 else -p)
+            return (s, torch.zeros(shape, dtype=INT64) if shape != list(x.shape) else 0)
+
+        return protocols.public_op(aten.add.Tensor, x, args_for)
 
     def bilinear(self, func, args, kwargs, div: int = 1) -> AST:
         """f(a, b) with at least one shared; divided by ``div`` (a public integer) too."""

@@ -39,10 +39,10 @@ def reset_stats() -> None:
 class Val:
     """A value of a program: the output of one op (or, in process, its pointer already)."""
 
-    __slots__ = ("prog", "index", "meta", "ptr")
+    __slots__ = ("index", "meta", "ptr")  # no reference to its program: no cycle keeps pointers alive
 
-    def __init__(self, prog, index, meta, ptr=None):
-        self.prog, self.index, self.meta, self.ptr = prog, index, meta, ptr
+    def __init__(self, index, meta, ptr=None):
+        self.index, self.meta, self.ptr = index, meta, ptr
 
     @property
     def shape(self):
@@ -112,7 +112,7 @@ class Program:
         wire_kw = {k: p[0] for k, p in kw_pairs.items()}
         if self.local:
             out = self.worker._run(func, wire_args, wire_kw or None)
-            return Val(self, None, None, wrap_result(PointerTensor, out, self.worker))
+            return Val(None, None, wrap_result(PointerTensor, out, self.worker))
         key = (func, tuple(_sig(a) for a in args), tuple((k, _sig(v)) for k, v in kwargs.items()))
         hit = _meta_cache.get(key)
         if hit is None:
@@ -122,7 +122,7 @@ class Program:
             hit = _meta_cache[key] = (tuple(m.shape), dtype_name(m.dtype))
         shape, dtype = hit
         self.nodes.append(Node(func, wire_args, wire_kw, [(shape, dtype)]))
-        return Val(self, len(self.nodes) - 1, torch.empty(shape, dtype=parse_dtype(dtype), device="meta"))
+        return Val(len(self.nodes) - 1, torch.empty(shape, dtype=parse_dtype(dtype), device="meta"))
 
     def keep(self, v) -> int:
         """Keep ``v`` (a value, or an input pointer) on the worker: after ``run``,

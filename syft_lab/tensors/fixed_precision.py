@@ -77,7 +77,7 @@ def truncate(child, d: int):
     """``child / d`` for a public positive integer ``d``: rounded to nearest on a plain child,
     the truncation protocol on a shared one (off by at most one unit)."""
     if d == 1:
-        return child
+        return aten.clone.default(child)  # a new value: a shared one gets its own shares
     if isinstance(child, AdditiveSharingTensor):
         return engine().truncate(child, d)
     return torch.div(child + d // 2, d, rounding_mode="floor")
@@ -101,7 +101,7 @@ class FixedPrecisionTensor(ChainLayer):
     wire_code = None
     remote_storable = False
     remote_storable_reason = "send its child (the int64 encoding) or share it among workers instead"
-    node_actions = ("float_precision", "get")
+    node_actions = ("get", "float_precision")  # get: reconstruct a shared value; float_precision: decode
 
     @staticmethod
     def __new__(cls, child, base: int = DEFAULT_BASE, precision: int = DEFAULT_PRECISION, requires_grad=False):
@@ -400,6 +400,8 @@ def _listed(func, args, kwargs):
 
 def _to_copy(func, args, kwargs):
     dtype = kwargs.get("dtype")
+    if dtype is None and len(args) > 1 and isinstance(args[1], torch.dtype):
+        dtype = args[1]
     if dtype is not None and not dtype.is_floating_point:
         raise SyftError(f"a fixed precision tensor converts to float only (got dtype {dtype})")
     return _wrap(args[0], args[0].child)
@@ -535,8 +537,8 @@ _HANDLERS = {
     aten.relu: _relu, aten.threshold_backward: _threshold_backward,
     aten.max: _max, aten.amax: _max, aten.argmax: _argmax, aten.pow: _pow,
     aten.cat: _listed, aten.stack: _listed,
-    aten.detach: _alias, aten.alias: _alias, aten.lift_fresh: _alias, aten._to_copy: _to_copy,
-    aten.clone: _alias,  # layers never mutate a child in place: sharing it is a copy
+    aten.detach: _alias, aten.alias: _alias, aten.lift_fresh: _alias, aten._to_copy: _to_copy, aten.to: _to_copy,
+    aten.clone: _structural,  # a copy: a shared child gets its own shares (its .get() leaves the original)
     aten.ones_like: _factory_like(1), aten.zeros_like: _factory_like(0), aten.empty_like: _factory_like(0),
     aten.full_like: _factory_like(None),
     aten.new_zeros: _new_factory(0), aten.new_ones: _new_factory(1), aten.new_empty: _new_factory(0),

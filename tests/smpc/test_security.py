@@ -1,0 +1,183 @@
+"""What secret sharing promises: a share alone looks uniform, nothing shows a share or the
+secret, the crypto provider never holds a share of an input, bad input gets clear errors."""
+import json
+import logging
+
+import pytest
+import torch
+
+import syft_lab as sy
+from syft_lab import events
+
+N = 4096  # sharings per test (the elements of one tensor are shared independently)
+Z_1E_6 = 4.753  # the standard normal quantile of 1 - 1e-6
+
+
+def chi2_critical(df: int, z: float = Z_1E_6) -> float:
+    """Wilson-Hilferty: the chi-square quantile with ``df`` degrees of freedom at normal quantile z."""
+    return df * (1 - 2 / (9 * df) + z * (2 / (9 * df)) ** 0.5) ** 3
+
+
+def share_bytes(worker, shared) -> torch.Tensor:
+    """The bytes of one party's share (read off its store: what that party sees), as uint8."""
+    ptr = next(p for p in shared.child.shares if p.location is worker)
+    return worker.core.objects[ptr.id_at_location].contiguous().view(torch.uint8).view(-1, 8)
+
+
+def chi2_uniform(counts: torch.Tensor) -> float:
+    expected = counts.sum() / counts.numel()
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+def test_a_share_is_uniform_bytes(parties2):
+    alice, bob, carol = parties2
+    secret = torch.full((N,), 12.345)
+    sx = secret.fix_precision().share(alice, bob, crypto_provider=carol)
+    for w in (alice, bob):
+        b = share_bytes(w, sx)
+        for pos in range(8):  # every byte position on its own: a biased top byte would show here
+            counts = torch.bincount(b[:, pos].long(), minlength=256).double()
+            assert chi2_uniform(counts) < chi2_critical(255), f"{w.id}'s byte {pos} is not uniform"
+
+
+def test_shares_of_0_and_of_a_million_are_indistinguishable(parties2):
+    alice, bob, carol = parties2
+    s0 = torch.zeros(N).fix_precision().share(alice, bob, crypto_provider=carol)
+    s1 = torch.full((N,), 1e6).fix_precision().share(alice, bob, crypto_provider=carol)
+    for w in (alice, bob):
+        b0, b1 = share_bytes(w, s0), share_bytes(w, s1)
+        for pos in range(8):
+            c0 = torch.bincount(b0[:, pos].long(), minlength=256).double()
+            c1 = torch.bincount(b1[:, pos].long(), minlength=256).double()
+            # two-sample chi-square (a 2 x 256 contingency table)
+            total = c0 + c1
+            e0, e1 = total * c0.sum() / total.sum(), total * c1.sum() / total.sum()
+            stat = float(((c0 - e0) ** 2 / e0).sum() + ((c1 - e1) ** 2 / e1).sum())
+            assert stat < chi2_critical(255), f"{w.id}: shares of 0 and 1e6 differ at byte {pos}"
+
+
+def test_the_test_would_see_a_bad_sharing():
+    """The statistic catches what a broken sharing would leak: shares x - r with r from 16 bits."""
+    x = torch.full((N,), 12345, dtype=torch.int64)
+    bad = x - torch.randint(0, 2**16, (N,))
+    b = bad.view(torch.uint8).view(-1, 8)
+    counts = torch.bincount(b[:, 7].long(), minlength=256).double()
+    assert chi2_uniform(counts) > chi2_critical(255)
+
+
+SECRET = 271828.182  # encodes as 271828182: easy to find in any text
+
+
+def _texts_with(shared, parties):
+    values = []
+    for p in shared.child.shares:
+        values.extend(str(v) for v in p.location.core.objects[p.id_at_location].tolist())
+    return values
+
+
+def test_no_share_or_secret_in_any_repr_node_world_or_log(parties2, caplog):
+    alice, bob, carol = parties2
+    got = []
+    unsubscribe = events.subscribe(got.append)
+    caplog.set_level(logging.DEBUG)
+    try:
+        x = torch.tensor([SECRET, -SECRET])
+        sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
+        y = sx * sx + sx  # protocol traffic, logged events
+        z = sx.relu()
+        forbidden = {"271828182", "271828.18", "271828.1"} | set(_texts_with(sx, (alice, bob)))
+        forbidden |= set(_texts_with(y, (alice, bob))) | set(_texts_with(z, (alice, bob)))
+        texts = [repr(sx), str(sx), repr(y), repr(sx.child), repr(sx.child.shares[0]),
+                 json.dumps(sy.chain(sx).to_dict()), json.dumps(sy.chain(y).to_dict()),
+                 json.dumps(sy.world({"sx": sx, "y": y, "z": z}).to_dict()), repr(sy.world({"sx": sx})),
+                 repr(sy.chain(sx)), json.dumps(got, default=str), caplog.text]
+    finally:
+        unsubscribe()
+    for text in texts:
+        for f in forbidden:
+            assert f not in text
+    chain = sy.chain(sx).to_dict()["root"]
+    shared = chain["children"][0]
+    assert shared["kind"] == "shared" and len(shared["children"]) == 2
+    for leaf in (c["children"][0] for c in shared["children"]):
+        assert leaf.get("preview") is None  # the share's tensor node shows no values
+
+
+def test_the_crypto_provider_never_holds_a_share_of_an_input(parties2):
+    alice, bob, carol = parties2
+    x = torch.randn(6, 6)
+    sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
+    sw = torch.randn(6, 6).fix_precision().share(alice, bob, crypto_provider=carol)
+    input_shares = set()
+    for s in (sx, sw):
+        for p in s.child.shares:
+            input_shares |= set(p.location.core.objects[p.id_at_location].reshape(-1).tolist())
+    seen_at_carol = []
+
+    def spy(event):
+        if event["type"] == "stored" and event["worker"] == "carol":
+            seen_at_carol.append(carol.core.objects[event["id"]].clone())
+
+    unsubscribe = events.subscribe(spy)
+    try:
+        for result in (sx * sw, sx @ sw, sx.relu(), sx > sw, sx.max(), sx.argmax(dim=1)):
+            del result
+    finally:
+        unsubscribe()
+    assert seen_at_carol, "the provider made its triples"
+    for t in seen_at_carol:
+        assert not (set(t.reshape(-1).tolist()) & input_shares)
+    assert carol.core.objects == {}  # its material is gone once an op is done
+
+
+def test_bad_input_gets_clear_errors(parties2):
+    alice, bob, carol = parties2
+    x = torch.tensor([1.0, 2.0])
+    with pytest.raises(sy.SyftError, match="at least two workers"):
+        x.fix_precision().share(alice, crypto_provider=carol)
+    with pytest.raises(sy.SyftError, match="crypto provider 'bob' is also a party"):
+        x.fix_precision().share(alice, bob, crypto_provider=bob)
+    with pytest.raises(sy.SyftError, match="its own worker"):
+        x.fix_precision().share(alice, alice, crypto_provider=carol)
+    with pytest.raises(sy.SyftError, match="fix_precision"):
+        x.share(alice, bob, crypto_provider=carol)  # a float tensor
+    with pytest.raises(sy.SyftError, match="takes workers"):
+        x.fix_precision().share(alice, "bob")
+    a = x.fix_precision().share(alice, bob, crypto_provider=carol)
+    b = x.fix_precision().share(bob, alice, crypto_provider=carol)  # other order: other parties
+    with pytest.raises(sy.SyftError, match="same workers"):
+        a + b
+    dave = sy.VirtualWorker("dave")
+    try:
+        c = x.fix_precision().share(alice, dave, crypto_provider=carol)
+        with pytest.raises(sy.SyftError, match="same workers"):
+            a * c
+        del c
+    finally:
+        dave.close()
+    p4 = x.fix_precision(precision=4).share(alice, bob, crypto_provider=carol)
+    with pytest.raises(sy.SyftError, match="mixes fixed precision base 10 precision 3 with base 10 precision 4"):
+        a + p4
+    with pytest.raises(sy.SyftError, match="mixes fixed precision"):
+        x.fix_precision() * x.fix_precision(base=2, precision=10)
+    no_provider = x.fix_precision().share(alice, bob)
+    with pytest.raises(sy.SyftError, match="crypto provider"):
+        no_provider * no_provider
+    assert torch.equal((no_provider + no_provider).get().float_precision(), 2 * x)  # linear ops need none
+    with pytest.raises(sy.SyftError, match="division by a shared value"):
+        a / a
+    with pytest.raises(sy.SyftError, match="is shared: reconstruct it with .get"):
+        a.float_precision()
+    with pytest.raises(sy.SyftError, match="cannot be stored on a worker"):
+        carol.send(a)
+    with pytest.raises(sy.SyftError, match="cannot be pickled"):
+        import pickle
+
+        pickle.dumps(a)
+    with pytest.raises(sy.SyftError, match="base"):
+        x.fix_precision(base=1)
+    with pytest.raises(sy.SyftError, match="too large"):
+        x.fix_precision(precision=12)
+    # every worker still works after the errors
+    assert torch.allclose((a * a).get().float_precision(), x * x)
+    del a, b, p4, no_provider
