@@ -1,7 +1,11 @@
-"""BaseWorker: the client-side face of a worker, the same for in-process and remote ones.
+"""BaseWorker: what users call on a worker, the same for in-process and remote ones.
 
 The worker is the primitive that sends: ``bob.send(x)`` returns a pointer and leaves ``x``
-alone (``x.send(bob)`` is the same call). Transports implement the underscored methods.
+alone (``x.send(bob)`` is the same call). The client protocol (protocol.py, WorkerClient)
+implements the underscored methods as requests to the worker's service.
+
+A worker is an identity, not a value: copying one (``copy.copy``, ``copy.deepcopy``, as
+``copy.deepcopy(model)`` does to a module that names its location) gives the worker itself.
 """
 from __future__ import annotations
 
@@ -9,9 +13,11 @@ import re
 
 import torch
 
+from ..dtypes import parse_dtype
 from ..errors import SyftError
+from ..plans.pointer import PlanPointer
+from ..tensors.pointer import PointerTensor, RemoteHandle, mark_left
 from ..tensors.transfer import SendWithGrad
-from . import registry
 
 _ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
@@ -29,11 +35,15 @@ class BaseWorker:
     def __init__(self, worker_id: str):
         self.id = check_worker_id(worker_id)
 
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
     # --- what users call --------------------------------------------------------------
     def send(self, obj, *, requires_grad: bool | None = None):
         """Copy ``obj`` (a tensor, a chain or a pointer) to this worker; returns a pointer to it."""
-        from ..tensors.pointer import PointerTensor
-
         if not isinstance(obj, torch.Tensor):
             sender = getattr(obj, "_send_to", None)  # plans and modules know how to send themselves
             if sender is not None:
@@ -49,8 +59,6 @@ class BaseWorker:
         return self._send_copy(obj, requires_grad=rg)
 
     def _send_copy(self, obj, requires_grad: bool):
-        from ..tensors.pointer import PointerTensor
-
         obj_id = self._store_copy(obj)
         return PointerTensor(self, obj_id, obj.shape, obj.dtype, requires_grad=requires_grad)
 
@@ -60,8 +68,6 @@ class BaseWorker:
         Unlike ``send``, no pointer owns the copy: it stays when every pointer is gone, and
         ``search`` finds it by its tags (PySyft's ``x.tag("#boston").send(bob)`` without
         keeping the pointer). Returns a pointer that does not own it; ``unload`` removes it."""
-        from ..tensors.pointer import PointerTensor
-
         if not isinstance(obj, torch.Tensor) or isinstance(obj, PointerTensor):
             raise SyftError(f"{self.id}.load takes a tensor or a LoggingTensor, got {type(obj).__name__}")
         if isinstance(tags, str):
@@ -77,8 +83,6 @@ class BaseWorker:
 
     def unload(self, pointer) -> None:
         """Remove an object this worker holds (see ``load``); every pointer to it turns stale."""
-        from ..tensors.pointer import RemoteHandle, mark_left
-
         if not isinstance(pointer, RemoteHandle) or pointer.location is not self:
             raise SyftError(f"{self.id}.unload takes a pointer to an object on {self.id}")
         pointer._check_alive()
@@ -94,48 +98,24 @@ class BaseWorker:
         return [self._pointer_to(obj_id, meta, owning=False) for obj_id, meta in self._search(query)]
 
     def _pointer_to(self, obj_id, meta, owning):
-        from ..tensors.pointer import PointerTensor
-
         kind = meta.get("kind")
         if kind == "plan":
-            from ..plans.pointer import PlanPointer
-
             return PlanPointer(self, obj_id, meta, owning=owning)
-        from ..dtypes import parse_dtype
-
         ptr = PointerTensor(self, obj_id, meta["shape"], parse_dtype(meta["dtype"]), owning=owning)
         # what the worker says about the data, as PySyft's search results told it
         ptr.tags = set(meta.get("tags") or ())
         ptr.description = meta.get("description")
         return ptr
 
-    def describe(self, obj_id: int) -> list[dict]:
-        """Inspection nodes of one object's chain (no values: they stay here)."""
-        raise NotImplementedError
-
-    _closed = False
-
-    @property
-    def state(self) -> str:
-        return "closed" if self._closed else "in-process"
-
-    def close(self) -> None:
-        registry.unregister(self)
-        self._closed = True
-
-    def __repr__(self):
-        return f"<{type(self).__name__} {self.id!r}: {len(self.objects)} object(s)>"
-
     @property
     def datasets(self) -> dict:
         """The datasets this worker holds (``ds.federate``), by name: ``bob.datasets["digits"]``."""
-        from ..federated.datasets import worker_datasets  # federated imports this module
+        # a documented lazy import: the federated package sits above workers and imports this module
+        from ..federated.datasets import worker_datasets
 
         return worker_datasets(self)
 
-    # --- what transports implement ----------------------------------------------------
-    objects: dict
-
+    # --- what the client protocol implements (protocol.py) ---------------------------------
     def _store_copy(self, obj) -> int: ...
     def _receive_from(self, source, obj_id: int, requires_grad: bool, keep_source: bool = False): ...
     def _copy_out(self, obj_id: int): ...
@@ -146,3 +126,4 @@ class BaseWorker:
     def _release(self, obj_id: int) -> None: ...
     def _incref(self, obj_id: int) -> None: ...
     def _search(self, query) -> list: ...
+    def describe(self, obj_id: int) -> list[dict]: ...

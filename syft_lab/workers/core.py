@@ -13,6 +13,8 @@ from .. import events
 from ..commands import NewObject, Ref, SameAsArg  # re-exported until tensors/wire/plans import commands
 from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError
 from ..ids import new_id
+from ..tensors.pointer import PointerTensor
+from ..wire.allowlist import check_call, check_result
 from .limits import (Estimate, Limits, OutputEstimator, StorageLedger, check_input_sizes, check_quota, fmt_bytes,
                      output_count, storages_of)
 
@@ -59,10 +61,8 @@ class WorkerCore:
             self.held.add(obj_id)
         else:
             self.refcounts[obj_id] = refcount
-        from ..tensors.pointer import PointerTensor
-
         if isinstance(obj, PointerTensor):
-            obj._ref.owner_id = self.id
+            obj.set_holder(self.id)  # a pointer this worker stores is held here
         events.emit("stored", self.id, obj_id)
         return obj_id
 
@@ -288,6 +288,12 @@ class WorkerCore:
                 found.append(obj_id)
         return found
 
+    def search_meta(self, query: tuple[str, ...]) -> list[tuple[int, dict]]:
+        """``(id, metadata)`` of every object ``search`` finds: what a pointer to it needs."""
+        from ..inspection.model import object_meta
+
+        return [(i, object_meta(self.objects[i])) for i in self.search(query)]
+
     def describe(self, obj_id: int) -> list[dict]:
         """The inspection-model nodes of a stored object's chain. Values stay private."""
         from ..inspection.model import chain_nodes
@@ -306,6 +312,3 @@ class WorkerCore:
         return [object_entry(obj_id, obj, self.id, self.refcounts.get(obj_id, 0), obj_id in held)
                 for obj_id, obj in items]
 
-
-# Imported last: syft_lab.wire.format imports this module, and the wire package imports format.
-from ..wire.allowlist import check_call, check_result  # noqa: E402

@@ -16,6 +16,11 @@ def unregister(worker) -> None:
         del _workers[worker.id]
 
 
+def lookup(worker_id: str):
+    """The worker known under ``worker_id``, or None."""
+    return _workers.get(worker_id)
+
+
 def get_worker(worker_id: str):
     try:
         return _workers[worker_id]

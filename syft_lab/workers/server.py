@@ -1,11 +1,9 @@
-"""The websocket worker server: one WorkerCore behind an authenticated asyncio websockets server.
+"""The websocket worker server: one WorkerService behind an authenticated asyncio websockets server.
 
     syft-lab worker --id bob --host 127.0.0.1 --port 8777     # see syft_lab/cli.py
 
-Layers, each small:
-- ``WorkerService`` handles decoded commands on the core (sans-I/O: a dict in, a dict out) and
-  keeps, per client session, the references that session holds;
-- ``WorkerServer`` moves bytes: it bounds and authenticates the opening HTTP handshake (a bearer
+The service (service.py) runs the commands, the same for every worker; ``WorkerServer`` moves
+bytes: it bounds and authenticates the opening HTTP handshake (a bearer
   token, compared in constant time; no browser ``Origin`` unless allowed) before any message is
   read, feeds each connection's messages through its own wire Decoder, runs commands one at a
   time on one command thread (so the event loop keeps answering pings, handshakes and other
@@ -31,24 +29,19 @@ import logging
 import os
 import re
 import resource
-import secrets
 import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 
-import torch
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from ..errors import ObjectNotFoundError, RemoteError, SyftError
-from ..wire import allowlist
-from ..wire.format import (DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, WS_MAX_SIZE, Decoder, PointerSpec,
-                           WireError, encode)
-from .core import NewObject, WorkerCore
-from .limits import Limits
+from ..errors import SyftError
+from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE, Decoder, WireError, encode
+from .service import Session, WorkerService, error_reply, scrub
 
 DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_MAX_PENDING_HANDSHAKES = 16
@@ -57,340 +50,11 @@ DEFAULT_SESSION_GRACE = 30.0
 MAX_HANDSHAKE_BYTES = 32 * 2**10  # request line + headers of one opening handshake
 RESERVED_FDS = 32  # file descriptors kept for the worker's own files, pipes and libraries
 LOG_INTERVAL = 10.0  # one log line per kind of event per this many seconds
-DEFAULT_SUMMARY_LIMIT = 1000
-MAX_SUMMARY_LIMIT = 10000
-MAX_TAGS = 256
 CLOSE_POLICY = 1008  # websocket close code for a peer that broke the protocol
 CLOSE_TOO_BIG = 1009
 CLEAN_CLOSE_CODES = (1000, 1001)  # a client that closes with these has left for good
-MAX_MESSAGE_TEXT = 2000
 
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-+~]+){2,}")
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
-
-
-def scrub(message: str) -> str:
-    """An error message fit to leave the worker: no file paths, bounded length."""
-    return _PATH.sub("<path>", str(message))[:MAX_MESSAGE_TEXT]
-
-
-def error_reply(rid, e: BaseException) -> dict:
-    if isinstance(e, ObjectNotFoundError):
-        err = {"t": "ObjectNotFoundError", "m": scrub(e), "id": e.obj_id}
-    elif isinstance(e, RemoteError):
-        err = {"t": e.remote_type, "m": scrub(e.remote_message)}
-    else:
-        err = {"t": type(e).__name__, "m": scrub(e)}
-    return {"r": rid, "err": err}
-
-
-def _int(msg, key, default=None):
-    v = msg.get(key, default)
-    if type(v) is not int:
-        raise SyftError(f"field {key!r} must be an integer")
-    return v
-
-
-def _str(msg, key):
-    v = msg.get(key)
-    if type(v) is not str:
-        raise SyftError(f"field {key!r} must be a string")
-    return v
-
-
-def _ids(msg, key):
-    v = msg.get(key)
-    if type(v) is not list or not all(type(i) is int for i in v):
-        raise SyftError(f"field {key!r} must be a list of object ids")
-    return v
-
-
-def _tags_and_description(msg):
-    tags, description = msg.get("tags") or [], msg.get("d")
-    if (type(tags) is not list or len(tags) > MAX_TAGS
-            or not all(type(t) is str and len(t) <= MAX_TEXT for t in tags)):
-        raise SyftError(f"tags are a list of at most {MAX_TAGS} strings")
-    if description is not None and (type(description) is not str or len(description) > MAX_TEXT):
-        raise SyftError(f"a description is a string of at most {MAX_TEXT} characters")
-    return tags, description
-
-
-def _tensor_payload(obj):
-    """The dense tensor at the bottom of a chain (a LoggingTensor's child, ...)."""
-    while not (type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter):
-        obj = getattr(obj, "child", None)
-        if obj is None:
-            return None
-    return obj
-
-
-def shares_memory(obj) -> bool:
-    """Whether another tensor may read or write ``obj``'s memory (a view of it, a view it is,
-    a tensor autograd saved). Unknown means yes."""
-    t = _tensor_payload(obj)
-    if t is None:
-        return True
-    use_count = getattr(torch._C, "_storage_Use_Count", None)
-    if use_count is None:
-        return True
-    # one use by ``t``, one by the temporary storage object made here
-    return use_count(t.untyped_storage()._cdata) > 2
-
-
-class Session:
-    """The references one client holds, released together when the client leaves.
-
-    ``refs`` is touched only on the command thread; ``connections`` and ``expiry`` only on the
-    event loop."""
-
-    __slots__ = ("id", "refs", "connections", "expiry", "named", "ended")
-
-    def __init__(self, session_id: str, named: bool):
-        self.id, self.named = session_id, named
-        self.refs: collections.Counter = collections.Counter()  # object id -> references held
-        self.connections = 0
-        self.expiry = None
-        self.ended = False
-
-    def __repr__(self):
-        return f"<Session {self.id[:8]}: {sum(self.refs.values())} reference(s)>"
-
-
-class _Then:
-    """A command result plus what to do once its reply has (or has not) gone out.
-
-    ``snapshot``: the reply reads memory that another command could change while it streams,
-    so its bytes are copied first (on the command thread, between commands)."""
-
-    __slots__ = ("result", "sent", "failed", "snapshot")
-
-    def __init__(self, result, *, sent=None, failed=None, snapshot=False):
-        self.result, self.sent, self.failed, self.snapshot = result, sent, failed, snapshot
-
-
-class WorkerService:
-    """Commands on one WorkerCore, decoded message in, reply message out (no I/O).
-
-    Not thread-safe: the server calls it from its one command thread."""
-
-    def __init__(self, worker_id: str, limits=None):
-        self.core = WorkerCore(worker_id, limits=Limits() if limits is None else limits)  # quotas: limits.py
-        self.instance = secrets.token_hex(8)  # changes on every start: clients detect restarts
-        self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
-        self.sessions_with_refs: set[Session] = set()
-        self._default_session = None
-        self._commands = {
-            "hello": self._hello, "ping": self._ping, "store": self._store, "load": self._load,
-            "run": self._run, "fetch": self._fetch, "delete": self._delete, "incref": self._incref,
-            "release": self._release, "search": self._search, "describe": self._describe,
-            "summary": self._summary, "store_plan": self._store_plan, "run_plan": self._run_plan,
-            "run_graph": self._run_graph,
-        }
-
-    def handle(self, msg: dict, session: Session | None = None):
-        """Returns ``(reply, then)``: ``then`` (a _Then or None) says what to do after sending."""
-        if session is None:  # sans-I/O callers (tests): one session for everything
-            if self._default_session is None:
-                self._default_session = Session(secrets.token_hex(16), named=False)
-            session = self._default_session
-        rid = msg.get("r", 0)
-        try:
-            rel = msg.get("rel")
-            if rel is not None:
-                self._release({"ids": rel}, session)
-            cmd = msg.get("c")
-            handler = self._commands.get(cmd) if type(cmd) is str else None
-            if handler is None:
-                raise SyftError(f"unknown command {str(cmd)[:40]!r}; known: {', '.join(self._commands)}")
-            result = handler(msg, session)
-            then = None
-            if type(result) is _Then:
-                then, result = result, result.result
-            return {"r": rid, "ok": result}, then
-        except Exception as e:  # every failure becomes a reply: the connection lives on
-            return error_reply(rid, e), None
-
-    # --- sessions ------------------------------------------------------------------------
-    def _own(self, session: Session, obj_id: int) -> int:
-        """The session holds one more reference to ``obj_id``."""
-        session.refs[obj_id] += 1
-        self.sessions_with_refs.add(session)
-        return obj_id
-
-    def _claim(self, session: Session, result):
-        """The session owns the objects a command stored (its NewObject results, one reference each)."""
-        if type(result) is NewObject:
-            self._own(session, result.id)
-        elif type(result) in (list, tuple):
-            for r in result:
-                if type(r) is NewObject:
-                    self._own(session, r.id)
-        return result
-
-    def _disown(self, obj_id: int) -> dict:
-        """The object leaves the store: no session holds it any more. Returns who held it."""
-        holders = {}
-        for s in self.sessions_with_refs:
-            n = s.refs.pop(obj_id, 0)
-            if n:
-                holders[s] = n
-        return holders
-
-    def end_session(self, session: Session) -> None:
-        """Release every reference the session holds (its client has left)."""
-        session.ended = True
-        refs, session.refs = session.refs, collections.Counter()
-        self.sessions_with_refs.discard(session)
-        for obj_id, n in refs.items():
-            for _ in range(n):
-                self.core.decref(obj_id)
-
-    def merge_session(self, source: Session, target: Session) -> None:
-        """``target`` takes over what ``source`` holds (a hello named a session after commands)."""
-        target.refs.update(source.refs)
-        source.refs.clear()
-        source.ended = True
-        self.sessions_with_refs.discard(source)
-        if target.refs:
-            self.sessions_with_refs.add(target)
-
-    # --- commands ------------------------------------------------------------------------
-    def _hello(self, msg, session):
-        return {"worker": self.core.id, "v": WIRE_VERSION, "instance": self.instance,
-                "max_message_size": self.max_message_size, "session": session.id}
-
-    def _ping(self, msg, session):
-        return "pong"
-
-    def _checked_object(self, msg):
-        obj = msg.get("o")
-        if isinstance(obj, PointerSpec):
-            raise SyftError(f"worker {self.core.id!r} cannot hold a pointer: pointers to pointers across "
-                            f"remote workers are not supported. Move the data instead (ptr.move(worker)).")
-        from ..tensors.logging import LoggingTensor
-
-        if type(obj) is not torch.Tensor and not isinstance(obj, LoggingTensor):
-            raise SyftError(f"{msg.get('c')} takes a tensor or a LoggingTensor chain")
-        return obj
-
-    def _store(self, msg, session):
-        return self._own(session, self.core.store(self._checked_object(msg)))
-
-    def _load(self, msg, session):
-        """Data the worker itself holds: no session or pointer releases it; ``delete`` does."""
-        obj = self._checked_object(msg)
-        tags, description = _tags_and_description(msg)
-        if tags:
-            obj.tags = set(tags)
-        if description is not None:
-            obj.description = description
-        return self.core.store(obj, held=True)
-
-    def _run(self, msg, session):
-        op = allowlist.resolve(msg.get("op"))
-        args, kwargs = msg.get("a"), msg.get("k")
-        if type(args) is not list or (kwargs is not None and type(kwargs) is not dict):
-            raise SyftError("run takes a list of arguments and a map of keyword arguments")
-        return self._claim(session, self.core.run(op, args, kwargs))
-
-    def _fetch(self, msg, session):
-        obj_id = _int(msg, "id")
-        obj = self.core.lookup(obj_id)
-        if getattr(obj, "kind", None) == "plan":  # a stored plan travels as its JSON graph
-            out = {"plan": obj.builds.to_json(), "tags": sorted(obj.tags), "description": obj.description}
-            if msg.get("keep"):
-                return out
-            # a plan's reply holds no memory of the store: it leaves once the reply has gone out
-            return _Then(out, sent=lambda: self.core.objects.get(obj_id) is obj and self._take(obj_id))
-        if msg.get("keep"):  # still in the store while its reply streams: send a copy
-            return _Then(obj, snapshot=True)
-        # A get takes the object out of the store before its reply streams, so no other
-        # command can reach it meanwhile; if the reply cannot be delivered it goes back.
-        refcount, held = self.core.refcounts.get(obj_id, 0), obj_id in self.core.held
-        holders = self._disown(obj_id)
-        self.core.fetch(obj_id)
-        return _Then(obj, failed=lambda: self._put_back(obj_id, obj, refcount, held, holders),
-                     snapshot=shares_memory(obj))
-
-    def _take(self, obj_id):
-        self._disown(obj_id)
-        return self.core.fetch(obj_id)
-
-    def _put_back(self, obj_id, obj, refcount, held, holders):
-        for s, n in holders.items():
-            if s.ended:
-                refcount -= n  # its client has left meanwhile: its references are gone
-            else:
-                s.refs[obj_id] += n
-                self.sessions_with_refs.add(s)
-        if obj_id in self.core.objects or not (refcount > 0 or held):
-            return
-        self.core.store(obj, obj_id, refcount=refcount, held=held)
-        if held:  # a held object's store keeps no count: the references sessions took on it
-            for _ in range(refcount):
-                self.core.incref(obj_id)
-
-    def _delete(self, msg, session):
-        self._take(_int(msg, "id"))
-
-    def _incref(self, msg, session):
-        obj_id = _int(msg, "id")
-        self.core.incref(obj_id)
-        self._own(session, obj_id)
-
-    def _release(self, msg, session):
-        """Drop references the session holds; ids it does not hold are ignored (a pointer that
-        another session owns, an object fetched meanwhile): never another client's reference."""
-        ids = msg.get("ids")
-        if type(ids) is not list:
-            raise SyftError("release takes a list of ids")
-        refs = session.refs
-        for i in ids:
-            if type(i) is int and refs.get(i, 0) > 0:
-                refs[i] -= 1
-                if not refs[i]:
-                    del refs[i]
-                self.core.decref(i)
-
-    # plans travel as their JSON graph (docs/plan-format.md), validated here before anything runs
-    def _store_plan(self, msg, session):
-        from ..plans.graph import PlanBuilds
-
-        builds = PlanBuilds.from_json(_str(msg, "g"))  # every graph of the plan, one per signature
-        state = msg.get("s") or []
-        if type(state) is not list or not all(type(t) is torch.Tensor for t in state):
-            raise SyftError("a plan's state is a list of tensors")
-        tags, description = _tags_and_description(msg)
-        return self._own(session, self.core.store_plan(builds, state, tags, description))
-
-    def _run_plan(self, msg, session):
-        args, state = _ids(msg, "a"), msg.get("s")
-        return self._claim(session, self.core.run_plan(_int(msg, "id"), args,
-                                                       None if state is None else _ids(msg, "s")))
-
-    def _run_graph(self, msg, session):
-        from ..plans.graph import PlanGraph
-
-        graph = PlanGraph.from_json(_str(msg, "g"))
-        return self._claim(session, self.core.run_graph(graph, _ids(msg, "i"), _ids(msg, "o")))
-
-    def _search(self, msg, session):
-        from ..inspection.model import object_meta
-
-        q = msg.get("q")
-        if type(q) is not list or not q or not all(type(t) is str for t in q):
-            raise SyftError("search takes a list of tags")
-        return [[i, object_meta(self.core.objects[i])] for i in self.core.search(tuple(q))]
-
-    def _describe(self, msg, session):
-        return self.core.describe(_int(msg, "id"))
-
-    def _summary(self, msg, session):
-        offset = _int(msg, "offset", 0)
-        limit = _int(msg, "limit", DEFAULT_SUMMARY_LIMIT)
-        if offset < 0 or not 1 <= limit <= MAX_SUMMARY_LIMIT:
-            raise SyftError(f"summary takes offset >= 0 and 1 <= limit <= {MAX_SUMMARY_LIMIT}")
-        return {"total": len(self.core.objects), "objects": self.core.summary(offset, limit)}
 
 
 def is_loopback(host: str) -> bool:
@@ -632,18 +296,7 @@ class WorkerServer:
     # --- one connection ----------------------------------------------------------------
     def _execute(self, msg, session):
         """On the command thread: run one command and encode its reply."""
-        reply, then = self.service.handle(msg, session)
-        try:
-            encoded = encode(reply, max_message_size=self.max_message_size)
-            if then is not None and then.snapshot and encoded.streamed:
-                # the reply's bytes point into a tensor other commands can reach: copy them now,
-                # between commands, so the stream never reads memory that changes or is freed
-                encoded.frames = [encoded.frames[0], *(bytes(f) for f in encoded.frames[1:])]
-        except WireError as e:  # the reply itself cannot travel (too large, odd dtype)
-            if then is not None and then.failed is not None:
-                then.failed()
-            return encode(error_reply(reply.get("r", 0), e)), None
-        return encoded, then
+        return self.service.encoded_reply(msg, session)
 
     async def _handler(self, ws):
         loop = asyncio.get_running_loop()
@@ -663,7 +316,7 @@ class WorkerServer:
                 if cmd == "hello":
                     session = self._attach(msg, session)
                 if session is None:
-                    session = Session(secrets.token_hex(16), named=False)
+                    session = Session()
                     session.connections = 1
                 if cmd in ("hello", "ping") and "rel" not in msg:
                     # answered on the event loop: never queued behind a long op

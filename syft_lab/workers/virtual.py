@@ -1,156 +1,127 @@
-"""VirtualWorker: a worker in this process. Commands go straight to its WorkerCore."""
+"""VirtualWorker: a worker in this process, used exactly like a remote one.
+
+It is the same client (protocol.py) and the same service (service.py) as a worker process;
+only the transport differs: ``InProcessTransport`` hands the service the client's message
+dicts directly, with no byte encoding, but with everything else a remote worker does (the
+allow-list and argument checks, the store rule, sessions, paging). What the wire format would
+do to a message, it does by hand: a payload the client still owns is copied into the worker's
+store (``stored_copy``), and a reply that would share memory with the store is copied out.
+
+Differences a user can see, on purpose: an in-process worker has no quotas (it shares the
+notebook's memory), releases apply at once (a dropped pointer frees its object now, not with
+the next request), and ``close()`` forgets the worker but leaves its objects to the pointers
+that still own them (the client cannot drop off, so there is no session to end). It reaches
+the other workers of this process, so it may hold pointers to their objects
+(``x.send(bob).send(alice)``).
+"""
 from __future__ import annotations
 
-import torch
+import collections
 
+from ..commands import current_holder
 from ..errors import SyftError
+from ..tensors.registry import stored_copy
 from . import registry
-from .base import BaseWorker
-from .core import WorkerCore
-from ..commands import current_holder, held_by
+from .base import BaseWorker, check_worker_id
+from .protocol import Transport, WorkerClient
+from .service import Session, WorkerService
 
 
-def plan_state_to_send(state: list, worker) -> list:
-    """The state tensors a plan carries to ``worker``: none when the module was sent there
-    already (calls then use its pointers), else local copies."""
-    from ..tensors.pointer import PointerTensor
-
-    pointers = [t for t in state if isinstance(t, PointerTensor)]
-    if not pointers:
-        return state
-    if len(pointers) == len(state) and all(p.location is worker for p in pointers):
-        return []
-    raise SyftError(f"a plan's state must be local, or sent to worker {worker.id!r} as a whole")
+def reachable_in_process(location) -> bool:
+    """The ``reach`` of an in-process worker: any live worker registered in this process."""
+    return (isinstance(location, BaseWorker) and registry.lookup(location.id) is location
+            and location.state != "closed")
 
 
-def detached_copy(obj):
-    """What a worker stores when it is sent ``obj``: an independent copy of the whole chain,
-    outside any autograd graph, with the tags and description the object carried."""
-    from ..tensors.logging import LoggingTensor, OpLog
-    from ..tensors.pointer import PointerTensor
+class InProcessTransport(Transport):
+    """Calls one in-process WorkerService with the message dicts themselves (no encoding).
 
-    if isinstance(obj, PointerTensor):
-        # a pointer to a pointer: the copy is a new owning reference to the same remote object
-        obj.location._incref(obj.id_at_location)
-        new = PointerTensor(obj.location, obj.id_at_location, obj.shape, obj.dtype)
-    elif isinstance(obj, LoggingTensor):
-        new = LoggingTensor(detached_copy(obj.child), OpLog(obj.log))
-    elif type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter:
-        if obj.device.type != "cpu":  # a meta tensor has no data: storing one would hide a bug
-            raise SyftError(f"cannot send a tensor on the {obj.device.type} device: workers hold CPU tensors")
-        new = obj.detach().clone()
-    elif isinstance(obj, torch.Tensor):
-        raise SyftError(f"cannot send a {type(obj).__name__}: syft_lab sends plain tensors, "
-                        f"LoggingTensors and pointers")
-    else:
-        raise TypeError(f"cannot send a {type(obj).__name__}")
-    d = obj.__dict__
-    if "tags" in d:
-        new.tags = set(d["tags"])
-    if "description" in d:
-        new.description = d["description"]
-    return new
+    Requests run while the worker's id is the current holder (``syft_lab.commands.held_by``):
+    a pointer made by an op the worker runs on a pointer it stores is held by the worker."""
+
+    in_process = True
+
+    def __init__(self, service: WorkerService):
+        self.service = service
+        self.session = Session()  # this process is the service's one client
+        self._closed = False
+        self._replies: collections.deque = collections.deque()  # (value, error) of requests sent
+
+    def open(self) -> dict:
+        return self.service.call({"c": "hello"}, self.session)[0]
+
+    def exchange(self, msg: dict, *, detach: bool = False, label=None):
+        token = current_holder.set(self.service.core.id)
+        try:
+            if detach:  # the payload is still the caller's: the store gets its own copy
+                o = msg.get("o")
+                if o is not None:
+                    msg["o"] = stored_copy(o)
+                s = msg.get("s")
+                if s:
+                    msg["s"] = [stored_copy(t) for t in s]
+            result, then = self.service.call(msg, self.session)
+        finally:
+            current_holder.reset(token)
+        if then is None:
+            return result
+        if then.snapshot:  # the reply would share memory with the store: hand out a copy
+            try:
+                result = stored_copy(result)
+            except BaseException:
+                if then.failed is not None:
+                    then.failed()
+                raise
+        if then.sent is not None:
+            then.sent()
+        return result
+
+    def send(self, msg: dict, *, detach: bool = False, label=None) -> None:
+        try:
+            self._replies.append((self.exchange(msg, detach=detach, label=label), None))
+        except SyftError as e:
+            self._replies.append((None, e))
+
+    def receive(self, *, label=None):
+        value, error = self._replies.popleft()
+        if error is not None:
+            raise error
+        return value
+
+    def release_now(self, ids: list) -> bool:
+        self.service.release(self.session, ids)
+        return True
+
+    def close(self, done: bool = True) -> None:
+        self._closed = True  # the objects stay: the pointers that own them release them
+
+    @property
+    def state(self) -> str:
+        return "closed" if self._closed else "in-process"
 
 
-class VirtualWorker(BaseWorker):
+class VirtualWorker(WorkerClient):
     """An in-process worker: its own object store, used exactly like a remote one."""
 
     kind = "virtual"
 
     def __init__(self, worker_id: str):
-        super().__init__(worker_id)
-        self.core = WorkerCore(self.id)
-        registry.register(self)
+        check_worker_id(worker_id)
+        self.service = WorkerService(worker_id, unlimited=True, reach=reachable_in_process)
+        super().__init__(worker_id, InProcessTransport(self.service))
+
+    @property
+    def core(self):
+        """The worker's WorkerCore (its store, reference counts and held data)."""
+        return self.service.core
 
     @property
     def objects(self) -> dict:
         """The store: object id -> object."""
-        return self.core.objects
+        return self.service.core.objects
 
-    def _store_copy(self, obj) -> int:
-        return self.core.store(detached_copy(obj))
-
-    def _load(self, obj, tags, description) -> int:
-        copy = detached_copy(obj)
-        copy.tags = set(tags)
-        if description is not None:
-            copy.description = description
-        return self.core.store(copy, held=True)
-
-    def _store_object(self, obj) -> int:
-        return self.core.store(obj)
-
-    def _receive_from(self, source, obj_id, requires_grad, keep_source=False):
-        from ..tensors.pointer import PointerTensor
-
-        obj = source._copy_out(obj_id) if keep_source else source._fetch(obj_id)
-        new_id = self._store_object(obj)
-        return PointerTensor(self, new_id, obj.shape, obj.dtype, requires_grad=requires_grad)
-
-    def _run(self, func, args, kwargs):
-        if self._batch is not None:
-            return self._batch.record(func, args, kwargs)
-        # held_by(self.id) without the context manager (it is a third of this method's cost):
-        # an op on a stored pointer makes a pointer held here
-        token = current_holder.set(self.id)
-        try:
-            return self.core.run(func, args, kwargs)
-        finally:
-            current_holder.reset(token)
-
-    def _store_plan(self, graph, state, tags, description):
-        # A copy through the plan's JSON form: the worker validates it as a remote one would.
-        return self.core.store_plan(graph.copy(), [detached_copy(t) for t in plan_state_to_send(state, self)],
-                                    tags, description)
-
-    def _run_plan(self, plan_id, args, state):
-        token = current_holder.set(self.id)  # held_by(self.id), as in _run
-        try:
-            return self.core.run_plan(plan_id, [a.id for a in args], None if state is None else [s.id for s in state])
-        finally:
-            current_holder.reset(token)
-
-    def _run_graph(self, graph, input_ids, output_ids):
-        with held_by(self.id):
-            return self.core.run_graph(graph.copy(), input_ids, output_ids)
-
-    def _fetch(self, obj_id):
-        obj = self.core.fetch(obj_id)
-        ref = getattr(obj, "__dict__", {}).get("_ref")
-        if ref is not None:
-            ref.owner_id = "me"  # a pointer fetched back is held here again
-        return obj
-
-    def _copy_out(self, obj_id):
-        """An independent copy of a stored object; the object stays here."""
-        return detached_copy(self.core.lookup(obj_id))
-
-    def _discard(self, obj_id) -> None:
-        self.core.fetch(obj_id)
-
-    def _release(self, obj_id):
-        if self._batch is not None and obj_id in self._batch.pending:
-            self._batch.dropped.add(obj_id)
-            return
-        self.core.decref(obj_id)
-
-    def _incref(self, obj_id):
-        self.core.incref(obj_id)
-
-    def _search(self, query):
-        from ..inspection.model import object_meta
-
-        return [(i, object_meta(self.core.objects[i])) for i in self.core.search(query)]
-
-    def describe(self, obj_id):
-        if self._batch is not None and obj_id in self._batch.pending:
-            _, shape, dtype = self._batch.pending[obj_id]
-            return [{"kind": "pending", "type": "Tensor", "id": obj_id, "owner": self.id, "shape": list(shape),
-                     "dtype": dtype, "preview": None}]
-        return self.core.describe(obj_id)
-
-    def summary(self) -> list[dict]:
-        return self.core.summary()
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.id!r}: {len(self.objects)} object(s)>"
 
 
 class LocalWorker(VirtualWorker):

@@ -426,7 +426,7 @@ def test_a_client_that_reconnects_within_the_grace_period_keeps_its_objects(spaw
     w = spawn("sess4", extra=["--session-grace", "600"], preexec_fn=limited())
     b = client(w.url, token)
     p = torch.arange(4.0).send(b)
-    b._ws.socket.shutdown(socket.SHUT_RDWR)  # the link drops without a close
+    b.transport.ws.socket.shutdown(socket.SHUT_RDWR)  # the link drops without a close
     wait_until(lambda: b.state == "disconnected", 30, "the client notices the drop")
     assert torch.equal((p + 1).get(), torch.arange(4.0) + 1)  # reconnected into its session
     assert torch.equal(p.get(), torch.arange(4.0))

@@ -103,8 +103,12 @@ def test_move_between_virtual_and_remote(remote):
 def test_pointer_to_pointer_is_refused_clearly_for_remote_workers(remote):
     bob, alice = remote
     p = torch.ones(2).send(alice)
-    with pytest.raises(SyftError, match=r"cannot hold a pointer to another worker.s object: it would need that worker.s credentials.*ptr.move"):
+    rule = r"cannot hold a pointer to an object on worker 'alice': a worker stores a pointer only to a worker it can itself reach.*ptr.move\(bob\)"
+    with pytest.raises(SyftError, match=rule):
         bob.send(p)
+    with pytest.raises(SyftError, match="pointer"):  # a chain over a pointer never travels
+        bob.send(sy.LoggingTensor(p))
+    assert bob.ping() and len(bob.objects) == 0  # refused, nothing kept, the connection lives on
     # a virtual worker may hold a pointer to a remote object (the reference is counted there)
     carol = sy.VirtualWorker("carol")
     try:
@@ -172,18 +176,19 @@ def test_release_queued_inside_another_request_is_not_reentrant(remote):
     before = len(bob.objects)
     victims = [torch.ones(1).send(bob) for _ in range(5)]
     ids = [v.id_at_location for v in victims]
-    real_send = bob._ws.send
+    ws = bob.transport.ws
+    real_send = ws.send
 
     def send_and_collect(frame):  # a GC pass in the middle of a request
         victims.clear()
         gc.collect()
         return real_send(frame)
 
-    bob._ws.send = send_and_collect
+    ws.send = send_and_collect
     try:
         bob.ping()
     finally:
-        bob._ws.send = real_send
+        ws.send = real_send
     assert set(ids) <= set(bob._releases)
     bob.flush()
     assert len(bob.objects) == before
@@ -349,20 +354,20 @@ def test_batch_sends_one_graph_to_a_remote_worker(remote):
     x, w = torch.randn(2, 3), torch.randn(3, 4)
     px, pw = x.send(bob), w.send(bob)
     sent = []
-    real = bob._exchange
+    real = bob._request
 
     def spy(header, **kw):
         sent.append(header["c"])
         return real(header, **kw)
 
-    bob._exchange = spy
+    bob._request = spy
     try:
         with sy.batch(bob):
             h = (px @ pw).relu()
             out = h.sum()
             assert out.shape == () and sy.chain(out).nodes[1]["kind"] == "pending"
     finally:
-        del bob._exchange
+        del bob._request
     assert sent == ["run_graph"]
     assert torch.allclose(out.get(), (x @ w).relu().sum(), atol=1e-6)
     assert torch.allclose(h.get(), (x @ w).relu())

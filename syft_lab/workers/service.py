@@ -1,0 +1,454 @@
+"""The worker service: every command a worker answers, on one WorkerCore, free of I/O.
+
+Every worker runs its commands here, whatever carries them: an in-process ``VirtualWorker``
+calls ``call`` with the client's own message dicts, the websocket server (server.py) and other
+byte transports (a Ray actor) decode wire messages and call ``handle``. So the validation, the
+op allow-list, the store rules, sessions and paging are the same for every worker.
+
+    service = WorkerService("bob")                 # quotas from limits.py (unlimited=True: none)
+    reply, then = service.handle({"r": 1, "c": "ping"}, session)    # {"r": 1, "ok": "pong"}
+
+A message is a dict: ``c`` names the command, ``r`` the request id (echoed), ``rel`` lists
+object ids the client released since its last request; the other fields are the command's
+(docs/wire-format.md lists them). A failure becomes an error reply
+``{"r": rid, "err": {"t": type name, "m": message, "id": object id for ObjectNotFoundError}}``
+(``call`` raises it instead): the worker and its connection live on.
+
+Store rule (one rule for every worker): **a worker stores a pointer only to a worker it can
+itself reach.** ``reach`` (given by whoever builds the service) says which: in-process workers
+share this process's registry, so a VirtualWorker may hold a pointer to any live worker of the
+process (``x.send(bob).send(alice)``); a worker process reaches no other worker (it would need
+that worker's address and the client's credentials), so it refuses every pointer with a
+SyftError that says to move the data instead. Layers that are not ``remote_storable`` (a shared
+tensor) are refused everywhere.
+
+Sessions: the references a client holds belong to its ``Session``; ``end_session`` releases them
+(the client left). A release only drops references its session holds, never another client's.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+
+import torch
+
+from ..commands import NewObject
+from ..errors import ObjectNotFoundError, RemoteError, SyftError
+from ..plans.graph import PlanBuilds, PlanGraph
+from ..tensors.base import ChainLayer
+from ..tensors.pointer import PointerSpec, PointerTensor
+from ..wire import allowlist
+from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, Decoder, WireError, encode
+from .core import WorkerCore
+from .limits import Limits
+
+DEFAULT_SUMMARY_LIMIT = 1000
+MAX_SUMMARY_LIMIT = 10000
+MAX_TAGS = 256
+MAX_MESSAGE_TEXT = 2000
+WHOLE = 2**62  # a chunk size no message reaches: one message, one frame
+
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-+~]+){2,}")
+_Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
+
+
+def scrub(message: str) -> str:
+    """An error message fit to leave the worker: no file paths, bounded length."""
+    return _PATH.sub("<path>", str(message))[:MAX_MESSAGE_TEXT]
+
+
+def error_reply(rid, e: BaseException) -> dict:
+    if isinstance(e, ObjectNotFoundError):
+        err = {"t": "ObjectNotFoundError", "m": scrub(e), "id": e.obj_id}
+    elif isinstance(e, RemoteError):
+        err = {"t": e.remote_type, "m": scrub(e.remote_message)}
+    else:
+        err = {"t": type(e).__name__, "m": scrub(e)}
+    return {"r": rid, "err": err}
+
+
+def _int(msg, key, default=None):
+    v = msg.get(key, default)
+    if type(v) is not int:
+        raise SyftError(f"field {key!r} must be an integer")
+    return v
+
+
+def _str(msg, key):
+    v = msg.get(key)
+    if type(v) is not str:
+        raise SyftError(f"field {key!r} must be a string")
+    return v
+
+
+def _ids(msg, key):
+    v = msg.get(key)
+    if type(v) is not list or not all(type(i) is int for i in v):
+        raise SyftError(f"field {key!r} must be a list of object ids")
+    return v
+
+
+def _tags_and_description(msg):
+    tags, description = msg.get("tags") or [], msg.get("d")
+    if (type(tags) is not list or len(tags) > MAX_TAGS
+            or not all(type(t) is str and len(t) <= MAX_TEXT for t in tags)):
+        raise SyftError(f"tags are a list of at most {MAX_TAGS} strings")
+    if description is not None and (type(description) is not str or len(description) > MAX_TEXT):
+        raise SyftError(f"a description is a string of at most {MAX_TEXT} characters")
+    return tags, description
+
+
+def _tensor_payload(obj):
+    """The dense tensor at the bottom of a chain (a LoggingTensor's child, ...)."""
+    while not (type(obj) is _Tensor or type(obj) is _Parameter):
+        obj = getattr(obj, "child", None)
+        if obj is None:
+            return None
+    return obj
+
+
+def shares_memory(obj) -> bool:
+    """Whether another tensor may read or write ``obj``'s memory (a view of it, a view it is,
+    a tensor autograd saved). Unknown means yes."""
+    t = _tensor_payload(obj)
+    if t is None:
+        return True
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    if use_count is None:
+        return True
+    # one use by ``t``, one by the temporary storage object made here
+    return use_count(t.untyped_storage()._cdata) > 2
+
+
+def reaches_nobody(location) -> bool:
+    """The ``reach`` of a worker process: it can reach no other worker."""
+    return False
+
+
+class Session:
+    """The references one client holds, released together when the client leaves.
+
+    ``refs`` is touched only where commands run (the server's command thread); ``connections``
+    and ``expiry`` only by the server's event loop."""
+
+    __slots__ = ("id", "refs", "connections", "expiry", "named", "ended")
+
+    def __init__(self, session_id: str | None = None, named: bool = False):
+        self.id, self.named = session_id or secrets.token_hex(16), named
+        self.refs: dict[int, int] = {}  # object id -> references held
+        self.connections = 0
+        self.expiry = None
+        self.ended = False
+
+    def __repr__(self):
+        return f"<Session {self.id[:8]}: {sum(self.refs.values())} reference(s)>"
+
+
+class Then:
+    """A command result plus what to do once its reply has (or has not) gone out.
+
+    ``snapshot``: the reply reads memory that another command could change while it travels
+    (a copy kept in the store, a view of a stored tensor), so it is copied first: on the wire
+    its bytes, in process the object (``stored_copy``)."""
+
+    __slots__ = ("result", "sent", "failed", "snapshot")
+
+    def __init__(self, result, *, sent=None, failed=None, snapshot=False):
+        self.result, self.sent, self.failed, self.snapshot = result, sent, failed, snapshot
+
+
+class WorkerService:
+    """Commands on one WorkerCore: a message dict in, its result (or an error reply) out.
+
+    ``limits``: the core's quotas (None: ``Limits()``'s defaults; ``unlimited=True``: none, as
+    for an in-process worker that shares the notebook's memory). ``reach(location) -> bool``:
+    whether this worker can reach the worker a pointer it is asked to store points to (see the
+    module docstring; the default reaches nobody). Not thread-safe: callers run one command at
+    a time (the server on its one command thread)."""
+
+    def __init__(self, worker_id: str, limits: Limits | None = None, *, unlimited: bool = False,
+                 reach=reaches_nobody):
+        self.core = WorkerCore(worker_id, limits=None if unlimited else (Limits() if limits is None else limits))
+        self.reach = reach
+        self.instance = secrets.token_hex(8)  # changes on every start: clients detect restarts
+        self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+        self.sessions_with_refs: set[Session] = set()
+        self._default_session = None
+        self._commands = {
+            "hello": self._hello, "ping": self._ping, "store": self._store, "load": self._load,
+            "run": self._run, "fetch": self._fetch, "delete": self._delete, "incref": self._incref,
+            "release": self._release, "search": self._search, "describe": self._describe,
+            "summary": self._summary, "store_plan": self._store_plan, "run_plan": self._run_plan,
+            "run_graph": self._run_graph,
+        }
+
+    @property
+    def id(self) -> str:
+        return self.core.id
+
+    def call(self, msg: dict, session: Session):
+        """Run one command; returns ``(result, then)`` (``then``: a Then or None) and raises
+        what the command raised. The in-process path: no reply dict, the exception itself."""
+        rel = msg.get("rel")
+        if rel is not None:
+            self.release(session, rel)
+        cmd = msg.get("c")
+        handler = self._commands.get(cmd) if type(cmd) is str else None
+        if handler is None:
+            raise SyftError(f"unknown command {str(cmd)[:40]!r}; known: {', '.join(self._commands)}")
+        result = handler(msg, session)
+        if type(result) is Then:
+            return result.result, result
+        return result, None
+
+    def handle(self, msg: dict, session: Session | None = None):
+        """Run one decoded message; returns ``(reply, then)``. Every failure becomes an error
+        reply (the connection lives on)."""
+        if session is None:  # sans-I/O callers (tests): one session for everything
+            if self._default_session is None:
+                self._default_session = Session()
+            session = self._default_session
+        rid = msg.get("r", 0)
+        try:
+            result, then = self.call(msg, session)
+        except Exception as e:
+            return error_reply(rid, e), None
+        return {"r": rid, "ok": result}, then
+
+    def encoded_reply(self, msg: dict, session: Session, *, chunk_size: int | None = None):
+        """Run one decoded message and encode its reply: ``(Encoded, then)``. A reply that
+        cannot travel (too large, an odd dtype) becomes an error reply, and ``then.failed``
+        runs (a fetched object goes back into the store)."""
+        reply, then = self.handle(msg, session)
+        kw = {} if chunk_size is None else {"chunk_size": chunk_size}
+        try:
+            encoded = encode(reply, max_message_size=self.max_message_size, **kw)
+            if then is not None and then.snapshot and encoded.streamed:
+                # the reply's bytes point into a tensor other commands can reach: copy them now,
+                # between commands, so the stream never reads memory that changes or is freed
+                encoded.frames = [encoded.frames[0], *(bytes(f) for f in encoded.frames[1:])]
+        except WireError as e:
+            if then is not None and then.failed is not None:
+                then.failed()
+            return encode(error_reply(reply.get("r", 0), e)), None
+        return encoded, then
+
+    def handle_bytes(self, data, session: Session) -> bytes:
+        """One whole wire message in, its whole reply out (for transports that carry a message
+        as one blob, such as a Ray actor call). Never raises for a bad message: a malformed one
+        gets an error reply with request id 0, which a client reads as out of step."""
+        try:
+            msg = Decoder(self.max_message_size, chunk_size=WHOLE).feed(data)
+            if msg is None:
+                raise WireError("a whole message was expected, got the start of a streamed one")
+        except WireError as e:
+            return bytes(encode(error_reply(0, e)).frames[0])
+        encoded, then = self.encoded_reply(msg, session, chunk_size=WHOLE)
+        out = bytes(encoded.frames[0])  # a copy: nothing of the store travels by reference
+        if then is not None and then.sent is not None:
+            then.sent()
+        return out
+
+    # --- sessions ------------------------------------------------------------------------
+    def _own(self, session: Session, obj_id: int) -> int:
+        """The session holds one more reference to ``obj_id``."""
+        refs = session.refs
+        refs[obj_id] = refs.get(obj_id, 0) + 1
+        self.sessions_with_refs.add(session)
+        return obj_id
+
+    def _claim(self, session: Session, result):
+        """The session owns the objects a command stored (its NewObject results, one reference each)."""
+        if type(result) is NewObject:
+            refs = session.refs
+            refs[result.id] = refs.get(result.id, 0) + 1
+            self.sessions_with_refs.add(session)
+        elif type(result) in (list, tuple):
+            for r in result:
+                if type(r) is NewObject:
+                    self._own(session, r.id)
+        return result
+
+    def _disown(self, obj_id: int) -> dict:
+        """The object leaves the store: no session holds it any more. Returns who held it."""
+        holders = {}
+        for s in list(self.sessions_with_refs):
+            n = s.refs.pop(obj_id, 0)
+            if n:
+                holders[s] = n
+        return holders
+
+    def release(self, session: Session, ids) -> None:
+        """Drop references the session holds; ids it does not hold are ignored (a pointer that
+        another session owns, an object fetched meanwhile): never another client's reference."""
+        if type(ids) is not list:
+            raise SyftError("release takes a list of ids")
+        refs = session.refs
+        for i in ids:
+            n = refs.get(i, 0) if type(i) is int else 0
+            if n > 0:
+                if n == 1:
+                    del refs[i]
+                else:
+                    refs[i] = n - 1
+                self.core.decref(i)
+
+    def end_session(self, session: Session) -> None:
+        """Release every reference the session holds (its client has left)."""
+        session.ended = True
+        refs, session.refs = session.refs, {}
+        self.sessions_with_refs.discard(session)
+        for obj_id, n in refs.items():
+            for _ in range(n):
+                self.core.decref(obj_id)
+
+    def merge_session(self, source: Session, target: Session) -> None:
+        """``target`` takes over what ``source`` holds (a hello named a session after commands)."""
+        for obj_id, n in source.refs.items():
+            target.refs[obj_id] = target.refs.get(obj_id, 0) + n
+        source.refs = {}
+        source.ended = True
+        self.sessions_with_refs.discard(source)
+        if target.refs:
+            self.sessions_with_refs.add(target)
+
+    # --- commands ------------------------------------------------------------------------
+    def _hello(self, msg, session):
+        return {"worker": self.core.id, "v": WIRE_VERSION, "instance": self.instance,
+                "max_message_size": self.max_message_size, "session": session.id}
+
+    def _ping(self, msg, session):
+        return "pong"
+
+    def _checked_object(self, msg):
+        """The object of a store or load, if this worker may keep it (the store rule)."""
+        obj = msg.get("o")
+        if not isinstance(obj, (_Tensor, PointerSpec)):
+            raise SyftError(f"{msg.get('c')} takes a tensor or a chain of layers over one")
+        t = obj
+        while True:
+            if isinstance(t, PointerSpec) or isinstance(t, PointerTensor):
+                location = t if isinstance(t, PointerSpec) else t.location
+                if not self.reach(location):
+                    where = t.worker_id if isinstance(t, PointerSpec) else t.location.id
+                    raise SyftError(
+                        f"worker {self.core.id!r} cannot hold a pointer to an object on worker {where!r}: a "
+                        f"worker stores a pointer only to a worker it can itself reach, and {self.core.id!r} "
+                        f"reaches no other worker (it would need the address of {where!r} and your "
+                        f"credentials). Move the data instead: ptr.move({self.core.id}) "
+                        f"(docs/wire-format.md, 'Pointers to pointers')")
+                return obj
+            tp = type(t)
+            if tp is _Tensor or tp is _Parameter:
+                return obj
+            if not isinstance(t, ChainLayer):
+                raise SyftError(f"{msg.get('c')} takes a tensor or a chain of layers, not a {tp.__name__}")
+            if not tp.remote_storable:
+                raise SyftError(f"a {tp.__name__} cannot be stored on a worker as one object: "
+                                f"{tp.remote_storable_reason}")
+            children = t.layer_children()
+            if len(children) != 1:  # a layer over several tensors is never one stored object
+                raise SyftError(f"a {tp.__name__} over {len(children)} tensors cannot be stored as one object")
+            t = children[0]
+
+    def _store(self, msg, session):
+        return self._own(session, self.core.store(self._checked_object(msg)))
+
+    def _load(self, msg, session):
+        """Data the worker itself holds: no session or pointer releases it; ``delete`` does."""
+        obj = self._checked_object(msg)
+        tags, description = _tags_and_description(msg)
+        if tags:
+            obj.tags = set(tags)
+        if description is not None:
+            obj.description = description
+        return self.core.store(obj, held=True)
+
+    def _run(self, msg, session):
+        op = allowlist.resolve(msg.get("op"))
+        args, kwargs = msg.get("a"), msg.get("k")
+        if type(args) is not list or (kwargs is not None and type(kwargs) is not dict):
+            raise SyftError("run takes a list of arguments and a map of keyword arguments")
+        return self._claim(session, self.core.run(op, args, kwargs))
+
+    def _fetch(self, msg, session):
+        obj_id = _int(msg, "id")
+        obj = self.core.lookup(obj_id)
+        if getattr(obj, "kind", None) == "plan":  # a stored plan travels as its JSON graph
+            out = {"plan": obj.builds.to_json(), "tags": sorted(obj.tags), "description": obj.description}
+            if msg.get("keep"):
+                return out
+            # a plan's reply holds no memory of the store: it leaves once the reply has gone out
+            return Then(out, sent=lambda: self.core.objects.get(obj_id) is obj and self._take(obj_id))
+        if msg.get("keep"):  # still in the store while its reply travels: send a copy
+            return Then(obj, snapshot=True)
+        # A get takes the object out of the store before its reply travels, so no other
+        # command can reach it meanwhile; if the reply cannot be delivered it goes back.
+        refcount, held = self.core.refcounts.get(obj_id, 0), obj_id in self.core.held
+        holders = self._disown(obj_id)
+        self.core.fetch(obj_id)
+        return Then(obj, failed=lambda: self._put_back(obj_id, obj, refcount, held, holders),
+                    snapshot=shares_memory(obj))
+
+    def _take(self, obj_id):
+        self._disown(obj_id)
+        return self.core.fetch(obj_id)
+
+    def _put_back(self, obj_id, obj, refcount, held, holders):
+        for s, n in holders.items():
+            if s.ended:
+                refcount -= n  # its client has left meanwhile: its references are gone
+            else:
+                s.refs[obj_id] = s.refs.get(obj_id, 0) + n
+                self.sessions_with_refs.add(s)
+        if obj_id in self.core.objects or not (refcount > 0 or held):
+            return
+        self.core.store(obj, obj_id, refcount=refcount, held=held)
+        if held:  # a held object's store keeps no count: the references sessions took on it
+            for _ in range(refcount):
+                self.core.incref(obj_id)
+
+    def _delete(self, msg, session):
+        self._take(_int(msg, "id"))
+
+    def _incref(self, msg, session):
+        obj_id = _int(msg, "id")
+        self.core.incref(obj_id)
+        self._own(session, obj_id)
+
+    def _release(self, msg, session):
+        self.release(session, msg.get("ids"))
+
+    # plans travel as their JSON graph (docs/plan-format.md), validated here before anything runs
+    def _store_plan(self, msg, session):
+        builds = PlanBuilds.from_json(_str(msg, "g"))  # every graph of the plan, one per signature
+        state = msg.get("s") or []
+        if type(state) is not list or not all(type(t) is _Tensor for t in state):
+            raise SyftError("a plan's state is a list of tensors")
+        tags, description = _tags_and_description(msg)
+        return self._own(session, self.core.store_plan(builds, state, tags, description))
+
+    def _run_plan(self, msg, session):
+        args, state = _ids(msg, "a"), msg.get("s")
+        return self._claim(session, self.core.run_plan(_int(msg, "id"), args,
+                                                       None if state is None else _ids(msg, "s")))
+
+    def _run_graph(self, msg, session):
+        graph = PlanGraph.from_json(_str(msg, "g"))
+        return self._claim(session, self.core.run_graph(graph, _ids(msg, "i"), _ids(msg, "o")))
+
+    def _search(self, msg, session):
+        q = msg.get("q")
+        if type(q) is not list or not q or not all(type(t) is str for t in q):
+            raise SyftError("search takes a list of tags")
+        return [[i, m] for i, m in self.core.search_meta(tuple(q))]
+
+    def _describe(self, msg, session):
+        return self.core.describe(_int(msg, "id"))
+
+    def _summary(self, msg, session):
+        offset = _int(msg, "offset", 0)
+        limit = _int(msg, "limit", DEFAULT_SUMMARY_LIMIT)
+        if offset < 0 or not 1 <= limit <= MAX_SUMMARY_LIMIT:
+            raise SyftError(f"summary takes offset >= 0 and 1 <= limit <= {MAX_SUMMARY_LIMIT}")
+        return {"total": len(self.core.objects), "objects": self.core.summary(offset, limit)}
