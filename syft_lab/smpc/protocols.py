@@ -82,7 +82,7 @@ def _finish_trunc_many(x: AST, dealer: Dealer, item: int, progs, k: int):
     top = torch.div(w, d, rounding_mode="floor")
     fresh = _programs(x)
     for i, p in enumerate(fresh):
-        rt = dealer.part(item, i)[1]
+        rt = dealer.local(item, i)[1]
         p.keep(p.op(aten.clone.default, top - rt if i == 0 else -rt))
     run(fresh)
     return new_shared(x, [p.kept[0] for p in fresh])
@@ -102,7 +102,7 @@ def truncate(x: AST, d: int) -> AST:
     dealer = Dealer(_provider(x), len(progs))
     dealer.d = d
     item = dealer.trunc_pair(tuple(x.shape), d)
-    dealer.generate()
+    dealer.generate(x.parties)
     for i, p in enumerate(progs):
         r = dealer.part(item, i)[0]
         p.open(p.op(aten.add.Tensor, x.shares[i], r))
@@ -123,7 +123,7 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
                          torch.empty(y.shape, dtype=torch.int64, device="meta"), *extra).shape)
         dealer.d = div
         trunc_item = dealer.trunc_pair(zshape, div)
-    dealer.generate()
+    dealer.generate(x.parties)
     progs = _programs(x)
     for i, p in enumerate(progs):
         a, b, _ = dealer.part(item, i)
@@ -233,7 +233,7 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None) -> AS
     if dealer is None:
         dealer = Dealer(_provider(x), n)
         items = _plan_msb(dealer, n, shape)
-        dealer.generate()
+        dealer.generate(x.parties)
     csa, g0, levels, bit = items[:4]
     zero_cache = {}
 
@@ -332,7 +332,7 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None) -> AS
     last = _programs(x)
     coef = 1 - 2 * c
     for i, p in enumerate(last):
-        ra = dealer.part(bit, i)[1]
+        ra = dealer.local(bit, i)[1]
         bi = ra * coef  # computed here: public coefficients times the dealer's piece for party i
         if i == 0:
             bi = bi + c
@@ -377,7 +377,7 @@ def relu(x: AST) -> AST:
     dealer = Dealer(_provider(x), n)
     items = _plan_msb(dealer, n, shape)
     mux = dealer.arith_triple(aten.mul.Tensor, shape, shape)
-    dealer.generate()
+    dealer.generate(x.parties)
 
     def then(i, p, bi):
         # y = 1 - b (party 0) / -b (others); open e = x - a, d = y - b
@@ -394,7 +394,8 @@ def relu(x: AST) -> AST:
     fin = _programs(x)
     for i, p in enumerate(fin):
         _, bb, cc = dealer.part(mux, i)
-        z = p.op(aten.add.Tensor, p.op(aten.add.Tensor, cc, eps * bb), p.op(aten.mul.Tensor, x.shares[i], delta))
+        eb = eps * dealer.local(mux, i)[1]  # public times the party's own piece: computed here
+        z = p.op(aten.add.Tensor, p.op(aten.add.Tensor, cc, eb), p.op(aten.mul.Tensor, x.shares[i], delta))
         p.keep(z)
     run(fin)
     return new_shared(x, [p.kept[0] for p in fin])

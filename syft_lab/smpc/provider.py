@@ -22,7 +22,12 @@ from __future__ import annotations
 
 import torch
 
-from .runtime import Program, run
+from ..tensors.pointer import PointerTensor
+from .runtime import Program, RowPiece, run, stats
+
+# A party's row above this size is stored on it once, as raw bytes (one message per party, all in
+# flight), instead of travelling as plan constants (base64 in JSON) in every round that needs it.
+DELIVER_BYTES = 32 * 1024
 
 aten = torch.ops.aten
 _LOW, _HIGH = -2**63, 2**63 - 1  # randint's high is exclusive: one value of 2^64 never drawn
@@ -39,6 +44,7 @@ class Dealer:
         self.items: list[list[tuple]] = []  # per item: [(shape, offset, numel), ...] per piece
         self._width = 0
         self.packed = None
+        self.rows = None  # per party: a pointer to its stored row, or None (pieces travel inline)
 
     # --- helpers on the provider ------------------------------------------------------------
     def _rand(self, shape, low=_LOW, high=_HIGH):
@@ -114,16 +120,42 @@ class Dealer:
         self.prog.open(self.prog.op(aten.cat.default, self.blocks, 1))
         return self.prog
 
-    def generate(self) -> None:
-        """Run the provider's program and bring the pack here (one message and one fetch)."""
+    def generate(self, deliver_to=None) -> None:
+        """Run the provider's program and bring the pack here (one message and one fetch);
+        ``deliver_to``: the parties, to store their rows on them when the rows are large."""
         if self.packed is None:
             run([self.program()])
             self.collect()
+        if deliver_to is not None:
+            self.deliver(deliver_to)
+
+    def deliver(self, parties) -> None:
+        """Store each remote party's row on it (raw bytes, every store in flight at once)."""
+        if self.packed.shape[1] * 8 < DELIVER_BYTES or all(getattr(w, "_lock", None) is None for w in parties):
+            return
+        self.rows = [None] * len(parties)
+        pending = []
+        for i, w in enumerate(parties):
+            if getattr(w, "_lock", None) is not None:  # remote: a store message; in process: inline
+                row = self.packed[i].contiguous()
+                pending.append((i, w, row, w._submit({"c": "store", "o": row}, detach=True, label="send")))
+        stats["rounds"] += 1
+        stats["messages"] += len(pending)
+        for i, w, row, p in pending:
+            self.rows[i] = PointerTensor(w, p.result(), row.shape, row.dtype)
 
     def collect(self) -> None:
         self.packed = self.prog.opened[0]
 
-    def part(self, item: int, party: int) -> list[torch.Tensor]:
-        """Party ``party``'s pieces of ``item`` (views of its row: what it is sent, nothing else)."""
+    def part(self, item: int, party: int) -> list:
+        """Party ``party``'s pieces of ``item`` as its programs take them: pieces of its stored
+        row, or views of its row here (sent inline). A party is sent its row, nothing else."""
+        row = self.rows[party] if self.rows is not None else None
+        if row is not None:
+            return [RowPiece(row, off, numel, shape) for shape, off, numel in self.items[item]]
+        return self.local(item, party)
+
+    def local(self, item: int, party: int) -> list[torch.Tensor]:
+        """Party ``party``'s pieces of ``item`` here (for what this process computes for it)."""
         row = self.packed[party]
         return [row[off:off + numel].view(shape) for shape, off, numel in self.items[item]]

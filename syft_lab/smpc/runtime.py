@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import torch
 
-from ..dtypes import dtype_name, parse_dtype
+from ..dtypes import dtype_name
 from ..ids import new_id
 from ..plans.graph import Node, PlanGraph, Value
 from ..tensors.pointer import PointerTensor, wrap_result
 from ..workers.virtual import VirtualWorker
 
 _meta_cache: dict = {}
+aten = torch.ops.aten
 
 # What protocols cost, for the benchmarks: rounds (one round trip each: every message of a
 # round is in flight at once) and messages (requests to remote workers).
@@ -39,24 +40,31 @@ def reset_stats() -> None:
 class Val:
     """A value of a program: the output of one op (or, in process, its pointer already)."""
 
-    __slots__ = ("index", "meta", "ptr")  # no reference to its program: no cycle keeps pointers alive
+    __slots__ = ("index", "shape", "dtype", "ptr")  # no reference to its program: no cycle keeps pointers alive
 
-    def __init__(self, index, meta, ptr=None):
-        self.index, self.meta, self.ptr = index, meta, ptr
-
-    @property
-    def shape(self):
-        return self.ptr.shape if self.ptr is not None else self.meta.shape
+    def __init__(self, index, shape, dtype, ptr=None):
+        self.index, self.shape, self.dtype, self.ptr = index, shape, dtype, ptr
+        if ptr is not None:
+            self.shape, self.dtype = tuple(ptr.shape), ptr.dtype
 
 
-def _sig(a):
-    if isinstance(a, Val):
-        return ("t", tuple(a.meta.shape), a.meta.dtype)
-    if isinstance(a, torch.Tensor):
-        return ("t", tuple(a.shape), a.dtype)
-    if isinstance(a, (list, tuple)):
-        return ("l", tuple(_sig(b) for b in a))
-    return ("v", a)
+class RowPiece:
+    """A piece of the dealer's row that a party already stores (``Dealer.deliver``): the
+    program slices it out of the stored row instead of carrying it as a constant."""
+
+    __slots__ = ("row", "offset", "numel", "shape")
+
+    def __init__(self, row, offset, numel, shape):
+        self.row, self.offset, self.numel, self.shape = row, offset, numel, tuple(shape)
+
+
+def _meta(sig):
+    kind = sig[0]
+    if kind == "t":
+        return torch.empty(sig[1], dtype=sig[2], device="meta")
+    if kind == "l":
+        return [_meta(b) for b in sig[1]]
+    return sig[1]
 
 
 class Program:
@@ -68,20 +76,23 @@ class Program:
         self.inputs: list[dict] = []
         self.input_ids: list[int] = []
         self._input_index: dict[int, int] = {}
+        self._pieces: dict = {}
         self.constants: list[torch.Tensor] = []
         self.nodes: list[Node] = []
-        self._keep: list[Val] = []
+        self._keep: list = []
         self._open: list[Val] = []
         self.kept: list[PointerTensor] = []
         self.opened: list[torch.Tensor] = []
 
     # --- recording ------------------------------------------------------------------------
     def _arg(self, a):
-        """(argument for the worker, meta stand-in) of one op argument."""
+        """(argument for the worker, signature: what its meta stand-in is made from) of one op argument."""
         if isinstance(a, Val):
             if self.local:
                 return a.ptr._ref, None
-            return Value("node", a.index), a.meta
+            return Value("node", a.index), ("t", a.shape, a.dtype)
+        if isinstance(a, RowPiece):
+            return self._arg(self._piece(a))
         if isinstance(a, PointerTensor):
             a._check_alive()
             if self.local:
@@ -93,36 +104,45 @@ class Program:
                 self.input_ids.append(ref_id)
                 self.inputs.append({"name": f"in{j}", "role": "input", "shape": list(a.shape),
                                     "dtype": dtype_name(a.dtype)})
-            return Value("input", j), torch.empty(a.shape, dtype=a.dtype, device="meta")
+            return Value("input", j), ("t", tuple(a.shape), a.dtype)
         if isinstance(a, torch.Tensor):  # a public value this process sends along
             if self.local:
                 return a, None
             self.constants.append(a.contiguous())
-            return Value("const", len(self.constants) - 1), torch.empty(a.shape, dtype=a.dtype, device="meta")
+            return Value("const", len(self.constants) - 1), ("t", tuple(a.shape), a.dtype)
         if type(a) in (list, tuple):
             pairs = [self._arg(b) for b in a]
-            return [p[0] for p in pairs], [p[1] for p in pairs]
-        return a, a
+            return [p[0] for p in pairs], ("l", tuple(p[1] for p in pairs))
+        return a, ("v", a)
+
+    def _piece(self, piece: RowPiece) -> Val:
+        key = (id(piece.row), piece.offset)
+        v = self._pieces.get(key)
+        if v is None:
+            flat = self.op(aten.slice.Tensor, piece.row, 0, piece.offset, piece.offset + piece.numel)
+            v = self._pieces[key] = self.op(aten.reshape.default, flat, list(piece.shape))
+        return v
 
     def op(self, func, *args, **kwargs) -> Val:
         """Run (in process) or record (remote) ``func`` on this worker; returns its value."""
         pairs = [self._arg(a) for a in args]
-        kw_pairs = {k: self._arg(v) for k, v in kwargs.items()}
         wire_args = [p[0] for p in pairs]
-        wire_kw = {k: p[0] for k, p in kw_pairs.items()}
+        if kwargs:
+            kw_pairs = {k: self._arg(v) for k, v in kwargs.items()}
+            wire_kw = {k: p[0] for k, p in kw_pairs.items()}
+        else:
+            kw_pairs, wire_kw = {}, {}
         if self.local:
             out = self.worker._run(func, wire_args, wire_kw or None)
-            return Val(None, None, wrap_result(PointerTensor, out, self.worker))
-        key = (func, tuple(_sig(a) for a in args), tuple((k, _sig(v)) for k, v in kwargs.items()))
+            return Val(None, None, None, wrap_result(PointerTensor, out, self.worker))
+        key = (func, tuple(p[1] for p in pairs), tuple((k, p[1]) for k, p in kw_pairs.items()))
         hit = _meta_cache.get(key)
         if hit is None:
-            meta_args = [p[1] for p in pairs]
-            meta_kw = {k: p[1] for k, p in kw_pairs.items()}
-            m = func(*meta_args, **meta_kw)
-            hit = _meta_cache[key] = (tuple(m.shape), dtype_name(m.dtype))
+            m = func(*[_meta(p[1]) for p in pairs], **{k: _meta(p[1]) for k, p in kw_pairs.items()})
+            hit = _meta_cache[key] = (tuple(m.shape), m.dtype)
         shape, dtype = hit
-        self.nodes.append(Node(func, wire_args, wire_kw, [(shape, dtype)]))
-        return Val(len(self.nodes) - 1, torch.empty(shape, dtype=parse_dtype(dtype), device="meta"))
+        self.nodes.append(Node(func, wire_args, wire_kw, [(shape, dtype_name(dtype))]))
+        return Val(len(self.nodes) - 1, shape, dtype)
 
     def keep(self, v) -> int:
         """Keep ``v`` (a value, or an input pointer) on the worker: after ``run``,

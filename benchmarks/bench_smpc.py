@@ -1,0 +1,116 @@
+"""Secure computation benchmark: ops on additively shared fixed precision tensors.
+
+    .venv/bin/python benchmarks/bench_smpc.py [--quick]
+
+Figures:
+- with 2 websocket worker processes as parties and a third as crypto provider (loopback):
+  1-element mul, 100x100 matmul, 100x100 relu, 100x100 add, each against CrypTen 0.4.1's figure
+  on this machine class with 2 parties as processes (2.7 ms, 5.3 ms, 47 ms, 0.45 ms: the issue's
+  numbers; CrypTen itself no longer imports with this torch), with the rounds and messages each
+  op takes and a ping round trip to the same worker measured in turns beside it (the floor of
+  one round);
+- in process (VirtualWorkers): a shared 100x100 matmul against a plain float32 100x100 matmul,
+  in turns (CPU time of this thread: everything runs here).
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import threading
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from common import cpu_clock, figure, interleaved, interleaved_samples  # noqa: E402
+
+CRYPTEN_MS = {"mul1": 2.7, "matmul100": 5.3, "relu100": 47.0, "add100": 0.45}
+
+
+def _start(sy, ids):
+    workers, threads = {}, []
+
+    def start(i):
+        workers[i] = sy.start_worker(i)
+
+    for i in ids:
+        threads.append(threading.Thread(target=start, args=(i,)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    missing = [i for i in ids if i not in workers]
+    if missing:
+        raise RuntimeError(f"workers did not start: {missing}")
+    return [workers[i] for i in ids]
+
+
+def _remote(sy, runtime, quick):
+    alice, bob, carol = _start(sy, ["bench_smpc_alice", "bench_smpc_bob", "bench_smpc_carol"])
+    rows = []
+    try:
+        def shared(*shape):
+            return torch.randn(*shape).fix_precision().share(alice, bob, crypto_provider=carol)
+
+        a1, b1 = shared(1), shared(1)
+        a, b = shared(100, 100), shared(100, 100)
+        ops = {"mul1": lambda: a1 * b1, "matmul100": lambda: a @ b, "relu100": lambda: a.relu(),
+               "add100": lambda: a + b}
+        labels = {"mul1": "1-element mul", "matmul100": "100x100 matmul", "relu100": "100x100 relu",
+                  "add100": "100x100 add"}
+        counts = {}
+        for name, op in ops.items():
+            op()  # warm: meta shapes memoised, connections open
+            runtime.reset_stats()
+            op()
+            counts[name] = dict(runtime.stats)
+        fns = dict(ops, ping=alice.ping)
+        repeat = 5 if quick else 15
+        samples = interleaved_samples(fns, number=1, repeat=repeat)
+        ping = statistics.median(samples["ping"])
+        for name in ops:
+            t = statistics.median(samples[name])
+            c = counts[name]
+            rows.append(figure(
+                f"{labels[name]}, 2 websocket parties + crypto provider", t * 1e3, "ms", 1.0,
+                ratio=t * 1e3 / CRYPTEN_MS[name], peer=f"CrypTen {CRYPTEN_MS[name]} ms",
+                note=f"{c['rounds']} rounds, {c['messages']} messages; {t / max(c['rounds'], 1) * 1e3:.2f} ms per "
+                     f"round, a ping {ping * 1e3:.2f} ms"))
+    finally:
+        for w in (alice, bob, carol):
+            w.close()
+    return rows
+
+
+def _in_process(sy, quick):
+    alice, bob, carol = (sy.VirtualWorker(f"bench_smpc_v{i}") for i in range(3))
+    try:
+        x, w = torch.randn(100, 100), torch.randn(100, 100)
+        sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
+        sw = w.fix_precision().share(alice, bob, crypto_provider=carol)
+        t = interleaved({"shared": lambda: sx @ sw, "plain": lambda: x @ w},
+                        number=2 if quick else 5, repeat=5 if quick else 15, clock=cpu_clock)
+        del sx, sw
+    finally:
+        for v in (alice, bob, carol):
+            v.close()
+    return [figure("shared 100x100 matmul in process (VirtualWorkers) vs a plain float32 matmul", t["shared"] * 1e3,
+                   "ms", 20.0, ratio=t["shared"] / t["plain"], peer=f"plain {t['plain'] * 1e6:.0f} us")]
+
+
+def run(quick: bool = False) -> list[dict]:
+    torch.set_num_threads(1)  # as the workers (start_worker's default): comparable and not oversubscribed
+    import syft_lab as sy
+    from syft_lab.smpc import runtime
+
+    sy.hook()
+    return _in_process(sy, quick) + _remote(sy, runtime, quick)
+
+
+if __name__ == "__main__":
+    from run import print_table
+
+    print_table(run("--quick" in sys.argv))
