@@ -120,8 +120,8 @@ class Transport:
         "connected", "disconnected" (the next request reconnects), "closed" or "in-process".
 
     and may override ``exchange(msg, ...)`` (send + receive, the common case: a faster path)
-    and ``release_now(ids) -> bool`` (apply releases at once instead of queueing them; in
-    process). ``client`` is set to the WorkerClient using it (for its id in messages and for
+    and set ``release_now`` (a function(obj_id) applying a release at once instead of queueing
+    it; in process). ``client`` is set to the WorkerClient using it (for its id in messages and for
     ``client._on_restart()`` after a reconnect found a new worker process). ``in_process``: the
     service runs in this process on this process's objects (no encoding, no lock needed)."""
 
@@ -141,8 +141,9 @@ class Transport:
         self.send(msg, detach=detach, label=label)
         return self.receive(label=label)
 
-    def release_now(self, ids: list) -> bool:
-        return False
+    #: a function(obj_id) that applies one release at once (in process), or None: releases are
+    #: queued and travel with the next request
+    release_now = None
 
     def ensure_open(self) -> None:
         """Reconnect if the connection dropped while idle (a transport that can)."""
@@ -497,6 +498,9 @@ class WorkerClient(BaseWorker):
         if worker_id is not None:
             BaseWorker.__init__(self, worker_id)
         if self._lock is None:
+            # in process nothing is ever queued or in flight (releases apply at once, a submit
+            # completes at once): a request is the transport's exchange, one call less per op
+            self._request = transport.exchange
             hello = transport.open()
         else:
             with self._lock:
@@ -668,7 +672,10 @@ class WorkerClient(BaseWorker):
         if batch is not None and obj_id in batch.pending:
             batch.dropped.add(obj_id)
             return
-        if not self.transport.release_now([obj_id]):
+        release_now = self.transport.release_now
+        if release_now is not None:
+            release_now(obj_id)
+        else:
             self._releases.append(obj_id)  # sent with the next request: see the module docstring
 
     def _store_copy(self, obj) -> int:

@@ -48,6 +48,7 @@ MAX_TAGS = 256
 MAX_MESSAGE_TEXT = 2000
 WHOLE = 2**62  # a chunk size no message reaches: one message, one frame
 
+_ALLOWED = allowlist.ALLOWED  # op name -> OpOverload
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-+~]+){2,}")
 _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
 
@@ -293,6 +294,18 @@ class WorkerService:
                     refs[i] = n - 1
                 self.core.decref(i)
 
+    def release_one(self, session: Session, obj_id: int) -> None:
+        """``release(session, [obj_id])``, for one id (an in-process pointer dropped)."""
+        refs = session.refs
+        n = refs.get(obj_id, 0)
+        if n == 1:
+            del refs[obj_id]
+        elif n > 1:
+            refs[obj_id] = n - 1
+        else:
+            return
+        self.core.decref(obj_id)
+
     def end_session(self, session: Session) -> None:
         """Release every reference the session holds (its client has left)."""
         session.ended = True
@@ -365,11 +378,20 @@ class WorkerService:
         return self.core.store(obj, held=True)
 
     def _run(self, msg, session):
-        op = allowlist.resolve(msg.get("op"))
+        name = msg.get("op")
+        op = _ALLOWED.get(name) if type(name) is str else None
+        if op is None:
+            op = allowlist.resolve(name)  # raises OpNotAllowedError saying why
         args, kwargs = msg.get("a"), msg.get("k")
         if type(args) is not list or (kwargs is not None and type(kwargs) is not dict):
             raise SyftError("run takes a list of arguments and a map of keyword arguments")
-        return self._claim(session, self.core.run(op, args, kwargs))
+        result = self.core.run(op, args, kwargs)
+        if type(result) is NewObject:  # the common case, inline (this is every pointer op's path)
+            refs = session.refs
+            refs[result.id] = refs.get(result.id, 0) + 1
+            self.sessions_with_refs.add(session)
+            return result
+        return self._claim(session, result)
 
     def _fetch(self, msg, session):
         obj_id = _int(msg, "id")

@@ -17,6 +17,7 @@ the other workers of this process, so it may hold pointers to their objects
 from __future__ import annotations
 
 import collections
+import functools
 
 from ..commands import current_holder
 from ..errors import SyftError
@@ -25,6 +26,9 @@ from . import registry
 from .base import BaseWorker, check_worker_id
 from .protocol import Transport, WorkerClient
 from .service import Session, WorkerService
+
+
+_set_holder, _reset_holder = current_holder.set, current_holder.reset
 
 
 def reachable_in_process(location) -> bool:
@@ -44,14 +48,19 @@ class InProcessTransport(Transport):
     def __init__(self, service: WorkerService):
         self.service = service
         self.session = Session()  # this process is the service's one client
+        self.holder = service.core.id
+        self._call = service.call
         self._closed = False
         self._replies: collections.deque = collections.deque()  # (value, error) of requests sent
+        # a dropped pointer frees its object now (a release may come inside another command:
+        # the core's decref is safe there, as a pointer's __del__ always was)
+        self.release_now = functools.partial(service.release_one, self.session)
 
     def open(self) -> dict:
         return self.service.call({"c": "hello"}, self.session)[0]
 
     def exchange(self, msg: dict, *, detach: bool = False, label=None):
-        token = current_holder.set(self.service.core.id)
+        token = _set_holder(self.holder)
         try:
             if detach:  # the payload is still the caller's: the store gets its own copy
                 o = msg.get("o")
@@ -60,9 +69,9 @@ class InProcessTransport(Transport):
                 s = msg.get("s")
                 if s:
                     msg["s"] = [stored_copy(t) for t in s]
-            result, then = self.service.call(msg, self.session)
+            result, then = self._call(msg, self.session)
         finally:
-            current_holder.reset(token)
+            _reset_holder(token)
         if then is None:
             return result
         if then.snapshot:  # the reply would share memory with the store: hand out a copy
@@ -87,10 +96,6 @@ class InProcessTransport(Transport):
         if error is not None:
             raise error
         return value
-
-    def release_now(self, ids: list) -> bool:
-        self.service.release(self.session, ids)
-        return True
 
     def close(self, done: bool = True) -> None:
         self._closed = True  # the objects stay: the pointers that own them release them
