@@ -39,6 +39,7 @@ from .runtime import Program, run
 aten = torch.ops.aten
 AST = AdditiveSharingTensor
 WORD = 64
+_FUSED = {aten.mm.default: aten.addmm.default, aten.mul.Tensor: aten.addcmul.default}
 
 
 def _provider(x: AST):
@@ -67,11 +68,10 @@ def _flat(p, v):
 # --- truncation --------------------------------------------------------------------------------
 
 def _trunc_local(p, i, v, d):
-    """SecureML's local truncation of one of two shares."""
+    """SecureML's local truncation of one of two shares: floor(x_0 / d) and ceil(x_1 / d)."""
     if i == 0:
         return p.op(aten.div.Tensor_mode, v, d, rounding_mode="floor")
-    neg = p.op(aten.neg.default, v)
-    return p.op(aten.neg.default, p.op(aten.div.Tensor_mode, neg, d, rounding_mode="floor"))
+    return p.op(aten.div.Tensor_mode, p.op(aten.add.Tensor, v, d - 1), d, rounding_mode="floor")
 
 
 def _finish_trunc_many(x: AST, dealer: Dealer, item: int, progs, k: int):
@@ -129,16 +129,27 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
         a, b, _ = dealer.part(item, i)
         e = p.op(aten.sub.Tensor, x.shares[i], a)
         dd = p.op(aten.sub.Tensor, y.shares[i], b)
-        p.open(p.op(aten.cat.default, [_flat(p, e), _flat(p, dd)]))
+        if p.local:  # in process two fetches cost less than flattening into one
+            p.open(e)
+            p.open(dd)
+        else:
+            p.open(p.op(aten.cat.default, [_flat(p, e), _flat(p, dd)]))
     run(progs)
-    opened = _sum_opened(progs)
-    ne = x.numel()
-    eps, delta = opened[:ne].view(x.shape), opened[ne:].view(y.shape)
+    if progs[0].local:
+        eps, delta = _sum_opened(progs, 0), _sum_opened(progs, 1)
+    else:
+        opened = _sum_opened(progs)
+        ne = x.numel()
+        eps, delta = opened[:ne].view(x.shape), opened[ne:].view(y.shape)
     progs2 = _programs(x)
+    fused = _FUSED.get(f)
     for i, p in enumerate(progs2):
         _, b, c = dealer.part(item, i)
-        z = p.op(aten.add.Tensor, c, p.op(f, eps, b, *extra))
-        z = p.op(aten.add.Tensor, z, p.op(f, x.shares[i], delta, *extra))
+        if fused is not None:  # c + f(e, b) + f(x, d) in two ops (addmm, addcmul)
+            z = p.op(fused, p.op(fused, c, eps, b), x.shares[i], delta)
+        else:
+            z = p.op(aten.add.Tensor, c, p.op(f, eps, b, *extra))
+            z = p.op(aten.add.Tensor, z, p.op(f, x.shares[i], delta, *extra))
         if div == 1:
             p.keep(z)
         elif n == 2:

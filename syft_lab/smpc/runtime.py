@@ -19,9 +19,11 @@ from __future__ import annotations
 import torch
 
 from ..dtypes import dtype_name
+from ..commands import Ref
 from ..ids import new_id
 from ..plans.graph import Node, PlanGraph, Value
 from ..tensors.pointer import PointerTensor, wrap_result
+from ..wire.allowlist import op_name
 from ..workers.virtual import VirtualWorker
 
 _meta_cache: dict = {}
@@ -171,22 +173,40 @@ class Program:
         outs = kept_vals + self._open
         if not outs:
             return []
+        w = self.worker
+        if len(self.nodes) == 1 and len(outs) == 1 and not self._open:
+            # one op: a plain run message (its public values travel as raw tensor bytes, not JSON)
+            node = self.nodes[0]
+            msg = {"c": "run", "op": op_name(node.op), "a": [self._wire(a) for a in node.args],
+                   "k": {k: self._wire(v) for k, v in node.kwargs.items()} or None}
+            stats["messages"] += 1
+            return [w._submit(msg)]
         graph = PlanGraph("smpc", self.inputs, self.constants, self.nodes,
                           [Value("node", v.index) for v in outs], False)
         self._ids = [new_id() for _ in outs]
-        w = self.worker
         pending = [w._submit({"c": "run_graph", "g": graph.to_json(), "i": list(self.input_ids), "o": self._ids})]
         for obj_id in self._ids[len(kept_vals):]:
             pending.append(w._submit({"c": "fetch", "id": obj_id, "keep": False}, label="get"))
         stats["messages"] += len(pending)
         return pending
 
+    def _wire(self, a):
+        """A graph argument as a run message carries it."""
+        if isinstance(a, Value):
+            if a.kind == "input":
+                return Ref(self.input_ids[a.index])
+            return self.constants[a.index]
+        if type(a) in (list, tuple):
+            return [self._wire(b) for b in a]
+        return a
+
     def _collect(self, results) -> None:
         if not results:
             self.kept = list(self._keep)
             self.opened = []
             return
-        made = iter(wrap_result(PointerTensor, r, self.worker) for r in results[0][:len(results[0]) - len(self._open)])
+        first = results[0] if type(results[0]) in (list, tuple) else [results[0]]  # a run's one NewObject
+        made = iter(wrap_result(PointerTensor, r, self.worker) for r in first[:len(first) - len(self._open)])
         self.kept = [next(made) if isinstance(v, Val) else v for v in self._keep]
         self.opened = list(results[1:])
 
