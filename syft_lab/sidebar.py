@@ -28,6 +28,9 @@ from __future__ import annotations
 import json
 import logging
 
+import comm as _comm
+
+from . import actions
 from .inspection.model import container_items
 from .widget import live
 
@@ -44,7 +47,7 @@ _state = {"registered": False}
 
 def _namespace() -> dict:
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # optional: outside IPython there is no notebook
     except ImportError:
         return {}
     ip = get_ipython()
@@ -52,11 +55,14 @@ def _namespace() -> dict:
 
 
 class Panel:
-    """One sidebar panel's comm: the world it was last sent, and its revision."""
+    """One sidebar panel's comm: the world it was last sent, and its revision. Its world comes
+    from the namespace's tracker (widget/tracker.py), shared with the notebook's world widgets."""
 
     def __init__(self, comm, namespace: dict | None = None):
         self.comm = comm
         self._namespace = namespace
+        self.tracker = live.tracker_for(namespace)
+        self._synced: dict | None = None  # the tracker's world last sent
         self.world: dict = {"workers": []}
         self.rev = 0
         self.messages_sent = 0
@@ -73,28 +79,32 @@ class Panel:
         self.messages_sent += 1
         self.comm.send(msg)
 
-    def snapshot(self, world: dict | None = None) -> dict:
-        w = dict(world if world is not None else live.world_for(self.namespace))
+    def snapshot(self) -> dict:
+        self._synced = live.current_world(self.tracker)
         self.rev += 1
-        w["rev"] = self.rev
-        self.world = w
-        msg = {"type": "snapshot", "protocol": PROTOCOL, "world": w}
+        self.world = {**self._synced, "rev": self.rev}
+        msg = {"type": "snapshot", "protocol": PROTOCOL, "world": self.world}
         self.send(msg)
         return msg
 
-    def refresh(self, world: dict | None = None) -> dict | None:
-        """Send what changed since the last message (a patch), or nothing."""
-        from .widget import diff
+    def resync(self) -> dict:
+        """The panel lost track: the world is recomputed, then sent whole."""
+        self.tracker.resync()
+        return self.snapshot()
 
-        new = dict(world if world is not None else live.world_for(self.namespace))
-        new["rev"] = self.rev
-        patch = diff.diff(self.world, new)
+    def refresh(self) -> dict | None:
+        """Send what changed since the last message (a patch), or nothing."""
+        new = live.current_world(self.tracker)
+        in_step = self._synced is self.tracker.previous
+        patch = self.tracker.patch_since(self._synced)
         if patch is None:
+            self._synced = new
             return None
-        patch.update(base=self.rev, rev=self.rev + 1, step=live.step(self.world, new))
+        step = live.tracker_step(self.tracker) if in_step else live.step(self._synced, new)
+        patch.update(base=self.rev, rev=self.rev + 1, step=step)
         self.rev += 1
-        new["rev"] = self.rev
-        self.world = new
+        self._synced = new
+        self.world = {**new, "rev": self.rev}
         self.send(patch)
         return patch
 
@@ -110,8 +120,6 @@ class Panel:
 
     def handle(self, data) -> dict | None:
         """Handle one message from the panel; returns the reply sent (or the snapshot)."""
-        from . import actions
-
         kind = data.get("type") if isinstance(data, dict) else None
         too_big = False
         if isinstance(data, dict):
@@ -129,7 +137,9 @@ class Panel:
                 with live.action_step(reply.get("code")):
                     refresh_all()  # the panels and the notebook's widgets show it at once
             return {"type": "reply", **reply}
-        elif kind in ("resync", "hello"):
+        elif kind == "resync":
+            return self.resync()
+        elif kind == "hello":
             return self.snapshot()
         else:
             reply = {"ok": False, "req": actions._req_of(data),
@@ -152,12 +162,9 @@ class _Panels:
 
     def refresh(self) -> None:
         open_panels = [p for p in _panels if not p.closed]
-        if not open_panels:
-            return
-        world = live.world_for(_namespace())  # the same snapshot the notebook's widgets get
-        for p in open_panels:
+        for p in open_panels:  # one tracker: the world is updated once for all (and the widgets)
             try:
-                p.refresh(world)
+                p.refresh()
             except Exception:
                 log.exception("sidebar refresh failed")
 
@@ -198,27 +205,23 @@ def _handle_safely(panel: Panel, data) -> None:
         panel.handle(data)
     except Exception as e:  # a bad message never breaks the kernel
         log.exception("syft_lab sidebar message failed")
-        from .actions import _req_of
-
         try:
-            panel.send({"type": "reply", "ok": False, "req": _req_of(data), "error": f"{type(e).__name__}: {e}"})
+            panel.send({"type": "reply", "ok": False, "req": actions._req_of(data), "error": f"{type(e).__name__}: {e}"})
         except Exception:
             pass
 
 
 def register(ip=None) -> bool:
     """Register the comm target and the cell and event hooks (idempotent). False outside a kernel."""
-    import comm
-
     if ip is None:
         try:
-            from IPython import get_ipython
+            from IPython import get_ipython  # optional: outside IPython there is no kernel
 
             ip = get_ipython()
         except ImportError:
             ip = None
     try:
-        manager = comm.get_comm_manager()
+        manager = _comm.get_comm_manager()
     except Exception:
         return False
     if manager is None or not hasattr(manager, "register_target"):

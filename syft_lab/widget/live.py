@@ -2,12 +2,15 @@
 
 - After each cell runs, every active widget refreshes (variable names, new objects, stale
   pointers); a world widget then sends only the per-object changes.
-- Worker events (stored, deleted, pointer_created) mark the world dirty. Nothing is computed
-  inside the event callback itself (it may run inside a garbage-collection finaliser):
-  the world is recomputed at the next safe point, which is the end of the running cell,
-  an action, or (between cells) the kernel's event loop. During a long cell of in-process
+- Worker events (stored, deleted, pointer_created) are noted by the world trackers
+  (tracker.py: one per namespace shown) as per-object changes. Nothing is computed inside the
+  event callback itself (it may run inside a garbage-collection finaliser): the changes are
+  applied to the last snapshot at the next safe point, which is the end of the running cell,
+  an action, or (between cells) the kernel's event loop. Only a resync recomputes a world. During a long cell of in-process
   work, a "stored"/"pointer_created" event also flushes at most every FLUSH_INTERVAL seconds,
   so a training loop shows its objects while it runs.
+- ``pre_run_cell`` tells syft_lab.events which cell runs (``set_current_cell``): the op log of
+  a LoggingTensor links each op to the cell that ran it.
 - Every refresh is a *step* of the views' history: the cell (its number and source) or the
   action (its equivalent code) that made it, and what happened (diff.describe: stored, moved,
   fetched, deleted, plan run, worker changes). World views send it with their patch.
@@ -20,9 +23,19 @@
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 import time
 import weakref
+
+from .. import events
+from ..tensors.base import ChainLayer
+from ..workers.registry import all_workers
+from . import diff
+from .tracker import WorldTracker
+
+log = logging.getLogger("syft_lab.widget")
 
 FLUSH_INTERVAL = 0.5  # seconds between mid-cell refreshes (at least 20x their own cost)
 
@@ -34,7 +47,9 @@ CODE_CHARS = 240  # of a cell's source, in a step
 _state = {"dirty": False, "in_cell": False, "last_flush": 0.0, "cost": 0.0, "scheduled": False,
           "loop": None, "unsubscribe": None, "ip": None, "flushing": False, "worlds": None,
           "cell": None, "code": None, "action": None, "raw": [], "step_raw": [], "seen": {},
-          "states": None, "ticking": False}
+          "states": None, "ticking": False, "commands": False}
+# id(namespace) -> its WorldTracker, alive while a view holds it (views hold their tracker)
+_trackers: "weakref.WeakValueDictionary[int, WorldTracker]" = weakref.WeakValueDictionary()
 _main_thread = threading.main_thread()
 _lock = threading.RLock()  # one refresh or action at a time, whatever thread asks
 
@@ -63,8 +78,6 @@ def _capture_loop() -> None:
     if threading.current_thread() is not _main_thread:
         return
     try:
-        import asyncio
-
         _state["loop"] = asyncio.get_running_loop()
     except RuntimeError:
         pass
@@ -88,26 +101,55 @@ def refresh_all(world_only: bool = False) -> None:
         _refresh_all(world_only)
 
 
-def world_for(namespace) -> dict:
-    """The world snapshot of ``namespace``: computed once per refresh for every view that shows
-    it (widgets and sidebar panels), fresh outside a refresh. Views copy it before changing it."""
-    from ..inspection.model import world_dict
+def refreshing() -> bool:
+    """Whether a refresh of every view is running (views then share its world)."""
+    return _state["flushing"]
 
-    cache = _state["worlds"]
-    if cache is None:
-        return with_gone_lanes(world_dict(namespace))
+
+def tracker_for(namespace) -> WorldTracker:
+    """The world tracker of ``namespace`` (one per namespace, shared by its views; a view keeps
+    a reference to it, the tracker lives as long as one does)."""
     key = id(namespace)
-    if key not in cache:
-        cache[key] = with_gone_lanes(world_dict(namespace))
-    return cache[key]
+    t = _trackers.get(key)
+    if t is None or t.namespace is not namespace:
+        t = WorldTracker(namespace)
+        _trackers[key] = t
+    return t
+
+
+def current_world(tracker: WorldTracker) -> dict:
+    """The tracker's world with its pending changes applied (once per refresh for every view
+    of it). Views copy it before changing it."""
+    cache = _state["worlds"]
+    if cache is not None and id(tracker) in cache:
+        return tracker.world
+    if tracker.pending or tracker.world is None:
+        tracker.update()
+        tracker.step = None
+    if cache is not None:
+        cache[id(tracker)] = True
+    return tracker.world
+
+
+def world_for(namespace) -> dict:
+    """The world snapshot of ``namespace`` (see current_world)."""
+    return current_world(tracker_for(namespace))
+
+
+def tracker_step(tracker: WorldTracker) -> dict:
+    """The step of the tracker's last update, computed once for all its views from the entries
+    it touched (not from the two whole worlds)."""
+    if tracker.step is None:
+        old, new = tracker.changed_parts()
+        tracker.step = step(old, new)
+    return tracker.step
 
 
 def with_gone_lanes(world: dict) -> dict:
-    """``world`` with a lane (``gone: true``, no objects) for each worker that closed or went
-    away while pointers still point to it, and ``dangling: true`` on the pointers to a worker
-    that is gone or down."""
-    from .diff import DOWN_STATES
-
+    """``world`` (a whole snapshot) with a lane (``gone: true``, no objects) for each worker
+    that closed or went away while pointers still point to it, and ``dangling: true`` (and no
+    actions) on the pointers to a worker that is gone or down. (World trackers do the same per
+    change; this is for a snapshot computed whole.)"""
     seen = _state["seen"]
     lanes = world.get("workers", [])
     present = {lane["id"] for lane in lanes}
@@ -120,20 +162,19 @@ def with_gone_lanes(world: dict) -> dict:
             lanes.append({"id": wid, "kind": seen[wid], "state": "closed", "gone": True, "objects": []})
         else:
             del seen[wid]  # nothing points there any more: the lane can go
-    down = {lane["id"] for lane in lanes if lane.get("gone") or lane.get("state") in DOWN_STATES}
+    down = {lane["id"] for lane in lanes if lane.get("gone") or lane.get("state") in diff.DOWN_STATES}
     if down:
         for lane in lanes:
             for o in lane.get("objects", ()):
                 if o.get("kind") == "pointer" and o.get("location") in down and o.get("state") != "gone":
                     o["dangling"] = True
+                    o["actions"] = []
     return world
 
 
 def step(old: dict, new: dict) -> dict:
     """The step a refresh from ``old`` to ``new`` is: which cell or action made it, and what
     happened (diff.describe). The runtime's events of the step are shared by every view."""
-    from . import diff
-
     code = _state["action"] or _state["code"]
     return {"cell": None if _state["action"] else _state["cell"], "code": code or "",
             "by": "action" if _state["action"] else ("cell" if _state["cell"] is not None else "event"),
@@ -160,9 +201,13 @@ def _refresh_all(world_only: bool) -> None:
     _state["flushing"] = True
     _state["worlds"] = {}
     _state["step_raw"], _state["raw"] = _state["raw"], []
+    commands, _state["commands"] = _state["commands"], False
     t0 = time.perf_counter()
     try:
         _state["dirty"] = False
+        if commands or not world_only:  # a cell or an action ran: names and remote workers
+            for t in list(_trackers.values()):
+                t.after_commands()
         for w in list(_widgets):
             if world_only and getattr(w, "view", None) != "world":
                 continue
@@ -171,9 +216,7 @@ def _refresh_all(world_only: bool) -> None:
             try:
                 w.refresh()
             except Exception:  # one broken view must not stop the others
-                import logging
-
-                logging.getLogger("syft_lab.widget").exception("widget refresh failed")
+                log.exception("widget refresh failed")
     finally:
         _state["flushing"] = False
         _state["worlds"] = None
@@ -187,10 +230,13 @@ def _refresh_all(world_only: bool) -> None:
 
 def _pre_run_cell(info=None, *_args):
     _state["in_cell"] = True
+    _state["commands"] = True
     ip = _state["ip"]
     stored = getattr(info, "store_history", False)
-    _state["cell"] = getattr(ip, "execution_count", None) if stored else None
+    cell = getattr(ip, "execution_count", None) if stored else None
+    _state["cell"] = cell if isinstance(cell, int) else None
     _state["code"] = (getattr(info, "raw_cell", "") or "").strip()[:CODE_CHARS] if stored else None
+    events.set_current_cell(_state["cell"])  # every op a LoggingTensor records names this cell
 
 
 def _post_run_cell(result=None, *_args):
@@ -205,12 +251,11 @@ def _post_run_cell(result=None, *_args):
         refresh_all()
     finally:
         _state["cell"] = _state["code"] = None
+        events.set_current_cell(None)
 
 
 def _holds_remote(value) -> bool:
     """A syft object whose life decides a worker's (a pointer, a chain over one, a plan pointer)."""
-    from ..tensors.base import ChainLayer
-
     return isinstance(value, ChainLayer) or type(value).__name__ == "PlanPointer"
 
 
@@ -270,12 +315,12 @@ def uninstall() -> None:
 # --- worker events ----------------------------------------------------------------------------
 
 def _all_in_process() -> bool:
-    from ..workers.registry import all_workers
-
     return all(getattr(w, "kind", "") in ("local", "virtual") for w in all_workers())
 
 
 def _on_event(event: dict) -> None:
+    for t in list(_trackers.values()):
+        t.on_event(event)
     if not any(getattr(w, "view", None) == "world" and w.active for w in list(_widgets)):
         return
     raw = _state["raw"]
@@ -315,16 +360,12 @@ def _schedule() -> None:
 def watch_events() -> None:
     """Subscribe to syft_lab.events once (the first world widget does it)."""
     if _state["unsubscribe"] is None:
-        from .. import events
-
         _state["unsubscribe"] = events.subscribe(_on_event)
     _start_keepalive()
 
 
 def worker_states() -> tuple:
     """(id, state) of every worker: read locally (a websocket client's state), never over the network."""
-    from ..workers.registry import all_workers
-
     out = []
     for w in all_workers():
         try:
@@ -358,9 +399,7 @@ def _start_keepalive() -> None:
             with _lock:
                 keepalive_tick()
         except Exception:
-            import logging
-
-            logging.getLogger("syft_lab.widget").exception("keepalive failed")
+            log.exception("keepalive failed")
         if loop.is_closed():
             _state["ticking"] = False
             return

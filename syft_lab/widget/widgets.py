@@ -24,7 +24,7 @@ import anywidget
 import traitlets
 
 from .. import actions
-from ..inspection.model import container_items, world_dict
+from ..inspection.model import container_items
 from ..inspection.text import render_tree, render_world
 from ..tensors.nodes import chain_nodes, walk
 from ..workers.registry import all_workers
@@ -329,36 +329,40 @@ class WorldWidget(SyftWidget):
     def __init__(self, *, namespace: dict | None = None, focus=(), **kwargs):
         kwargs.setdefault("view", "world")
         super().__init__(namespace=namespace, focus=list(focus), **kwargs)
+        self._tracker = live.tracker_for(namespace)  # shared with the other views of namespace
         self._rev = 0
-        self.world = self._snapshot()
+        self._synced = live.current_world(self._tracker)  # the tracker's world this view shows
+        self.world = {**self._synced, "rev": self._rev}
         self.workers = worker_headers()
         self.patches_sent = 0
         self.bytes_sent = 0
         live.watch_events()
 
-    def _snapshot(self) -> dict:
-        w = live.with_gone_lanes(world_dict(self.namespace))
-        w["rev"] = self._rev
-        return w
-
     def refresh(self) -> None:
         super().refresh()
-        new = dict(live.world_for(self.namespace))  # shared with the other views of this refresh
-        new["rev"] = self._rev
-        patch = diff.diff(self.world, new)
+        if not live.refreshing():  # asked directly (a view said hello, sy.inspect()): re-read
+            self._tracker.after_commands()  # names and remote lanes, as after a cell
+        new = live.current_world(self._tracker)  # applied once per refresh for every view
+        in_step = self._synced is self._tracker.previous
+        patch = self._tracker.patch_since(self._synced)
         if patch is None:
+            self._synced = new
             return
         base = self._rev
         self._rev += 1
-        new["rev"] = self._rev
-        patch.update(base=base, rev=self._rev, step=live.step(self.world, new))
-        _set_silently(self, "world", new)
+        step = live.tracker_step(self._tracker) if in_step else live.step(self._synced, new)
+        patch.update(base=base, rev=self._rev, step=step)
+        self._synced = new
+        _set_silently(self, "world", {**new, "rev": self._rev})
         self._push(patch)
 
     def resync(self) -> None:
+        """The view lost track: the world is recomputed and sent whole."""
         super().refresh()
         self._rev += 1
-        w = self._snapshot()
+        self._tracker.resync()
+        self._synced = live.current_world(self._tracker)
+        w = {**self._synced, "rev": self._rev}
         _set_silently(self, "world", w)
         self._push({"type": "world_reset", "world": w})
 

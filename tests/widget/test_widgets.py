@@ -17,7 +17,7 @@ from syft_lab.tensors.nodes import flatten
 from syft_lab import events
 from syft_lab.inspection.model import world_dict
 from syft_lab.plans import Plan
-from syft_lab.widget import ChainWidget, PlanWidget, WorldWidget, diff, live, mimebundle, svg
+from syft_lab.widget import ChainWidget, PlanWidget, WorldWidget, diff, live, mimebundle, svg, tracker
 from syft_lab.widget.widgets import STATIC
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -400,22 +400,62 @@ def test_a_plan_is_sent_from_its_view(bob):
 
 
 def test_one_world_is_computed_per_refresh_for_every_view_of_a_namespace(bob, capture, monkeypatch):
-    import syft_lab.inspection.model as model
-
     ns = {"x": torch.ones(2)}
     views = [WorldWidget(namespace=ns), WorldWidget(namespace=ns)]
     sents = [capture(v) for v in views]
     calls = []
-    real = model.world_dict
-    monkeypatch.setattr(model, "world_dict", lambda namespace=None: calls.append(1) or real(namespace))
+    real = tracker.WorldTracker.update
+    monkeypatch.setattr(tracker.WorldTracker, "update", lambda self: calls.append(1) or real(self))
     ns["x_ptr"] = ns["x"].send(bob)
     live.refresh_all()
     assert len(calls) == 1
+    patches = []
     for view, sent in zip(views, sents):
         (patch,) = sent.of("world_patch")
+        patches.append(patch)
         assert view.world["rev"] == 1 and any(o.get("names") == ["x_ptr"] for lane in view.world["workers"]
                                               for o in lane["objects"])
     assert views[0].world is not views[1].world  # each view keeps its own copy
+    assert patches[0]["ops"] == patches[1]["ops"] and patches[0]["step"] is patches[1]["step"]
+
+
+def lane(world, worker_id):
+    return next(ln for ln in world["workers"] if ln["id"] == worker_id)
+
+
+def test_a_worker_event_is_one_entry_changed_not_a_recomputed_world(bob, alice, capture, monkeypatch):
+    """An event names its object: that entry is read again from its worker's store, and the patch
+    carries it alone; no lane is read whole, no world is recomputed (widget/tracker.py)."""
+    ns = {"ptrs": [torch.ones(2).send(w) for w in (bob, alice) for _ in range(20)]}
+    w = WorldWidget(namespace=ns)
+    sent = capture(w)
+    lanes_read = []
+    real = tracker.lane_of
+    monkeypatch.setattr(tracker, "lane_of", lambda worker, names: lanes_read.append(worker.id) or real(worker, names))
+    held = bob.load(torch.arange(3.).tag("#new"))  # bob stores it (one event), "me" gets a weak pointer
+    live.refresh_all(world_only=True)  # what the event loop does after the events
+    assert lanes_read == ["me"]  # the notebook's own lane (its new pointer); bob's and alice's are not read
+    (patch,) = sent.of("world_patch")
+    (op,) = [op for op in patch["ops"] if op[1] == "bob"]
+    assert op[0] == "put" and op[3]["tags"] == ["#new"] and op[3]["held"] is True
+    assert op[2] == len(lane(w.world, "bob")["objects"]) - 1  # appended, in store order
+    assert [e for e in patch["step"]["events"] if e["worker"] == "bob"] == [
+        {"type": "stored", "worker": "bob", "id": op[3]["id"], "names": []}]
+    lanes_read.clear()
+    obj_id = op[3]["id"]
+    bob.core.objects.pop(obj_id)  # as a worker-side delete would: then its event
+    bob.core.held.discard(obj_id)
+    events.emit("deleted", "bob", obj_id, reason="released")
+    live.refresh_all(world_only=True)
+    assert sent.of("world_patch")[-1]["ops"] == [["del", "bob", obj_id]] and lanes_read == []
+    del held
+    # after a cell, names may have changed: the "me" lane is read again, in-process lanes are not
+    live.refresh_all()
+    assert lanes_read == ["me"]
+    # a resync recomputes every lane
+    w.handle_message({"type": "resync"})
+    assert sorted(lanes_read[1:]) == sorted(lane_["id"] for lane_ in w.world["workers"])
+    assert sent.of("world_reset")[-1]["world"]["workers"] == w.world["workers"]
 
 
 def test_a_closed_view_lets_go_of_its_namespace(bob):

@@ -1,0 +1,337 @@
+"""The world the views show, kept current by per-object changes instead of recomputed.
+
+Why it exists: a worker event already names the object it is about, yet the views used to
+recompute the whole world (one summary round trip per remote worker) and diff it back down
+to the one object that changed. A ``WorldTracker`` keeps the last snapshot of one notebook
+namespace and applies each change to it:
+
+- ``stored`` / ``changed`` (worker, id) on an in-process worker: that one entry is read again
+  from the worker's store; ``deleted``: it goes. No other entry is looked at.
+- ``pointer_created`` / ``pointer_dropped``: the "me" lane is rebuilt (the notebook's
+  pointers and named objects: names may have changed too), and a remote worker the pointer
+  points to is read again (one summary: the client does not get a remote worker's own events,
+  so when in doubt it reads that one worker again, never all of them).
+- after a cell or an action (names may change, remote workers ran commands): the "me" lane
+  and every remote worker's lane are read again; in-process lanes stay as their events left them.
+- a worker that appears is read once; a resync (a view lost track) recomputes everything.
+
+``update()`` returns the new snapshot and the patch ops that lead to it (diff.py's format), so
+every view in step with the tracker sends them as they are; the step's events come from the
+touched entries only (diff.describe_changes). Each lane keeps its objects in a dict by id
+(insertion order is the lane's order), so a change costs O(1) lookups plus one copy of the
+touched lane's list.
+"""
+from __future__ import annotations
+
+from ..inspection.model import Names, _notebook_namespace, finish_entry, lane_header, lane_of
+from ..tensors.nodes import LOCAL_OWNER, object_entry
+from ..workers.registry import all_workers
+from . import diff
+from .diff import DOWN_STATES
+
+IN_PROCESS = ("local", "virtual")
+ENTRY_EVENTS = ("stored", "changed")
+
+
+class _Lane:
+    __slots__ = ("header", "objects", "listed")
+
+    def __init__(self, header: dict, objects: list):
+        self.header = header
+        self.objects = {o["id"]: o for o in objects}
+        self.listed: list | None = None  # the list the last snapshot showed (reused while unchanged)
+
+    def as_list(self) -> list:
+        if self.listed is None:
+            self.listed = list(self.objects.values())
+        return self.listed
+
+
+class WorldTracker:
+    """The last world snapshot of one namespace, and the changes that are still to apply."""
+
+    def __init__(self, namespace: dict | None):
+        self.namespace = namespace  # a notebook's globals (or a test's dict)
+        self.world: dict | None = None
+        self.previous: dict | None = None  # the world before the last update
+        self.step: dict | None = None  # the step of the last update (live.tracker_step)
+        self.lanes: dict[str, _Lane] = {}
+        self.order: list[str] = []
+        self.names = Names(None)
+        self.seen: dict[str, str] = {}  # worker id -> kind, of every lane shown (for gone lanes)
+        self._entries: set = set()  # (worker, id) to read again
+        self._lanes_dirty: set[str] = set()  # lanes to read whole
+        self._me_dirty = True
+        self._full = True
+        self.last_ops: list = []
+        self.last_touched: list = []  # ((lane, id), old entry or None, new entry or None)
+        self.last_headers_changed = False
+
+    # --- what to do next ------------------------------------------------------------------
+    def on_event(self, event: dict) -> None:
+        """Note what an event changes (cheap: it may run inside a finaliser)."""
+        kind, worker = event.get("type"), event.get("worker")
+        if kind in ENTRY_EVENTS or kind == "deleted":
+            if worker == LOCAL_OWNER:
+                self._me_dirty = True
+            else:
+                self._entries.add((worker, event.get("id")))
+        elif kind in ("pointer_created", "pointer_dropped"):
+            if worker == LOCAL_OWNER:
+                self._me_dirty = True
+            else:
+                self._lanes_dirty.add(worker)
+            loc = event.get("location")
+            if loc is not None and loc != worker:
+                self._entries.add((loc, event.get("id_at_location")))  # its refcount changed
+
+    def after_commands(self) -> None:
+        """A cell or an action ran: names may have changed and remote workers ran commands."""
+        self._me_dirty = True
+        for lid, lane in self.lanes.items():
+            if lane.header.get("kind") not in IN_PROCESS and lid != LOCAL_OWNER:
+                self._lanes_dirty.add(lid)
+
+    def resync(self) -> None:
+        self._full = True
+
+    @property
+    def pending(self) -> bool:
+        return self._full or self._me_dirty or bool(self._entries) or bool(self._lanes_dirty)
+
+    # --- applying -------------------------------------------------------------------------
+    def update(self) -> dict:
+        """Apply what is pending; returns the current snapshot (a new dict when it changed)."""
+        workers = all_workers()
+        if self._full or self.world is None:
+            return self._recompute(workers)
+        by_id = {w.id: w for w in workers}
+        ops: list = []
+        touched: list = []
+        headers_changed = False
+        for lid in by_id:
+            if lid not in self.lanes:
+                self._lanes_dirty.add(lid)  # a new worker: read once
+        if self._me_dirty:
+            self.names = self._names()
+            self._lanes_dirty.add(LOCAL_OWNER)
+        reread = {lid for lid in self._lanes_dirty if lid in by_id}
+        for lid in reread:
+            new_lane = lane_of(by_id[lid], self.names)
+            header = {k: v for k, v in new_lane.items() if k != "objects"}
+            old = self.lanes.get(lid)
+            if old is None or old.header.get("gone"):
+                lane = self.lanes[lid] = _Lane(header, [])
+                if lid not in self.order:
+                    self.order.append(lid)
+                headers_changed = True
+                old = lane
+            elif header != old.header:
+                old.header = header
+                headers_changed = True
+            self._replace_lane(old, lid, new_lane["objects"], ops, touched)
+        for lid, w in by_id.items():  # a state change (a connection that died): read locally
+            if lid in reread:
+                continue
+            header = lane_header(w)
+            lane = self.lanes[lid]
+            if header != _plain_header(lane.header):
+                lane.header = header
+                headers_changed = True
+        for lid, oid in self._entries:
+            lane, w = self.lanes.get(lid), by_id.get(lid)
+            if lane is None or w is None or lid in reread:
+                continue
+            core = getattr(w, "core", None) if w.kind in IN_PROCESS else None
+            if core is None:  # a remote worker: read its lane once (the client caches no entries)
+                reread.add(lid)
+                self._replace_lane(lane, lid, lane_of(w, self.names)["objects"], ops, touched)
+                continue
+            obj = core.objects.get(oid)
+            old = lane.objects.get(oid)
+            if obj is None:
+                if old is not None:
+                    del lane.objects[oid]
+                    lane.listed = None
+                    ops.append(["del", lid, oid])
+                    touched.append(((lid, oid), old, None))
+                continue
+            entry = finish_entry(lid, object_entry(oid, obj, lid, core.refcounts.get(oid, 0), oid in core.held),
+                                 self.names)
+            if entry != old:
+                lane.objects[oid] = entry
+                lane.listed = None
+                ops.append(["put", lid, len(lane.objects) - 1 if old is None else list(lane.objects).index(oid), entry])
+                touched.append(((lid, oid), old, entry))
+        self._entries.clear()
+        self._lanes_dirty.clear()
+        self._me_dirty = False
+        went = any(lid not in by_id and not self.lanes[lid].header.get("gone") for lid in self.order)
+        if went or headers_changed or LOCAL_OWNER in reread:
+            headers_changed |= self._gone_lanes(list(by_id), ops, touched)
+        else:  # only the touched rows can have become (or stopped being) dangling
+            self._mark_dangling([(k, new) for k, _old, new in touched if new is not None], ops, touched)
+        self.names.local = []  # lanes are built: hold no notebook object
+        self.last_ops, self.last_touched, self.last_headers_changed = ops, touched, headers_changed
+        if ops or headers_changed:
+            self.previous, self.world = self.world, self._snapshot()
+        else:
+            self.previous = self.world
+        return self.world
+
+    def _names(self) -> Names:
+        ns = self.namespace
+        if ns is None:
+            ns = _notebook_namespace()
+        return Names(ns)
+
+    # --- what views send ------------------------------------------------------------------
+    def patch_since(self, base: dict | None) -> dict | None:
+        """The patch from ``base`` (a world this tracker made) to the current world: the ops of
+        the last update when ``base`` is the world before it, else a diff; None if equal."""
+        if base is self.world:
+            return None
+        if base is not None and base is self.previous and self.last_ops is not None:
+            patch = {"type": "world_patch", "ops": list(self.last_ops)}
+            if self.last_headers_changed:
+                patch["lanes"] = [{**self.lanes[lid].header} for lid in self.order]
+            return patch if patch["ops"] or "lanes" in patch else None
+        return diff.diff(base or {"workers": []}, self.world)
+
+    def changed_parts(self) -> tuple[dict, dict]:
+        """The worlds before and after the last update, cut down to what ``diff.describe``
+        needs: every lane header, the whole "me" lane (pointer names), the touched entries."""
+        before = self.previous or {"workers": []}
+        if self.last_ops is None:  # a recompute: describe compares the whole worlds
+            return before, self.world
+        old_lanes = {lane["id"]: lane for lane in before.get("workers", [])}
+        old_rows: dict = {}
+        new_rows: dict = {}
+        for (lid, oid), old, new in self.last_touched:
+            if old is not None:
+                old_rows.setdefault(lid, {})[oid] = old
+            if new is not None:
+                new_rows.setdefault(lid, {})[oid] = new
+            else:
+                new_rows.setdefault(lid, {}).pop(oid, None)
+
+        def part(lanes, rows, me):
+            out = []
+            for lane in lanes:
+                objs = list(me) if lane["id"] == LOCAL_OWNER else list(rows.get(lane["id"], {}).values())
+                out.append({**{k: v for k, v in lane.items() if k != "objects"}, "objects": objs})
+            return {"workers": out}
+
+        old_me = old_lanes.get(LOCAL_OWNER, {}).get("objects", [])
+        new_me = self.lanes[LOCAL_OWNER].as_list() if LOCAL_OWNER in self.lanes else []
+        return (part(before.get("workers", []), old_rows, old_me),
+                part(self.world.get("workers", []), new_rows, new_me))
+
+    def _down(self) -> set:
+        return {lid for lid, lane in self.lanes.items()
+                if lane.header.get("gone") or lane.header.get("state") in DOWN_STATES}
+
+    def _mark_dangling(self, rows, ops: list, touched: list) -> None:
+        """``dangling`` (and no actions) on pointers to a worker that is gone or down."""
+        down = self._down()
+        for (lid, oid), o in rows:
+            if o.get("kind") != "pointer" or o.get("state") == "gone":
+                continue
+            dangling = o.get("location") in down
+            if dangling == bool(o.get("dangling")):
+                continue
+            lane = self.lanes[lid]
+            new = dict(o)
+            if dangling:
+                new["dangling"], new["actions"] = True, []
+            else:
+                new.pop("dangling", None)
+                new = finish_entry(lid, new, self.names)
+            lane.objects[oid] = new
+            lane.listed = None
+            ops.append(["put", lid, list(lane.objects).index(oid), new])
+            touched.append(((lid, oid), o, new))
+
+    def _replace_lane(self, lane: _Lane, lid: str, objects: list, ops: list, touched: list) -> None:
+        """A lane read whole again: the ops that turn its old entries into ``objects``."""
+        new = {o["id"]: o for o in objects}
+        if list(new) == list(lane.objects) and all(new[k] == lane.objects[k] for k in new):
+            return
+        for oid, o in lane.objects.items():
+            if oid not in new:
+                ops.append(["del", lid, oid])
+                touched.append(((lid, oid), o, None))
+        kept = [oid for oid in lane.objects if oid in new]
+        for i, (oid, o) in enumerate(new.items()):
+            old = lane.objects.get(oid)
+            if i < len(kept) and kept[i] == oid:
+                if old != o:
+                    ops.append(["put", lid, i, o])
+                    touched.append(((lid, oid), old, o))
+                continue
+            if oid in kept:
+                kept.remove(oid)
+            kept.insert(i, oid)
+            ops.append(["put", lid, i, o])
+            touched.append(((lid, oid), old, o))
+        lane.objects = new
+        lane.listed = None
+
+    def _gone_lanes(self, ids: list, ops: list, touched: list) -> bool:
+        """A lane (``gone: true``, no objects) for each worker that went away while pointers still
+        point to it (it goes once none does), then ``dangling`` on the pointers to a worker that
+        is gone or down. Looks at every pointer row: run when lanes or the "me" lane changed."""
+        present = set(ids)
+        for lid in ids:
+            self.seen[lid] = self.lanes[lid].header.get("kind")
+        targets = {o.get("location") for lane in self.lanes.values() for o in lane.objects.values()
+                   if o.get("kind") == "pointer" and o.get("state") != "gone"}
+        changed = False
+        for lid in [lid for lid in self.order if lid not in present]:
+            lane = self.lanes[lid]
+            if lid in targets:
+                if not lane.header.get("gone"):
+                    lane.header = {"id": lid, "kind": self.seen.get(lid), "state": "closed", "gone": True}
+                    for oid, o in list(lane.objects.items()):
+                        ops.append(["del", lid, oid])
+                        touched.append(((lid, oid), o, None))
+                    lane.objects, lane.listed = {}, None
+                    changed = True
+            else:
+                del self.lanes[lid]
+                self.order.remove(lid)
+                self.seen.pop(lid, None)
+                changed = True
+        self._mark_dangling([((lid, oid), o) for lid, lane in self.lanes.items() for oid, o in lane.objects.items()
+                             if o.get("kind") == "pointer"], ops, touched)
+        return changed
+
+    def _recompute(self, workers) -> dict:
+        self.names = self._names()
+        lanes, order = {}, []
+        for w in workers:
+            lane = lane_of(w, self.names)
+            lanes[w.id] = _Lane({k: v for k, v in lane.items() if k != "objects"}, lane["objects"])
+            order.append(w.id)
+        # lanes of workers that went away stay while pointers point there (gone lanes)
+        for lid in self.order:
+            if lid not in lanes and lid in self.lanes:
+                lanes[lid] = _Lane(dict(self.lanes[lid].header), [])
+                order.append(lid)
+        self.lanes, self.order = lanes, order
+        self._entries.clear()
+        self._lanes_dirty.clear()
+        self._me_dirty = self._full = False
+        self._gone_lanes([w.id for w in workers], [], [])
+        self.names.local = []
+        self.last_ops, self.last_touched, self.last_headers_changed = None, [], True
+        self.previous, self.world = self.world, self._snapshot()
+        return self.world
+
+    def _snapshot(self) -> dict:
+        return {"schema": "syft_lab.world", "version": 1,
+                "workers": [{**self.lanes[lid].header, "objects": self.lanes[lid].as_list()} for lid in self.order]}
+
+
+def _plain_header(header: dict) -> dict:
+    return {k: v for k, v in header.items() if k not in ("error", "gone")}
