@@ -46,3 +46,10 @@ __all__ += ["BaseDataset", "FederatedDataLoader", "FederatedDataset", "federated
 from . import smpc  # noqa: E402
 from .smpc import AdditiveSharingTensor, FixedPrecisionTensor  # noqa: E402
 __all__ += ["AdditiveSharingTensor", "FixedPrecisionTensor", "smpc"]
+
+# --- workers on Ray (syft_lab/ray) ---
+# sy.ray.init() (a local Ray, or address= a cluster), sy.RayWorker("bob"), sy.ray.workers(32).
+# Ray itself is imported only when one of them is called (pip install "syft-lab[ray]").
+from . import ray  # noqa: E402
+from .ray import RayWorker  # noqa: E402
+__all__ += ["RayWorker", "ray"]

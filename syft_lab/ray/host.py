@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import SyftError
-from ..wire.format import CHUNK_SIZE, Decoder, WireError, encode
+from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Decoder, WireError, encode
 from ..workers.limits import Limits
 from ..workers.service import Session, WorkerService, error_reply
 
@@ -107,46 +107,57 @@ class WorkerHost:
         """Where this actor runs and which workers it hosts (a wire message)."""
         return bytes(encode({"r": 0, "ok": self.info}, chunk_size=NO_CHUNK).frames[0])
 
-    def _session(self, worker_id: str, session_id) -> Session:
-        if type(session_id) is not str or not 16 <= len(session_id) <= 64:
-            raise SyftError("a session id is a string of 16 to 64 characters")
-        s = self.sessions.get((worker_id, session_id))
-        if s is None or s.ended:
-            s = self.sessions[(worker_id, session_id)] = Session(session_id, named=True)
-        return s
-
-    def _service(self, worker_id, instance):
+    def _route(self, message):
+        """The decoded message, its service and its session; ``(None, None, None)`` when the
+        message was made for a service instance of an earlier process (Ray restarted the actor).
+        Routing fields (``@w`` worker id, ``@s`` session id, ``@i`` the service instance of the
+        client's hello; none for a hello) travel in the message: one argument per actor call
+        (each extra argument of a Ray call costs ~35 us)."""
+        msg = unpack(message, DEFAULT_MAX_MESSAGE_SIZE)
+        worker_id, session_id, instance = msg.pop("@w", None), msg.pop("@s", None), msg.pop("@i", None)
         service = self.services.get(worker_id) if type(worker_id) is str else None
         if service is None:
             raise SyftError(f"this Ray actor hosts {', '.join(self.services)}, not {str(worker_id)[:64]!r}")
         if instance is not None and instance != service.instance:
-            return None
-        return service
+            return None, None, None
+        if type(session_id) is not str or not 16 <= len(session_id) <= 64:
+            raise SyftError("a session id is a string of 16 to 64 characters")
+        session = self.sessions.get((worker_id, session_id))
+        if session is None or session.ended:
+            session = self.sessions[(worker_id, session_id)] = Session(session_id, named=True)
+        return msg, service, session
 
-    def call(self, worker_id: str, instance, session_id: str, message):
-        """One command: a packed message in, a packed reply out (``RESTARTED`` if ``instance``,
-        the service instance of the client's hello, is not this process's; None for a hello)."""
+    def call(self, message):
+        """One command: a packed message in, a packed reply out (``RESTARTED`` if the message
+        names a service instance other than this process's)."""
         self._last = None
         rid = 0
         try:
-            service = self._service(worker_id, instance)
-            if service is None:
+            msg, service, session = self._route(message)
+            if msg is None:
                 return RESTARTED
-            session = self._session(worker_id, session_id)
-            msg = unpack(message, service.max_message_size)
             rid = msg.get("r", 0)
-        except Exception as e:  # WireError, a worker id it does not host, a bad session id
+        except Exception as e:  # a WireError, a worker id this actor does not host, a bad session id
             return bytes(encode(error_reply(rid, e)).frames[0])
-        encoded, then = service.encoded_reply(msg, session)
+        reply, then = service.handle(msg, session)
+        try:
+            encoded = encode(reply, max_message_size=service.max_message_size)
+        except WireError as e:  # the reply itself cannot travel (too large, an odd dtype)
+            if then is not None and then.failed is not None:
+                then.failed()  # a fetched object goes back into the store
+            return bytes(encode(error_reply(rid, e)).frames[0])
         if then is not None and then.sent is not None:
             then.sent()  # a reply that holds no memory of the store (a plan's JSON)
-        # A streamed reply's buffers point into tensors: Ray copies them into its object store
-        # once this method returns and before the next one runs (an actor runs one at a time),
-        # so ``encoded`` (which keeps those tensors alive) must live until then.
+        # A streamed reply's buffers point into tensors, some still in the store (a copy, a
+        # view). Ray copies a method's result into its object store when the method returns and
+        # before the next method runs (an actor runs one at a time), so no other command can
+        # change those bytes before they are copied: unlike the websocket server, which streams
+        # a reply while later commands run, no snapshot copy is needed (``then.snapshot``).
+        # ``encoded`` keeps the tensors alive until then.
         self._last = encoded
         return pack(encoded)
 
-    def receive(self, worker_id: str, instance, session_id: str, message, source_reply):
+    def receive(self, message, source_reply):
         """Store what another worker sent: ``source_reply`` is that worker's reply to a fetch,
         which Ray resolved from its object store (it never went through the client).
         ``message`` is a ``store`` command without its object; the reply's result is
@@ -154,11 +165,9 @@ class WorkerHost:
         self._last = None
         rid = 0
         try:
-            service = self._service(worker_id, instance)
-            if service is None:
+            msg, service, session = self._route(message)
+            if msg is None:
                 return RESTARTED
-            session = self._session(worker_id, session_id)
-            msg = unpack(message, service.max_message_size)
             rid = msg.get("r", 0)
             if msg.get("c") != "store" or "o" in msg:
                 raise SyftError("receive takes a store command without its object")

@@ -146,13 +146,11 @@ class RayTransport(FramedTransport):
         source = msg.pop("src", None)  # a move: (source worker, ObjectRef of its fetch reply)
         self._rid += 1
         rid = msg["r"] = self._rid
-        encoded = encode(msg, max_message_size=self.max_message_size, detach=detach)
-        instance = None if msg.get("c") == "hello" else self.instance
-        wid = self.worker_id
+        encoded = self._encode(msg, detach)
         if source is None:
-            ref = self.actor.call.remote(wid, instance, self.session, pack(encoded))
+            ref = self.actor.call.remote(pack(encoded))
         else:
-            ref = self.actor.receive.remote(wid, instance, self.session, pack(encoded), source[1])
+            ref = self.actor.receive.remote(pack(encoded), source[1])
         del encoded  # Ray has copied the arguments into its object store
         self._replies.append((ref, source))
         self._in_flight.append(rid)
@@ -162,8 +160,18 @@ class RayTransport(FramedTransport):
         (for another actor to read; this client never reads it)."""
         self._rid += 1
         msg["r"] = self._rid
-        encoded = encode(msg, max_message_size=self.max_message_size)
-        return self.actor.call.remote(self.worker_id, self.instance, self.session, pack(encoded))
+        return self.actor.call.remote(pack(self._encode(msg)))
+
+    def _encode(self, msg, detach=False):
+        """The message with its routing fields (host.WorkerHost._route), encoded."""
+        msg["@w"], msg["@s"] = self.worker_id, self.session
+        if msg.get("c") != "hello":  # a hello learns the instance; later calls name it
+            msg["@i"] = self.instance
+        try:
+            return encode(msg, max_message_size=self.max_message_size, detach=detach)
+        finally:
+            del msg["@w"], msg["@s"]
+            msg.pop("@i", None)
 
     def _receive_frame(self):
         if self._frames:

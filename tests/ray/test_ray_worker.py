@@ -12,6 +12,7 @@ from syft_lab.errors import ObjectNotFoundError, RemoteError, SyftError
 from syft_lab.ray import host as ray_host
 from syft_lab.ray import worker as ray_worker
 from syft_lab.wire.allowlist import OpNotAllowedError
+from syft_lab.wire.format import encode_bytes
 
 
 def settle(*workers):
@@ -305,8 +306,11 @@ def test_messages_to_the_actor_are_wire_bytes_only(ray_pair):
 
     bob, _ = ray_pair
     for message in (b"garbage", {"c": "run", "op": "os.system"}, [b"SY", "x"], 42):
-        reply = ray_host.unpack(ray.get(bob.actor.call.remote("bob", bob.instance, bob.session, message)), 2**20)
+        reply = ray_host.unpack(ray.get(bob.actor.call.remote(message)), 2**20)
         assert reply["err"]["t"] == "WireError"
-    reply = ray_host.unpack(ray.get(bob.actor.call.remote("mallory", bob.instance, bob.session, b"x")), 2**20)
-    assert reply["err"]["t"] == "SyftError" and "hosts bob, not 'mallory'" in reply["err"]["m"]
+    for route, error in (({"@w": "mallory", "@s": bob.session}, "hosts bob, not 'mallory'"),
+                         ({"@w": "bob", "@s": "short"}, "a session id is")):
+        message = encode_bytes({"c": "ping", "r": 1, **route})
+        reply = ray_host.unpack(ray.get(bob.actor.call.remote(message)), 2**20)
+        assert reply["err"]["t"] == "SyftError" and error in reply["err"]["m"]
     assert bob.ping() and bob.state == "connected"
