@@ -128,7 +128,7 @@ def _small_op_client(address, token, echo_port, rpc_port, n, repeat):
     import syft_lab as sy
     from syft_lab.wire.allowlist import op_name
     from syft_lab.wire.format import encode
-    from syft_lab.workers.core import NewObject, Ref
+    from syft_lab.commands import NewObject, Ref
     from syft_lab.workers.websocket import WebSocketWorker
 
     torch.set_num_threads(1)

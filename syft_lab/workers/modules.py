@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import SyftError
-from .registry import all_workers
+from ..tensors.pointer import PointerTensor
 
 
 def _module_tensors(module: nn.Module):
@@ -36,8 +36,6 @@ def _swap(old, new, what):
 
 
 def send_module(module: nn.Module, worker) -> nn.Module:
-    from ..tensors.pointer import PointerTensor
-
     tensors = list(_module_tensors(module))
     if any(isinstance(t, PointerTensor) for t in tensors):
         raise SyftError("this module's parameters are pointers already: call module.get() first")
@@ -58,8 +56,6 @@ def _send_in_place(t, worker, what: str) -> None:
 
 
 def get_module(module: nn.Module) -> nn.Module:
-    from ..tensors.pointer import PointerTensor
-
     for t in list(_module_tensors(module)):
         if not isinstance(t, PointerTensor):
             continue
@@ -82,8 +78,6 @@ def get_module(module: nn.Module) -> nn.Module:
 def move_module(module: nn.Module, worker) -> nn.Module:
     """In place: every parameter pointer moves to ``worker`` (worker to worker, and its
     gradient with it); local parameters are sent there."""
-    from ..tensors.pointer import PointerTensor
-
     for t in list(_module_tensors(module)):
         if isinstance(t, PointerTensor):
             if t.location is worker:
@@ -107,6 +101,6 @@ def move_module(module: nn.Module, worker) -> nn.Module:
 def copy_module(module: nn.Module) -> nn.Module:
     """An independent copy; a sent module's copy lives on the same workers (PySyft's ``copy``).
 
-    Workers are shared, never copied (a module's ``location`` names one; a websocket worker
-    holds a connection and a lock)."""
-    return copy.deepcopy(module, {id(w): w for w in all_workers()})
+    A worker is an identity (``BaseWorker.__deepcopy__`` returns it): the copy's ``location``
+    names the same worker, and its pointers point to copies made there."""
+    return copy.deepcopy(module)

@@ -19,7 +19,7 @@ import torch
 
 from syft_lab.errors import ObjectNotFoundError, RemoteError, SyftError
 from syft_lab.wire.format import Decoder, decode, encode_bytes
-from syft_lab.workers.core import Ref
+from syft_lab.commands import Ref
 from syft_lab.workers.websocket import WebSocketWorker
 
 from .conftest import ROOT

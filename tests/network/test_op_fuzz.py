@@ -27,7 +27,7 @@ from syft_lab.ids import new_id
 from syft_lab.plans.graph import Node, PlanGraph, Value
 from syft_lab.wire.allowlist import ALLOWED
 from syft_lab.wire.format import decode, encode
-from syft_lab.workers.core import NewObject, Ref
+from syft_lab.commands import NewObject, Ref
 from syft_lab.workers.websocket import WebSocketWorker
 
 aten = torch.ops.aten

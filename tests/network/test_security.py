@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 import syft_lab as sy
 from syft_lab.errors import ObjectNotFoundError, RemoteError, SyftError, WorkerUnavailableError
 from syft_lab.wire.format import CHUNK_SIZE, EXT_TENSOR, WIRE_VERSION, encode, encode_bytes
-from syft_lab.workers.core import Ref
-from syft_lab.workers.server import WorkerService, scrub
+from syft_lab.commands import Ref
+from syft_lab.workers.service import WorkerService, scrub
 from syft_lab.workers.websocket import AuthenticationError, WebSocketWorker
 
 from .conftest import ROOT, WorkerProcess

@@ -237,3 +237,42 @@ def test_pointer_to_a_closed_worker_says_so():
     carol.close()
     assert sy.chain(p).nodes[0]["state"] == "closed"
     assert "(closed)" in repr(p)
+
+
+def test_a_worker_stores_a_pointer_only_to_a_worker_it_can_reach(bob, alice):
+    p = torch.ones(2).send(bob)
+    kept = alice.send(p)  # in process: alice reaches bob
+    assert alice.objects[kept.id_at_location].location is bob
+    del kept
+    carol = sy.VirtualWorker("carol")
+    q = torch.ones(1).send(carol)
+    carol.close()  # closed: no worker reaches it any more
+    with pytest.raises(sy.SyftError, match="cannot hold a pointer to an object on worker 'carol': a worker stores "
+                                           "a pointer only to a worker it can itself reach"):
+        alice.send(q)
+    assert len(alice.objects) == 0
+
+
+def test_the_allow_list_holds_in_process(bob):
+    p = torch.ones(2).send(bob)
+    with pytest.raises(sy.SyftError, match="allow-list"):
+        bob._run(torch.ops.aten.set_.source_Tensor, [p._ref, p._ref], None)
+    assert torch.equal(p.get(), torch.ones(2))
+
+
+def test_a_worker_is_an_identity_not_a_value(bob):
+    assert copy.copy(bob) is bob and copy.deepcopy(bob) is bob
+    model = nn.Linear(2, 1).send(bob)
+    twin = copy.deepcopy(model)
+    assert twin.location is bob and twin.weight.location is bob
+    assert twin.weight.id_at_location != model.weight.id_at_location  # a copy made on bob
+    assert torch.equal(twin.weight.get(), model.weight.get())
+
+
+def test_submit_and_gather_work_on_in_process_workers(bob, alice):
+    a, b = torch.ones(2).send(bob), torch.ones(2).send(alice)
+    pending = sy.workers.submit(torch.ops.aten.mul.Tensor, (a, 3.0)), sy.workers.submit(torch.ops.aten.neg.default, (b,))
+    assert all(p.done for p in pending)  # in process each ran at once
+    x, y = sy.workers.gather(pending)
+    assert x.location is bob and y.location is alice
+    assert torch.equal(x.get(), torch.full((2,), 3.0)) and torch.equal(y.get(), -torch.ones(2))

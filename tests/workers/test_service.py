@@ -1,0 +1,147 @@
+"""WorkerService on its own: message dicts in, replies out; sessions; the store rule."""
+import pytest
+import torch
+
+import syft_lab as sy
+from syft_lab.commands import NewObject, Ref
+from syft_lab.errors import SyftError
+from syft_lab.tensors.base import ChainLayer
+from syft_lab.tensors.pointer import PointerSpec
+from syft_lab.wire.format import Decoder, encode_bytes
+from syft_lab.workers.service import Session, WorkerService, reaches_nobody
+from syft_lab.workers.virtual import reachable_in_process
+
+
+@pytest.fixture
+def service():
+    return WorkerService("svc")
+
+
+def ok(service, msg, session=None):
+    reply, _ = service.handle(msg, session)
+    assert "err" not in reply, reply
+    return reply["ok"]
+
+
+def test_every_failure_is_an_error_reply_naming_type_and_message(service):
+    assert service.handle({"r": 7, "c": "nope"})[0] == {
+        "r": 7, "err": {"t": "SyftError", "m": service.handle({"c": "nope"})[0]["err"]["m"]}}
+    assert "unknown command 'nope'" in service.handle({"c": "nope"})[0]["err"]["m"]
+    assert service.handle({"r": 1, "c": "fetch", "id": "x"})[0]["err"]["m"] == "field 'id' must be an integer"
+    missing = service.handle({"r": 2, "c": "fetch", "id": 99})[0]["err"]
+    assert missing["t"] == "ObjectNotFoundError" and missing["id"] == 99
+    refused = service.handle({"r": 3, "c": "run", "op": "aten.set_.source_Tensor", "a": [], "k": None})[0]["err"]
+    assert refused["t"] == "OpNotAllowedError"
+    assert ok(service, {"c": "ping"}) == "pong"  # the service lives on
+
+
+def test_call_raises_what_the_command_raised(service):
+    with pytest.raises(SyftError, match="unknown command"):
+        service.call({"c": "nope"}, Session())
+
+
+def test_run_claims_its_results_for_the_session_that_ran_it(service):
+    mine, other = Session(), Session()
+    x = ok(service, {"c": "store", "o": torch.ones(2)}, mine)
+    out = ok(service, {"c": "run", "op": "aten.add.Tensor", "a": [Ref(x), Ref(x)], "k": None}, mine)
+    assert type(out) is NewObject and mine.refs == {x: 1, out.id: 1} and other.refs == {}
+    ok(service, {"c": "release", "ids": [out.id]}, other)  # not other's reference: ignored
+    assert out.id in service.core.objects
+    ok(service, {"c": "ping", "rel": [out.id]}, mine)  # releases travel with any request
+    assert out.id not in service.core.objects and mine.refs == {x: 1}
+
+
+def test_ending_a_session_releases_what_it_holds_and_only_that(service):
+    a, b = Session(), Session()
+    x = ok(service, {"c": "store", "o": torch.ones(1)}, a)
+    ok(service, {"c": "incref", "id": x}, b)
+    y = ok(service, {"c": "store", "o": torch.zeros(1)}, a)
+    held = ok(service, {"c": "load", "o": torch.ones(3), "tags": ["#d"]}, a)
+    service.end_session(a)
+    assert set(service.core.objects) == {x, held}  # b still holds x; held data belongs to no session
+    assert y not in service.core.objects
+    service.end_session(b)
+    assert set(service.core.objects) == {held}
+
+
+def test_merging_sessions_adds_their_references(service):
+    a, b = Session(), Session()
+    x = ok(service, {"c": "store", "o": torch.ones(1)}, a)
+    ok(service, {"c": "incref", "id": x}, b)
+    service.merge_session(a, b)
+    assert b.refs == {x: 2} and a.refs == {} and a.ended
+    service.end_session(b)
+    assert x not in service.core.objects
+
+
+def test_a_get_leaves_the_store_and_goes_back_if_its_reply_fails(service):
+    s = Session()
+    x = ok(service, {"c": "store", "o": torch.arange(3.0)}, s)
+    reply, then = service.handle({"c": "fetch", "id": x, "keep": False}, s)
+    assert torch.equal(reply["ok"], torch.arange(3.0)) and x not in service.core.objects
+    then.failed()  # the reply could not be delivered
+    assert x in service.core.objects and s.refs == {x: 1}
+
+
+def test_a_worker_process_stores_no_pointer(service):
+    spec = PointerSpec("alice", None, 5, [2], torch.float32)
+    err = service.handle({"c": "store", "o": spec})[0]["err"]
+    assert err["t"] == "SyftError"
+    assert ("cannot hold a pointer to an object on worker 'alice': a worker stores a pointer only to a "
+            "worker it can itself reach" in err["m"]) and "ptr.move(svc)" in err["m"]
+    assert service.reach is reaches_nobody and not service.core.objects
+
+
+def test_an_in_process_worker_stores_pointers_to_workers_it_reaches(workers):
+    bob, alice = workers
+    p = torch.ones(2).send(bob)
+    service = WorkerService("carol", unlimited=True, reach=reachable_in_process)
+    s = Session()
+    kept = ok(service, {"c": "store", "o": sy.PointerTensor(bob, p.id_at_location, p.shape, p.dtype, owning=False)}, s)
+    assert service.core.lookup(kept).holder_id == "carol"
+    bob.close()  # a closed worker can be reached no more
+    err = service.handle({"c": "store", "o": sy.PointerTensor(bob, p.id_at_location, p.shape, p.dtype,
+                                                              owning=False)}, s)[0]["err"]
+    assert "cannot hold a pointer to an object on worker 'bob'" in err["m"]
+    service.end_session(s)
+
+
+class _Unstorable(ChainLayer):
+    kind = "unstorable_test"
+    remote_storable = False
+    remote_storable_reason = "its pieces live on several workers"
+
+    @staticmethod
+    def __new__(cls, child):
+        r = torch.Tensor._make_wrapper_subclass(cls, child.shape, dtype=child.dtype)
+        r.child = child
+        return r
+
+    def __init__(self, child):
+        pass
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        raise NotImplementedError
+
+
+def test_layers_that_are_not_remote_storable_are_refused(service):
+    err = service.handle({"c": "store", "o": _Unstorable(torch.ones(2))})[0]["err"]
+    assert err["m"] == "a _Unstorable cannot be stored on a worker as one object: its pieces live on several workers"
+    assert "tensor" in service.handle({"c": "store", "o": [1, 2]})[0]["err"]["m"]
+
+
+def test_whole_messages_in_and_out(service):
+    s = Session()
+    out = Decoder().feed(service.handle_bytes(encode_bytes({"r": 4, "c": "store", "o": torch.ones(3)}), s))
+    assert out["r"] == 4 and out["ok"] in service.core.objects
+    bad = Decoder().feed(service.handle_bytes(b"not a message", s))
+    assert bad["r"] == 0 and bad["err"]["t"] == "WireError"
+
+
+def test_summary_pages_are_bounded(service):
+    for _ in range(3):
+        ok(service, {"c": "store", "o": torch.ones(1)})
+    page = ok(service, {"c": "summary", "offset": 1, "limit": 1})
+    assert page["total"] == 3 and len(page["objects"]) == 1
+    assert "summary takes offset" in service.handle({"c": "summary", "limit": 10**6})[0]["err"]["m"]
