@@ -167,7 +167,8 @@ class WorldTracker:
         self._lanes_dirty.clear()
         self._me_dirty = False
         went = any(lid not in by_id and not self.lanes[lid].header.get("gone") for lid in self.order)
-        if went or headers_changed or LOCAL_OWNER in reread:
+        gone_lanes = LOCAL_OWNER in reread and any(lane.header.get("gone") for lane in self.lanes.values())
+        if went or headers_changed or gone_lanes:  # a gone lane may come or go: look at every pointer
             headers_changed |= self._gone_lanes(list(by_id), ops, touched)
         else:  # only the touched rows can have become (or stopped being) dangling
             self._mark_dangling([(k, new) for k, _old, new in touched if new is not None], ops, touched)
