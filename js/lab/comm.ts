@@ -1,13 +1,11 @@
 // The comm client: one comm to the kernel's "syft_lab.sidebar" target (syft_lab/sidebar.py).
-// It keeps the browser's copy of the world (a snapshot, then patches applied with the
-// widget's patch.js), asks for a resync when a patch does not follow, and carries action
-// requests with the widget's request/reply client (actions.js).
+// The world protocol (snapshot, patches, resync) and the action requests are the widget's own
+// world channel (js/widget/channel.js): this file only carries its messages over the comm.
 
 import type { Kernel } from "@jupyterlab/services";
 import type { JSONObject } from "@lumino/coreutils";
 import { ISignal, Signal } from "@lumino/signaling";
-import { createClient } from "../widget/actions.js";
-import { applyWorldPatch } from "../widget/patch.js";
+import { createWorldChannel } from "../widget/channel.js";
 import { COMM_TARGET, PROTOCOL } from "./tokens";
 
 /** The world model of syft_lab.inspection.model.world_dict (docs/inspection-model.md). */
@@ -34,8 +32,6 @@ export interface ActionReply {
   name?: string;
 }
 
-type Handler = (msg: any) => void;
-
 export class SidebarComm {
   constructor(kernel: Kernel.IKernelConnection) {
     this._kernel = kernel;
@@ -46,11 +42,11 @@ export class SidebarComm {
       this._closedByKernel = true;
       this._closed.emit();
     };
-    this._client = createClient({
+    this._channel = createWorldChannel({
       send: (msg: JSONObject) => this._send(msg),
-      on: (fn: Handler) => this._handlers.add(fn),
-      off: (fn: Handler) => this._handlers.delete(fn),
+      onWorld: (world: World) => this._worldChanged.emit(world),
     });
+    this._client = this._channel.client();
   }
 
   /** The kernel this comm talks to. */
@@ -60,7 +56,7 @@ export class SidebarComm {
 
   /** The current world (null until the first snapshot). */
   get world(): World | null {
-    return this._world;
+    return this._channel.world as World | null;
   }
 
   /** Fires with the new world after a snapshot or a patch. */
@@ -79,7 +75,7 @@ export class SidebarComm {
 
   /** How many snapshots and patches arrived (for tests). */
   get received(): { snapshots: number; patches: number; resyncs: number } {
-    return { ...this._counts };
+    return { ...this._channel.counts };
   }
 
   open(): void {
@@ -96,7 +92,7 @@ export class SidebarComm {
     if (this._disposed) return;
     this._disposed = true;
     this._client.dispose();
-    this._handlers.clear();
+    this._channel.dispose();
     if (!this._closedByKernel && !this._comm.isDisposed) {
       try {
         this._comm.close();
@@ -114,35 +110,15 @@ export class SidebarComm {
 
   private _onMsg(data: any): void {
     if (this._disposed || !data || typeof data !== "object") return;
-    if (data.type === "snapshot" && data.world && Array.isArray(data.world.workers)) {
-      this._counts.snapshots++;
-      this._setWorld(data.world as World);
-    } else if (data.type === "world_patch") {
-      const next = this._world ? applyWorldPatch(this._world, data) : null;
-      if (next) {
-        this._counts.patches++;
-        this._setWorld(next as World);
-      } else {
-        this._counts.resyncs++;
-        this._send({ type: "resync" });
-      }
-    }
-    for (const fn of Array.from(this._handlers)) fn(data);
-  }
-
-  private _setWorld(world: World): void {
-    this._world = world;
-    this._worldChanged.emit(world);
+    this._channel.receive(data);
   }
 
   private _kernel: Kernel.IKernelConnection;
   private _comm: Kernel.IComm;
-  private _client: ReturnType<typeof createClient>;
-  private _handlers = new Set<Handler>();
-  private _world: World | null = null;
+  private _channel: ReturnType<typeof createWorldChannel>;
+  private _client: ReturnType<ReturnType<typeof createWorldChannel>["client"]>;
   private _disposed = false;
   private _closedByKernel = false;
-  private _counts = { snapshots: 0, patches: 0, resyncs: 0 };
   private _worldChanged = new Signal<this, World>(this);
   private _closed = new Signal<this, void>(this);
 }

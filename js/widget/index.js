@@ -7,8 +7,8 @@
 import css from "./style.css";
 import { actionBar, createClient, statusLine } from "./actions.js";
 import { chainBlock, flattenTree, renderChains, rootOf } from "./chain.js";
+import { createWorldChannel } from "./channel.js";
 import { h } from "./dom.js";
-import { applyWorldPatch } from "./patch.js";
 import { planNodeOf, renderPlan } from "./plan.js";
 import { createWorldView } from "./world.js";
 
@@ -23,21 +23,18 @@ export function injectStyle(doc = document) {
   doc.head.append(style);
 }
 
-// Once per model: world patches update the front-end copy of `world` (not sent back to the
-// kernel: no save_changes), and every view of the model re-renders what changed.
+// Once per model: the world channel (channel.js, the same as the lab sidebar's) applies the
+// kernel's patches to the front-end copy of `world` (not sent back to the kernel: no
+// save_changes), and every view of the model re-renders what changed.
 function initialize({ model }) {
-  const onMsg = (msg) => {
-    if (!msg || typeof msg !== "object") return;
-    if (msg.type === "world_patch") {
-      const next = applyWorldPatch(model.get("world"), msg);
-      if (next) model.set("world", next);
-      else model.send({ type: "resync" });
-    } else if (msg.type === "world_reset" && msg.world) {
-      model.set("world", msg.world);
-    }
-  };
+  const channel = createWorldChannel({
+    send: (msg) => model.send(msg),
+    get: () => model.get("world"),
+    set: (world) => model.set("world", world),
+  });
+  const onMsg = (msg) => channel.receive(msg);
   model.on("msg:custom", onMsg);
-  return () => model.off("msg:custom", onMsg);
+  return () => { model.off("msg:custom", onMsg); channel.dispose(); };
 }
 
 function render({ model, el }) {
