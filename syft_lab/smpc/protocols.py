@@ -371,9 +371,14 @@ def compare(name: str, a, b) -> AST:
 
 
 def _sub(a, b):
-    if isinstance(a, torch.Tensor):
+    """a - b in one round, for shared or public a and b (one of them shared)."""
+    if isinstance(a, AST):
         return a - b
-    return -(b - a)
+    if not isinstance(a, torch.Tensor):
+        a = torch.tensor(a, dtype=torch.int64)
+    shape = list(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    zeros = torch.zeros(shape, dtype=torch.int64)
+    return public_op(aten.sub.Tensor, b, lambda i, s: (a if i == 0 else zeros, s))
 
 
 def _one_minus(bits: AST) -> AST:

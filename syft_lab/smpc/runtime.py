@@ -79,6 +79,7 @@ class Program:
         self.input_ids: list[int] = []
         self._input_index: dict[int, int] = {}
         self._pieces: dict = {}
+        self._hold: list = []  # the input pointers: alive until the program has run
         self.constants: list[torch.Tensor] = []
         self.nodes: list[Node] = []
         self._keep: list = []
@@ -103,6 +104,7 @@ class Program:
             j = self._input_index.get(ref_id)
             if j is None:
                 j = self._input_index[ref_id] = len(self.inputs)
+                self._hold.append(a)
                 self.input_ids.append(ref_id)
                 self.inputs.append({"name": f"in{j}", "role": "input", "shape": list(a.shape),
                                     "dtype": dtype_name(a.dtype)})
@@ -201,6 +203,7 @@ class Program:
         return a
 
     def _collect(self, results) -> None:
+        self._hold = []
         if not results:
             self.kept = list(self._keep)
             self.opened = []

@@ -60,8 +60,8 @@ def parties(request):
 
 @pytest.fixture(scope="module")
 def smpc_procs(token_file):
-    """alice, bob (parties) and carol (crypto provider) as worker processes on 127.0.0.1."""
-    procs = {w: WorkerProcess(w, token_file) for w in ("alice", "bob", "carol")}
+    """alice, bob, dave (parties) and carol (crypto provider) as worker processes on 127.0.0.1."""
+    procs = {w: WorkerProcess(w, token_file) for w in ("alice", "bob", "carol", "dave")}
     threads = [threading.Thread(target=p.start) for p in procs.values()]
     for t in threads:
         t.start()
@@ -78,6 +78,16 @@ def smpc_procs(token_file):
 @pytest.fixture
 def remote_parties(smpc_procs, token):
     ws = [WebSocketWorker(smpc_procs[w].url, id=w, token=token, progress=False) for w in ("alice", "bob", "carol")]
+    yield tuple(ws)
+    for w in ws:
+        w.close()
+
+
+@pytest.fixture
+def remote_parties3(smpc_procs, token):
+    """alice, bob, dave (parties) and carol (provider): clients of the worker processes."""
+    ws = [WebSocketWorker(smpc_procs[w].url, id=w, token=token, progress=False)
+          for w in ("alice", "bob", "dave", "carol")]
     yield tuple(ws)
     for w in ws:
         w.close()

@@ -56,3 +56,21 @@ def test_encrypted_inference_on_worker_processes(remote_parties):
         got = model(x.fix_precision().share(alice, bob, crypto_provider=carol)).get().float_precision()
     assert (got - want).abs().max() < 0.03
     model.get().float_precision()
+
+
+def test_three_parties_on_worker_processes(remote_parties3):
+    """Rounds with inputs kept from earlier rounds (carry-save adders) and dealer-assisted truncation."""
+    alice, bob, dave, carol = remote_parties3
+    x = torch.tensor([[0.5, -1.5, 2.0], [0.0, 3.25, -0.75]])
+    sx = x.fix_precision().share(alice, bob, dave, crypto_provider=carol)
+    assert torch.allclose((sx * sx).get().float_precision(), x * x, atol=3e-3)
+    assert torch.allclose((sx / 3).get().float_precision(), x / 3, atol=2e-3)
+    assert torch.equal((sx > 0.25).get().float_precision(), (x > 0.25).float())
+    assert torch.allclose(sx.relu().get().float_precision(), x.relu())
+    runtime.reset_stats()
+    sx.relu()
+    assert (runtime.stats["rounds"], runtime.stats["messages"]) == (12, 65)
+    del sx
+    for worker in (alice, bob, dave, carol):
+        worker.flush()
+        assert worker.objects == {}
