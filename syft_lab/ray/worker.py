@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import secrets
 import time
+import weakref
 
 from ..errors import RemoteError, WorkerUnavailableError
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, encode
@@ -40,6 +41,7 @@ DEFAULT_TIMEOUT = 60.0
 CONNECTED, UNREACHABLE, RESTARTING, DEAD, CLOSED = "connected", "unreachable", "restarting", "dead", "closed"
 
 _actor_classes: dict = {}
+_transports: dict = {}  # actor id -> the RayTransports calling that actor (a weak set each)
 
 
 def host_class(ray):
@@ -95,6 +97,7 @@ class RayTransport(FramedTransport):
         self.timeout = timeout
         self.max_restarts = max_restarts
         self.health = None  # None (fine), UNREACHABLE, RESTARTING or DEAD
+        _transports.setdefault(self.actor_id, weakref.WeakSet()).add(self)  # workers packed in one actor
         self._replies: collections.deque = collections.deque()  # [ObjectRef, move source or None]
         self._frames: collections.deque = collections.deque()  # the rest of the reply being read
 
@@ -208,10 +211,14 @@ class RayTransport(FramedTransport):
         """The actor died under a call (ActorDiedError: for good) or Ray is restarting it
         (ActorUnavailableError)."""
         if isinstance(e, self._ray.exceptions.ActorDiedError):
-            self.health = DEAD
+            for t in _transports.get(self.actor_id, ()):  # every worker of that process died with it
+                t.health = DEAD
             return self.unavailable(f"its actor died ({_why(e)}). Objects it held are gone: start a new "
                                     f"RayWorker", cls)
         self.health = RESTARTING if self.max_restarts != 0 else UNREACHABLE
+        if self.health == RESTARTING:
+            for t in _transports.get(self.actor_id, ()):
+                t.health = t.health or RESTARTING
         return self.unavailable(f"{_why(e)} The worker comes back empty if Ray restarts its actor "
                                 f"(max_restarts={self.max_restarts}): objects it held are gone", cls)
 
