@@ -12,7 +12,8 @@ and the wire format, workers, the inspection model and every renderer read only 
     kind: str                  # the ``kind`` of its inspection node: "logging", "pointer", ...
     wire_code: int | None      # its msgpack ext code (10-127); None: it never travels
     wire_schema: dict          # wire field name -> type(s) its decoded value must have
-    remote_storable: bool      # may a worker store it (a shared tensor may not)
+    remote_storable: bool      # may a worker store it (a shared tensor may not) ...
+    remote_storable_reason: str  # ... and, when not, why (the refusal says it)
     node_actions: tuple[str]   # actions it offers when held in the notebook ("get", "move", ...)
     layer_children() -> list[torch.Tensor]     # the tensors below it, here
     node_fields() -> dict                      # extra JSON fields of its node (no secret values)
