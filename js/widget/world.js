@@ -19,7 +19,7 @@ import { indexWorld } from "./patch.js";
 const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped", "dead"]);
 export const isDown = (lane) => !!lane && (lane.gone === true || DOWN.has(lane.state));
 
-function laneHead(lane, shown, collapsed, closable) {
+function laneHead(lane, shown, collapsed, closable, provides) {
   const n = (lane.objects || []).length;
   const count = shown === n ? `${n} object${n === 1 ? "" : "s"}` : `${shown} of ${n} objects`;
   const state = lane.gone ? "gone" : lane.state;
@@ -32,6 +32,8 @@ function laneHead(lane, shown, collapsed, closable) {
     nodeOf(lane) ? h("span", { class: "syft-lane-node", title: `runs on node ${nodeOf(lane)}` }, `@${nodeOf(lane)}`) : null,
     state && state !== "in-process" && state !== "local"
       ? h("span", { class: `syft-lane-state syft-state-${state}`, title: STATE_TEXT[state] || state }, state) : null,
+    provides ? h("span", { class: "syft-lane-role", title: `the crypto provider of ${provides}: it deals the correlated`
+      + " randomness (Beaver triples) and never holds a share of an input" }, "crypto provider") : null,
     h("span", { class: "syft-lane-count" }, count),
     closable ? h("button", { class: "syft-lane-close", type: "button", "aria-label": `back to the overview: ${lane.id}`,
       title: "close this lane (back to the overview)" }, "×") : null,
@@ -59,7 +61,8 @@ const DEFAULT_TYPE = { tensor: "Tensor", pointer: "PointerTensor", logging: "Log
  * shown only where the kind does not say it (a Parameter, a PlanPointer); the full text is
  * the row's tooltip, as a narrow lane cuts it. `target` is a pointer's target entry.
  * opts: {pointedBy: [names], colour(id) -> inline style, dangling, pending, mark: "new"|"changed",
- * gone: {how, to} (what the view saw become of a gone pointer's object)}. */
+ * gone: {how, to} (what the view saw become of a gone pointer's object), shareOf: the name of the
+ * secret a share belongs to}. */
 export function objectRowHTML(laneId, o, target, opts = {}) {
   const shape = shapeText(o) || (target ? shapeText(target) : "");
   const names = o.names || [];
@@ -71,6 +74,7 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   let main = `<span class="syft-kind syft-kind-${kind}">${kind}</span>`;
   if (names.length) main += `<span class="syft-names" title="notebook variables">${esc(names.join(", "))}</span>`;
   else if (held.length) main += `<span class="syft-names syft-held-in" title="held in a notebook container">${esc(held.join(", "))}</span>`;
+  else if (opts.shareOf) main += `<span class="syft-names syft-held-in" title="one share of the secret ${esc(opts.shareOf)}">share of ${esc(opts.shareOf)}</span>`;
   else if (o.kind === "pointer" && laneId === "me") main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
   if (type) main += `<span class="syft-type">${esc(type)}</span>`;
   main += `<span class="syft-id" title="id ${esc(o.id)}">${shortId(o.id)}</span>`;
@@ -396,6 +400,8 @@ export function createWorldView(ctx) {
   let keyGroup = new Map(); // key -> its share group
   const goneSeen = new Map(); // key of a gone pointer -> {how, to}: what the view saw happen
   let pinned = ""; // a row clicked: its highlight stays until another click
+  let secretName = new Map(); // share group -> the name of its secret in the notebook
+  let providers = new Map(); // worker -> names of the secrets it is the crypto provider of
   const markerId = `syft-arrowhead-${Math.random().toString(36).slice(2, 9)}`;
   const menuCtx = { ...ctx, workers: () => reachableWorkers(), layoutChanged: () => schedule() };
   const timings = {};
@@ -588,6 +594,13 @@ export function createWorldView(ctx) {
     pointersTo = new Map();
     groupKeys = new Map();
     keyGroup = new Map();
+    secretName = new Map();
+    providers = new Map();
+    for (const o of (w.workers || []).find((l) => l.id === "me")?.objects || []) {
+      const name = (o.names || [])[0];
+      if (o.group !== undefined && o.group !== null && o.kind !== "pointer" && name && !secretName.has(o.group)) secretName.set(o.group, name);
+      if (o.crypto_provider) providers.set(o.crypto_provider, [...(providers.get(o.crypto_provider) || []), name || "a shared tensor"]);
+    }
     for (const lane of w.workers || []) {
       for (const o of lane.objects || []) {
         if (o.group !== undefined && o.group !== null) {
@@ -641,7 +654,8 @@ export function createWorldView(ctx) {
       const isCollapsed = collapsed.has(lane.id);
       const ghostList = ghosts.get(lane.id);
       const prevLane = L.lane;
-      if (prevLane !== lane || L.ghosts !== ghostList || L.collapsed !== isCollapsed || L.q !== query) {
+      const provides = (providers.get(lane.id) || []).join(", ");
+      if (prevLane !== lane || L.ghosts !== ghostList || L.collapsed !== isCollapsed || L.q !== query || L.provides !== provides) {
         let nShown = L.shown;
         if (!prevLane || prevLane.objects !== lane.objects || L.ghosts !== ghostList || L.q !== query) {
           L.items = withGhosts(laneItems(lane, query, laneOrder), ghostList);
@@ -655,9 +669,10 @@ export function createWorldView(ctx) {
         }
         const closable = overviewOn && lane.id !== "me";
         if (!L.head || !prevLane || headerChanged(prevLane, lane) || L.collapsed !== isCollapsed || L.shown !== nShown
-          || (prevLane.objects || []).length !== (lane.objects || []).length || L.closable !== closable) {
-          const head = laneHead(lane, nShown, isCollapsed, closable);
+          || (prevLane.objects || []).length !== (lane.objects || []).length || L.closable !== closable || L.provides !== provides) {
+          const head = laneHead(lane, nShown, isCollapsed, closable, provides);
           L.closable = closable;
+          L.provides = provides;
           if (L.head) L.head.replaceWith(head);
           else L.section.prepend(head);
           L.head = head;
@@ -929,7 +944,8 @@ export function createWorldView(ctx) {
     const key = objKey(laneId, o.id);
     const m = replaying < 0 ? marks.get(key) : undefined;
     return { pointedBy: pointedBy.get(key), colour: rowColour, mark: m?.mark, dangling: danglingRow(o),
-      pending: pending.has(key) || !!disabled || replaying >= 0, gone: goneSeen.get(key) };
+      pending: pending.has(key) || !!disabled || replaying >= 0, gone: goneSeen.get(key),
+      shareOf: o.group !== undefined && o.group !== null && o.kind === "pointer" ? secretName.get(o.group) : undefined };
   }
 
   /** What a row shows besides its entry: redrawn when it changes. */
@@ -937,7 +953,7 @@ export function createWorldView(ctx) {
     // not the highlight: it is a class that comes and goes on the row itself (redrawing the row
     // when it ends would close a menu the user is in)
     const opts = rowOpts(laneId, o);
-    return `${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}|${opts.gone ? goneWhere({}, opts.gone) : ""}`
+    return `${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}|${opts.gone ? goneWhere({}, opts.gone) : ""}|${opts.shareOf ?? ""}`
       + `|${o.kind === "pointer" ? rowColour(o.location) : ""}`;
   }
 

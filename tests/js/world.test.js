@@ -293,16 +293,21 @@ test("the shares of one secret light up together across lanes, with the secret; 
   w.workers[2].objects.push(tensor(22, { dtype: "int64", group: "g2", share: { index: 1, of: 2 } }));
   w.workers[0].objects.push({ id: 70, kind: "fixed_precision", type: "FixedPrecisionTensor", shape: [3], dtype: "float32",
     names: ["sx"], group: "g1", crypto_provider: "carol" });
+  w.workers[0].objects.push(ptr(71, "bob", 20, [], { group: "g1", share: { index: 0, of: 2 } }));
   const wv = view();
   wv.update(w);
+  // the crypto provider's lane says so; unnamed share pointers are named by their secret
+  assert.match(wv.el.querySelector(".syft-lane[data-worker=carol] .syft-lane-role").textContent, /crypto provider/);
+  assert.equal(wv.el.querySelectorAll(".syft-lane-role").length, 1);
   const bobShare = wv.rowFor("bob", 20);
   assert.equal(bobShare.querySelector(".syft-share").textContent, "share 1/2");
   assert.match(bobShare.querySelector(".syft-share").title, /alone it reveals nothing/);
   assert.equal(wv.rowFor("carol", 60).querySelector(".syft-share").textContent, "crypto material");
   assert.match(wv.rowFor("me", 70).textContent, /crypto: carol/);
+  assert.match(wv.rowFor("me", 71).textContent, /share of sx/);
   bobShare.dispatchEvent(new window.Event("mouseover", { bubbles: true }));
   const lit = [...wv.el.querySelectorAll(".syft-obj.syft-lit")].map((r) => r.dataset.key).sort();
-  assert.deepEqual(lit, ["alice:21", "bob:20", "carol:60", "me:70"]);
+  assert.deepEqual(lit, ["alice:21", "bob:20", "carol:60", "me:70", "me:71"]);
   // a click pins it: moving over another row does not change it; a second click unpins
   bobShare.dispatchEvent(new window.Event("click", { bubbles: true }));
   wv.rowFor("alice", 22).dispatchEvent(new window.Event("mouseover", { bubbles: true }));
