@@ -1,7 +1,12 @@
 """WorkerCore: one worker's object store, reference counts and command handling, free of I/O.
 
-A VirtualWorker calls it directly; the websocket server decodes messages and calls the same
-methods, so the semantics cannot drift between in-process and remote workers.
+Every worker's service (service.py) runs its commands here, in process or in a worker
+process, so the semantics cannot drift between them. The core knows tensors and the layer
+protocol, never the inspection package: what it tells about its objects comes from
+``syft_lab.tensors.nodes``.
+
+Events (``syft_lab.events``): "stored" and "deleted" (with a reason) for every object that
+enters or leaves the store, "changed" for a stored object an op wrote in place.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from .. import events
 from ..commands import NewObject, Ref, SameAsArg  # re-exported until tensors/wire/plans import commands
 from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError
 from ..ids import new_id
+from ..tensors import nodes
 from ..tensors.pointer import PointerTensor
 from ..wire.allowlist import check_call, check_result
 from .limits import (Estimate, Limits, OutputEstimator, StorageLedger, check_input_sizes, check_quota, fmt_bytes,
@@ -20,16 +26,6 @@ from .limits import (Estimate, Limits, OutputEstimator, StorageLedger, check_inp
 
 _Tensor = torch.Tensor
 _seq = (list, tuple)
-
-
-def object_kind(obj) -> str:
-    from ..tensors.base import ChainLayer
-
-    if isinstance(obj, ChainLayer):
-        return obj.kind
-    if isinstance(obj, _Tensor):
-        return "tensor"
-    return getattr(obj, "kind", type(obj).__name__.lower())
 
 
 class WorkerCore:
@@ -151,12 +147,12 @@ class WorkerCore:
             raise RemoteError(self.id, type(e).__name__, str(e)) from None
         if isinstance(out, _Tensor):
             check_result(op, out)
-            result = self._result(out, resolved)
+            result = self._result(out, resolved, args)
         elif type(out) in _seq:
             for o in out:
                 if isinstance(o, _Tensor):
                     check_result(op, o)
-            result = type(out)(self._result(o, resolved) if isinstance(o, _Tensor) else o for o in out)
+            result = type(out)(self._result(o, resolved, args) if isinstance(o, _Tensor) else o for o in out)
         else:
             return out
         if self.limits is not None:
@@ -205,9 +201,11 @@ class WorkerCore:
                                  f"{limits.max_objects} objects): they were dropped. Release objects you no "
                                  f"longer need, or work in smaller pieces")
 
-    def _result(self, out, resolved):
+    def _result(self, out, resolved, args):
         for i, a in enumerate(resolved):
             if out is a:
+                if events._subscribers and isinstance(args[i], Ref):  # a stored object written in place
+                    events.emit("changed", self.id, args[i].id)
                 return SameAsArg(i)
         obj_id = new_id()
         self.objects[obj_id] = out
@@ -288,27 +286,21 @@ class WorkerCore:
                 found.append(obj_id)
         return found
 
+    # --- what the worker tells about its objects (the layer protocol's node builder) -----------
     def search_meta(self, query: tuple[str, ...]) -> list[tuple[int, dict]]:
         """``(id, metadata)`` of every object ``search`` finds: what a pointer to it needs."""
-        from ..inspection.model import object_meta
+        return [(i, nodes.object_meta(self.objects[i])) for i in self.search(query)]
 
-        return [(i, object_meta(self.objects[i])) for i in self.search(query)]
-
-    def describe(self, obj_id: int) -> list[dict]:
-        """The inspection-model nodes of a stored object's chain. Values stay private."""
-        from ..inspection.model import chain_nodes
-
-        nodes = chain_nodes(self.lookup(obj_id), owner=self.id, with_values=False)
-        nodes[0]["id"] = obj_id  # a stored object is known by its id in the store
-        return nodes
+    def describe(self, obj_id: int) -> dict:
+        """The root node of a stored object's chain tree (docs/inspection-model.md, version 2),
+        known by its store id. Values stay private."""
+        return nodes.stored_root(self.lookup(obj_id), obj_id, self.id)
 
     def summary(self, offset: int = 0, limit: int | None = None) -> list[dict]:
         """One entry per stored object, for the world view; ``offset``/``limit``: one page of
         them, in store order (a remote worker's reply stays small however many objects it holds)."""
-        from ..inspection.model import object_entry
-
         held = self.held
         items = list(itertools.islice(self.objects.items(), offset, None if limit is None else offset + limit))
-        return [object_entry(obj_id, obj, self.id, self.refcounts.get(obj_id, 0), obj_id in held)
+        return [nodes.object_entry(obj_id, obj, self.id, self.refcounts.get(obj_id, 0), obj_id in held)
                 for obj_id, obj in items]
 

@@ -37,6 +37,7 @@ from ..errors import ObjectNotFoundError, RemoteError, SyftError
 from ..plans.graph import PlanBuilds, PlanGraph
 from ..tensors.base import ChainLayer
 from ..tensors.pointer import PointerSpec, PointerTensor
+from ..tensors.registry import LayerSpec
 from ..wire import allowlist
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, Decoder, WireError, encode
 from .core import WorkerCore
@@ -336,20 +337,14 @@ class WorkerService:
     def _checked_object(self, msg):
         """The object of a store or load, if this worker may keep it (the store rule)."""
         obj = msg.get("o")
+        if isinstance(obj, LayerSpec):  # decoded: a chain of layers over a pointer (never live)
+            self._check_reach(obj.pointer_specs()[0])
         if not isinstance(obj, (_Tensor, PointerSpec)):
             raise SyftError(f"{msg.get('c')} takes a tensor or a chain of layers over one")
         t = obj
         while True:
-            if isinstance(t, PointerSpec) or isinstance(t, PointerTensor):
-                location = t if isinstance(t, PointerSpec) else t.location
-                if not self.reach(location):
-                    where = t.worker_id if isinstance(t, PointerSpec) else t.location.id
-                    raise SyftError(
-                        f"worker {self.core.id!r} cannot hold a pointer to an object on worker {where!r}: a "
-                        f"worker stores a pointer only to a worker it can itself reach, and {self.core.id!r} "
-                        f"reaches no other worker (it would need the address of {where!r} and your "
-                        f"credentials). Move the data instead: ptr.move({self.core.id}) "
-                        f"(docs/wire-format.md, 'Pointers to pointers')")
+            if isinstance(t, (PointerSpec, PointerTensor)):
+                self._check_reach(t)
                 return obj
             tp = type(t)
             if tp is _Tensor or tp is _Parameter:
@@ -363,6 +358,18 @@ class WorkerService:
             if len(children) != 1:  # a layer over several tensors is never one stored object
                 raise SyftError(f"a {tp.__name__} over {len(children)} tensors cannot be stored as one object")
             t = children[0]
+
+    def _check_reach(self, pointer) -> None:
+        """The store rule: a pointer (live, or a decoded PointerSpec) only to a worker this one reaches."""
+        location = pointer if isinstance(pointer, PointerSpec) else pointer.location
+        if self.reach(location):
+            return
+        where = pointer.worker_id if isinstance(pointer, PointerSpec) else pointer.location.id
+        me = self.core.id
+        raise SyftError(f"worker {me!r} cannot hold a pointer to an object on worker {where!r}: a worker stores "
+                        f"a pointer only to a worker it can itself reach, and {me!r} reaches no other worker (it "
+                        f"would need the address of {where!r} and your credentials). Move the data instead: "
+                        f"ptr.move({me}) (docs/wire-format.md, 'Pointers to pointers')")
 
     def _store(self, msg, session):
         return self._own(session, self.core.store(self._checked_object(msg)))

@@ -115,3 +115,24 @@ def test_store_and_delete_are_events():
         unsubscribe()
     assert [(e["type"], e["worker"], e["id"]) for e in seen] == [("stored", "evented", i), ("deleted", "evented", i)]
     assert seen[1]["reason"] == "released"
+
+
+def test_an_op_writing_a_stored_object_in_place_is_a_change_event(core):
+    a = core.store(torch.ones(2))
+    seen = []
+    unsubscribe = events.subscribe(seen.append)
+    try:
+        core.run(aten.mul_.Tensor, [Ref(a), 3.0], None)
+        core.run(aten.mul.Tensor, [Ref(a), 3.0], None)
+    finally:
+        unsubscribe()
+    assert [e["type"] for e in seen] == ["changed", "stored"] and seen[0]["id"] == a
+
+
+def test_describe_and_summary_tell_no_values(core):
+    t = torch.tensor([1234.5, 2.0])
+    i = core.store(t)
+    root = core.describe(i)
+    assert root["id"] == i and root["kind"] == "tensor" and root["shape"] == [2]
+    assert "1234" not in repr(root) and "1234" not in repr(core.summary())
+    assert core.summary()[0]["id"] == i and core.summary()[0]["refcount"] == 1

@@ -4,7 +4,8 @@ import torch
 
 from syft_lab.errors import QuotaExceededError, SyftError
 from syft_lab.plans.graph import Node, PlanGraph, Value
-from syft_lab.workers.core import Ref, WorkerCore
+from syft_lab.commands import Ref
+from syft_lab.workers.core import WorkerCore
 from syft_lab.workers.limits import DEFAULT_MAX_OBJECTS, GiB, Limits, OutputEstimator, default_max_bytes
 
 aten = torch.ops.aten
