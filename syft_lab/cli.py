@@ -4,6 +4,7 @@
                     [--certfile C --keyfile K] [--max-message-size N] [--max-connections N]
                     [--max-pending-handshakes N] [--handshake-timeout S] [--allow-origin URL ...]
                     [--session-grace S] [--max-memory N] [--max-objects N] [--threads N]
+                    [--layers MODULE ...]
 
 The token comes from --token-file or the SYFT_LAB_TOKEN environment variable. Without one the
 worker only listens on a loopback address. Once listening it prints one line:
@@ -12,7 +13,19 @@ worker only listens on a loopback address. Once listening it prints one line:
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
+import ssl
 import sys
+
+import torch
+
+from .errors import SyftError
+from .wire.format import DEFAULT_MAX_MESSAGE_SIZE
+from .workers.base import check_worker_id
+from .workers.limits import DEFAULT_MAX_OBJECTS, Limits
+from .workers.server import (DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PENDING_HANDSHAKES,
+                             DEFAULT_SESSION_GRACE, WorkerServer, read_token)
 
 
 def _size(text: str) -> int:
@@ -45,11 +58,6 @@ def _seconds(text: str) -> float:
 
 
 def worker_parser(prog="syft-lab worker") -> argparse.ArgumentParser:
-    from .wire.format import DEFAULT_MAX_MESSAGE_SIZE
-    from .workers.limits import DEFAULT_MAX_OBJECTS
-    from .workers.server import (DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PENDING_HANDSHAKES,
-                                 DEFAULT_SESSION_GRACE)
-
     p = argparse.ArgumentParser(prog=prog, description="Run a syft_lab worker that clients reach with "
                                 "sy.WebSocketWorker(url, id=..., token=...).")
     p.add_argument("--id", required=True, help="the worker's id, e.g. bob")
@@ -83,39 +91,37 @@ def worker_parser(prog="syft-lab worker") -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads (default: torch's choice). Use 1 when clients or other "
                         "workers share this machine's cores: oversubscribed threads make small ops 10-50x slower")
+    p.add_argument("--layers", action="append", default=[], metavar="MODULE",
+                   help="import this Python module before serving, so the chain layer types it registers "
+                        "(@register_layer) can be received and stored (repeatable; the operator's code, "
+                        "never anything a client sends)")
     return p
 
 
 def run_worker(argv) -> int:
-    import asyncio
-
-    from .errors import SyftError
-    from .workers.base import check_worker_id
-    from .workers.limits import Limits
-    from .workers.server import WorkerServer, read_token
-
     args = worker_parser().parse_args(argv)
     try:
         check_worker_id(args.id)
         if args.threads is not None:
             if args.threads < 1:
                 raise SyftError("--threads takes a positive number")
-            import torch
-
             torch.set_num_threads(args.threads)
         token = read_token(args.token_file)
         ssl_ctx = None
         if args.certfile or args.keyfile:
             if not (args.certfile and args.keyfile):
                 raise SyftError("TLS needs both --certfile and --keyfile")
-            import ssl
-
             ssl_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ssl_ctx.load_cert_chain(args.certfile, args.keyfile)
         for origin in args.allow_origin:
             if not origin.startswith(("http://", "https://")) or origin.count("/") != 2:
                 raise SyftError(f"--allow-origin takes an origin such as https://lab.example.org "
                                 f"(scheme and host, no path), got {origin!r}")
+        for module in args.layers:
+            try:
+                importlib.import_module(module)
+            except ImportError as e:
+                raise SyftError(f"--layers {module}: cannot import it ({e})") from None
         limits = Limits(max_bytes=args.max_memory, max_objects=args.max_objects)
         server = WorkerServer(args.id, args.host, args.port, token=token, ssl=ssl_ctx,
                               max_message_size=args.max_message_size, max_connections=args.max_connections,

@@ -11,13 +11,19 @@ the wire format encodes them, the worker service produces them.
   Pointers created meanwhile are held by it: a pointer made by an op that a worker runs on a
   pointer it stores (``x.send(bob).send(alice)``, then ``y = p + p``) lives in that worker's
   store, not in this process, and the views draw it in that worker's lane.
+- the worker registry (``register``, ``unregister``, ``lookup``, ``get_worker``,
+  ``all_workers``): every known worker by id, what worker ids in commands and pointers resolve
+  to (``syft_lab.workers.registry`` is the same functions).
 """
 from __future__ import annotations
 
 import contextlib
 from contextvars import ContextVar
 
-__all__ = ["LOCAL", "NewObject", "Ref", "SameAsArg", "current_holder", "held_by"]
+from .errors import SyftError
+
+__all__ = ["LOCAL", "NewObject", "Ref", "SameAsArg", "all_workers", "current_holder", "get_worker", "held_by",
+           "lookup", "register", "unregister"]
 
 
 class Ref:
@@ -69,3 +75,35 @@ def held_by(worker_id: str):
         yield
     finally:
         current_holder.reset(token)
+
+
+# --- the worker registry ----------------------------------------------------------------------
+
+_workers: dict = {}
+
+
+def register(worker) -> None:
+    """Make ``worker`` known under its id (a new worker with an id in use takes its place)."""
+    _workers[worker.id] = worker
+
+
+def unregister(worker) -> None:
+    if _workers.get(worker.id) is worker:
+        del _workers[worker.id]
+
+
+def lookup(worker_id: str):
+    """The worker known under ``worker_id``, or None."""
+    return _workers.get(worker_id)
+
+
+def get_worker(worker_id: str):
+    try:
+        return _workers[worker_id]
+    except KeyError:
+        known = ", ".join(sorted(_workers)) or "none"
+        raise SyftError(f"no worker named {worker_id!r} (known workers: {known})") from None
+
+
+def all_workers() -> list:
+    return list(_workers.values())

@@ -85,6 +85,14 @@ def test_non_loopback_host_without_token_is_refused(tmp_path):
     assert r.returncode == 2 and "without a token" in r.stderr
 
 
+def test_a_layers_module_that_cannot_be_imported_stops_the_worker_clearly():
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "syft_lab.worker", "--id", "x", "--port", "0", "--layers",
+                        "no_such_layer_module"], capture_output=True, text=True, env=env, timeout=60, cwd=str(ROOT))
+    assert r.returncode == 2
+    assert "--layers no_such_layer_module: cannot import it (No module named 'no_such_layer_module')" in r.stderr
+
+
 def test_loopback_without_token_works_and_warns(spawn):
     w = spawn("dave", use_token=False)
     deadline = time.monotonic() + 5
