@@ -47,11 +47,19 @@ from .tensors.logging import LoggingTensor
 from .tensors.pointer import PointerTensor, mark_left
 from .workers.registry import all_workers
 
-ACTIONS = ("send", "get", "move", "oplog")
+ACTIONS = ("send", "get", "move", "oplog")  # and the actions layers declare (node_actions)
 MUTATING = ("send", "get", "move")
+
+
+def mutates(action) -> bool:
+    """Whether an action may change the runtime (every one but the reads)."""
+    return isinstance(action, str) and action != "oplog"
 _MAX_ID = 2 ** 53
 _WORKER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 _REQ_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+# A layer's own action (``node_actions``: "float_precision", "refresh"): a method of the layer
+# it declares, called with no argument; never any other name (checked against the class).
+_LAYER_ACTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _KEYS = {"type", "req", "action", "target", "worker", "name"}
 _DOWN_STATES = {"unreachable", "closed", "gone", "error", "stopped"}  # "disconnected" reconnects
 OPLOG_LIMIT = 500  # the newest records an oplog reply carries
@@ -121,8 +129,8 @@ def parse(msg) -> dict:
     if "req" in msg and _req_of(msg) is None:
         raise ActionError(f"req must be a short string or a non-negative integer, got {msg['req']!r:.40}")
     action = msg.get("action")
-    if action not in ACTIONS:
-        raise ActionError(f"unknown action {action!r:.40} (known: {', '.join(ACTIONS)})")
+    if action not in ACTIONS and not (isinstance(action, str) and _LAYER_ACTION_RE.match(action)):
+        raise ActionError(f"unknown action {action!r:.40} (known: {', '.join(ACTIONS)}, and what a layer offers)")
     target = msg.get("target")
     if not isinstance(target, dict) or set(target) != {"worker", "id"}:
         raise ActionError("target must be an object with exactly the fields worker and id")
@@ -384,12 +392,15 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
     kind = entry.get("kind")
     if action == "oplog":
         return _oplog(p, entry, ns, held)
+    if action not in ACTIONS or (action == "get" and p["worker"] == "me" and "refcount" not in entry
+                                 and kind != "pointer"):
+        return _layer_action(p, entry, ns, held)
 
     if action == "send":
         if p["worker"] != "me" or "refcount" in entry:
             raise ActionError("send copies a local object to a worker; an object on a worker moves with "
                               "'move' or comes back with 'get'")
-        if kind not in ("tensor", "logging", "pointer", "layer", "plan"):
+        if kind not in ("tensor", "logging", "pointer", "layer", "plan") and "send" not in entry.get("actions", ()):
             raise ActionError(f"a {kind} cannot be sent from a view")
         if p["dest"] == "me":
             raise ActionError("send needs another worker than 'me'")
@@ -440,6 +451,41 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
             result.__dict__[_SENT_FROM] = obj.__dict__[_SENT_FROM]
         code = f"{name} = {res.expr}.move({_worker_expr(dest, ns)})"
     ns[name] = result
+    reply = {"name": name, "code": code if note is None else f"{code}  # {note}", "result": result_ref(result)}
+    if note is not None:
+        reply["note"] = note
+    return reply
+
+
+def _layer_action(p: dict, entry: dict, ns: dict, held: list) -> dict:
+    """An action a layer declares in ``node_actions`` (``fx.float_precision()``, ``sx.refresh()``,
+    ``sx.get()`` of a shared tensor): its method, called with no argument on the object held
+    here; the result is bound like any action's (``x`` for get, else ``<name>_<action>``)."""
+    action = p["action"]
+    if p["worker"] != "me" or "refcount" in entry:
+        raise ActionError(f"{action} acts on an object held in this notebook")
+    if p["dest"] is not None:
+        raise ActionError(f"{action} takes no destination worker")
+    if action not in (entry.get("actions") or ()):
+        raise ActionError(f"{action} is not offered on {entry.get('type', entry.get('kind'))} {_short(p['id'])}")
+    obj = find_local(p["id"], ns, held)
+    if obj is None:
+        raise ActionError(f"object {_short(p['id'])} is no longer bound in the notebook "
+                          f"(it was deleted or rebound); run the cell again")
+    if action not in getattr(type(obj), "node_actions", ()) or not callable(getattr(type(obj), action, None)):
+        raise ActionError(f"a {type(obj).__name__} offers no {action}")
+    names = names_of(obj, ns)
+    res = _Resolved(obj, names[0] if names else f"<{type(obj).__name__} {_short(p['id'])}>", names)
+    name, note = p["name"], None
+    if name is not None:
+        check_name(name, ns)
+    else:
+        base = names[0] if names else f"t_{_short(p['id'])}"
+        base = (base.removesuffix("_ptr") or base) if action == "get" else f"{base}_{action}"
+        name, note = _free_default(base, res, action, ns)
+    result = getattr(obj, action)()
+    ns[name] = result
+    code = f"{name} = {res.expr}.{action}()"
     reply = {"name": name, "code": code if note is None else f"{code}  # {note}", "result": result_ref(result)}
     if note is not None:
         reply["note"] = note

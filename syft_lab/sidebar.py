@@ -133,7 +133,7 @@ class Panel:
             held = [v for _path, v in container_items(self.namespace)]  # data["bob"] has buttons too
             reply = actions.perform(data, known=self.lookup, namespace=self.namespace, held=held)
             self.send({"type": "reply", **reply})
-            if reply.get("ok") and reply.get("action") in actions.MUTATING:
+            if reply.get("ok") and actions.mutates(reply.get("action")):
                 with live.action_step(reply.get("code")):
                     refresh_all()  # the panels and the notebook's widgets show it at once
             return {"type": "reply", **reply}

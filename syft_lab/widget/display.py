@@ -12,6 +12,10 @@ import weakref
 
 import torch
 
+from ..inspection.model import World
+from ..inspection.text import render_world
+from ..tensors.base import ChainLayer
+from ..workers.base import BaseWorker
 from . import live, svg
 from .widgets import ChainWidget, PlanWidget, SyftWidget, WorldWidget
 
@@ -41,9 +45,6 @@ def _is_plan(obj) -> bool:
 
 def widget_for(obj) -> SyftWidget:
     """The widget that shows ``obj``."""
-    from ..inspection.model import World
-    from ..workers.base import BaseWorker
-
     if isinstance(obj, SyftWidget):
         return obj
     if isinstance(obj, World):
@@ -66,14 +67,9 @@ def widget_for(obj) -> SyftWidget:
 
 def mimebundle(obj) -> tuple[dict, dict]:
     """The display data of a syft object: the widget, its text and its static picture."""
-    from ..inspection.model import World
-    from ..workers.base import BaseWorker
-
     w = widget_for(obj)
     data, meta = w._repr_mimebundle_()
     if isinstance(obj, World):
-        from ..inspection.text import render_world
-
         data["text/plain"] = render_world(obj)
         data["text/html"] = svg.world_svg(obj)
     elif isinstance(obj, BaseWorker):
@@ -88,7 +84,7 @@ def mimebundle(obj) -> tuple[dict, dict]:
 
 def show(obj) -> None:
     """Display ``obj`` as a widget (its chain, its plan graph, or the world for a worker)."""
-    from IPython.display import display
+    from IPython.display import display  # optional: only in IPython
 
     data, meta = mimebundle(obj)
     display(data, metadata=meta, raw=True)
@@ -102,16 +98,12 @@ def install_display_hooks(ip=None) -> bool:
     """Register the rich display of syft types with IPython (only in a kernel). Idempotent."""
     if ip is None:
         try:
-            from IPython import get_ipython
+            from IPython import get_ipython  # optional: outside IPython, text reprs only
         except ImportError:
             return False
         ip = get_ipython()
     if ip is None or getattr(ip, "kernel", None) is None:
         return False  # a terminal or a plain script: text reprs only
-    from ..inspection.model import World
-    from ..tensors.base import ChainLayer
-    from ..workers.base import BaseWorker
-
     f = ip.display_formatter.mimebundle_formatter
     for cls in (ChainLayer, BaseWorker, World):
         f.for_type(cls, _formatter)
@@ -125,7 +117,7 @@ def install_display_hooks(ip=None) -> bool:
 def register_display(cls) -> None:
     """For other syft types: display instances of ``cls`` as a widget (in a kernel)."""
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # optional: outside IPython nothing to register
     except ImportError:
         return
     ip = get_ipython()

@@ -145,7 +145,7 @@ class SyftWidget(anywidget.AnyWidget):
 
     def run_action(self, request) -> dict:
         reply = actions.perform(request, known=self.lookup, namespace=self.namespace, held=self.held())
-        if reply.get("ok") and reply.get("action") in actions.MUTATING:
+        if reply.get("ok") and actions.mutates(reply.get("action")):
             self.after_action(reply)
             with live.action_step(reply.get("code")):
                 live.refresh_all()  # every view changes at once, not at the next cell

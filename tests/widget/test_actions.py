@@ -1,5 +1,6 @@
 """Named actions from the views: send, get, move, oplog; and every bad request refused."""
 import copy
+import json
 
 import pytest
 import torch
@@ -238,7 +239,11 @@ BAD = [
     ("unknown type", {"type": "eval", "code": "import os"}, "malformed"),
     ("unknown field", {"type": "action", "action": "send", "target": {"worker": "me", "id": 1}, "worker": "bob",
                        "code": "x"}, "unknown field"),
-    ("unknown action", {"type": "action", "action": "delete", "target": {"worker": "me", "id": 1}}, "unknown action"),
+    ("unknown action", {"type": "action", "action": "Delete all", "target": {"worker": "me", "id": 1}},
+     "unknown action"),
+    # a name like a layer's action is looked up in the model: what the object does not offer is refused
+    ("action no layer offers", {"type": "action", "action": "delete", "target": {"worker": "me", "id": 1}},
+     "unknown object"),
     ("action is code", {"type": "action", "action": "__import__('os')", "target": {"worker": "me", "id": 1}},
      "unknown action"),
     ("no target", {"type": "action", "action": "get"}, "target must be"),
@@ -395,3 +400,39 @@ def test_a_weak_proxy_in_underscore_never_stands_for_the_object(bob):
     reply = act(w, "send", "me", entry_named(w.world, "lx")[1]["id"], worker="bob")
     assert reply["ok"] and reply["code"] == "lx_ptr = lx.send(bob)"
     assert ns["lx_ptr"].location is bob
+
+
+def test_a_layer_s_own_actions_run_from_its_view_and_a_shared_tensor_is_a_tree(workers):
+    """A secret-shared fixed precision tensor: one branch per share, each on its worker, the crypto
+    provider named, no value anywhere; the buttons are the layer's node_actions (get, then
+    float_precision), run through actions.perform like send/get/move."""
+    bob, alice = workers
+    carol = sy.VirtualWorker("carol")
+    try:
+        ns = {"sx": torch.tensor([1.5, -2.0]).fix_precision().share(bob, alice, crypto_provider=carol)}
+        c = ChainWidget(ns["sx"], namespace=ns)
+        root = c.chains[0]["root"]
+        (shared,) = root["children"]
+        assert [b["location"] for b in shared["children"]] == ["bob", "alice"]
+        assert shared["annotations"] == [{"label": "crypto provider", "value": "carol"}]
+        assert {b["group"] for b in shared["children"]} == {shared["group"]}
+        assert '"values"' not in json.dumps(root)
+        assert root["actions"] == ["get", "float_precision"]
+        refused = act(c, "float_precision", "me", root["id"])
+        assert not refused["ok"] and "get() first" in refused["error"]  # the layer's own check
+        reply = act(c, "get", "me", root["id"])
+        assert reply["ok"] and reply["code"] == "sx = sx.get()", reply
+        fx = ns["sx"]
+        assert [n["kind"] for n in flatten(sy.chain(fx).root)] == ["fixed_precision", "tensor"]  # here now
+        c2 = ChainWidget(fx, namespace=ns)
+        reply = act(c2, "float_precision", "me", c2.chains[0]["root"]["id"])
+        assert reply["ok"] and reply["code"] == "sx_float_precision = sx.float_precision()", reply
+        assert torch.allclose(ns["sx_float_precision"], torch.tensor([1.5, -2.0]))
+        # a name that is no action of the layer is refused before anything runs
+        bad = act(c2, "share", "me", c2.chains[0]["root"]["id"])
+        assert not bad["ok"] and "not offered" in bad["error"]
+        c.close()
+        c2.close()
+        ns.clear()
+    finally:
+        carol.close()
