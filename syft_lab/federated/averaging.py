@@ -133,7 +133,7 @@ def federated_avg(models: dict, weights=None, *, to: BaseWorker | None = None) -
                 acc = term if acc is None else acc + term
             averaged[name] = acc
     # A copy of the first model whose tensors are the averages (deepcopy's memo swaps them in).
-    memo = {id(loc): loc for loc in locations.values()}  # a module.location is a worker: never copied
+    memo = {}
     for name, t0 in tensors[first_key].items():
         value = averaged[name]
         memo[id(t0)] = nn.Parameter(value, requires_grad=t0.requires_grad) if isinstance(t0, nn.Parameter) else value
