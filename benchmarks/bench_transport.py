@@ -8,7 +8,9 @@ Figures, each measured against its peer in the same run on loopback:
   torch.distributed.rpc ``rpc_sync(torch.add)`` of the same op as the peer to beat (its callee with
   the worker's thread settings), all sampled in turns in one client process;
 - sending a 256 MiB tensor and getting it back vs a bare websockets transfer of the same bytes
-  (4 MiB messages each way), and the peak memory each process adds during the transfer.
+  (4 MiB messages each way), and the peak memory each process adds during the transfer;
+- the same op on two worker processes at once (``syft_lab.workers.submit`` + ``gather``: both
+  requests in flight) vs one after the other, and vs one op on one worker (secret sharing's case).
 """
 from __future__ import annotations
 
@@ -275,8 +277,31 @@ def run(quick: bool = False) -> list[dict]:
         results.append(figure(f"client process peak memory during {mib:.0f} MiB send + get", peak_client / 2**20,
                               "MiB", 2.5, peer="holds the tensor and the copy it got back (2x by nature)",
                               ratio=peak_client / size, note="peak RSS above the RSS before the tensor existed"))
-        bob.close()
         ws.close()
+
+        # 3. the same op on two workers: both requests in flight (gather) vs one after the other
+        alice_proc, alice_line = _start([sys.executable, "-m", "syft_lab.worker", "--id", "benchalice", "--port", "0",
+                                         "--threads", "1"], env={"SYFT_LAB_TOKEN": token})
+        try:
+            alice = WebSocketWorker(alice_line.split("listening on ")[1], id="benchalice", token=token, progress=False)
+            pb, pa = torch.ones(100, 100).send(bob), torch.ones(100, 100).send(alice)
+            add = torch.ops.aten.add.Tensor
+            fns = {"one": lambda: pb + pb, "sequential": lambda: (pb + pb, pa + pa),
+                   "gather": lambda: sy.workers.gather([sy.workers.submit(add, (pb, pb)), sy.workers.submit(add, (pa, pa))])}
+            for fn in fns.values():
+                for _ in range(20):
+                    fn()
+            t2 = interleaved(fns, number=50 if quick else 200, repeat=7 if quick else 21)
+            results.append(figure("100x100 add on 2 worker processes, both in flight (submit + gather)",
+                                  t2["gather"] * 1e6, "us", 0.75,
+                                  peer=f"one after the other: {t2['sequential'] * 1e6:.0f} us; one op on one worker: "
+                                       f"{t2['one'] * 1e6:.0f} us ({t2['gather'] / t2['one']:.2f}x)",
+                                  ratio=t2["gather"] / t2["sequential"]))
+            del pb, pa
+            alice.close()
+        finally:
+            alice_proc.kill()
+        bob.close()
     finally:
         worker.kill()
         bare.kill()
