@@ -463,8 +463,26 @@ class WorkerService:
                                                        None if state is None else _ids(msg, "s")))
 
     def _run_graph(self, msg, session):
+        """Run a one-off graph; its outputs are stored under the ids ``o`` names, except those
+        ``ret`` names (optional, a subset of ``o``): their values come back in the reply, in
+        output order, and are not kept (a run_graph plus a get of each, in one message)."""
         graph = PlanGraph.from_json(_str(msg, "g"))
-        return self._claim(session, self.core.run_graph(graph, _ids(msg, "i"), _ids(msg, "o")))
+        outputs = _ids(msg, "o")
+        ret = msg.get("ret")
+        if ret is not None and not set(_ids(msg, "ret")) <= set(outputs):
+            raise SyftError("run_graph's 'ret' names some of its outputs (a subset of 'o')")
+        results = self.core.run_graph(graph, _ids(msg, "i"), outputs)
+        if not ret:
+            return self._claim(session, results)
+        wanted, out, snapshot = set(ret), [], False
+        for r in results:
+            if r.id in wanted:
+                value = self.core.fetch(r.id)
+                snapshot = snapshot or shares_memory(value)
+                out.append(value)
+            else:
+                out.append(self._claim(session, r))
+        return Then(out, snapshot=snapshot)
 
     def _search(self, msg, session):
         q = msg.get("q")

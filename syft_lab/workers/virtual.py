@@ -19,6 +19,8 @@ from __future__ import annotations
 import collections
 import functools
 
+import torch
+
 from ..commands import current_holder
 from ..errors import SyftError
 from ..tensors.registry import stored_copy
@@ -29,6 +31,13 @@ from .service import Session, WorkerService
 
 
 _set_holder, _reset_holder = current_holder.set, current_holder.reset
+
+
+def _copied(result):
+    """A reply's values as copies (a list reply: each tensor in it)."""
+    if type(result) in (list, tuple):
+        return type(result)(stored_copy(r) if isinstance(r, torch.Tensor) else r for r in result)
+    return stored_copy(result)
 
 
 def reachable_in_process(location) -> bool:
@@ -76,7 +85,7 @@ class InProcessTransport(Transport):
             return result
         if then.snapshot:  # the reply would share memory with the store: hand out a copy
             try:
-                result = stored_copy(result)
+                result = _copied(result)
             except BaseException:
                 if then.failed is not None:
                     then.failed()

@@ -145,3 +145,34 @@ def test_summary_pages_are_bounded(service):
     page = ok(service, {"c": "summary", "offset": 1, "limit": 1})
     assert page["total"] == 3 and len(page["objects"]) == 1
     assert "summary takes offset" in service.handle({"c": "summary", "limit": 10**6})[0]["err"]["m"]
+
+
+def _two_outputs():
+    from syft_lab.plans.graph import Node, PlanGraph, Value
+
+    aten = torch.ops.aten
+    nodes = [Node(aten.mul.Tensor, [Value("input", 0), 2.0], {}, [((2,), "float32")]),
+             Node(aten.neg.default, [Value("input", 0)], {}, [((2,), "float32")])]
+    return PlanGraph("two", [{"name": "x", "role": "input", "shape": [2], "dtype": "float32"}], [], nodes,
+                     [Value("node", 0), Value("node", 1)], False)
+
+
+def test_run_graph_returns_the_values_it_is_asked_for_and_stores_the_rest(service):
+    s = Session()
+    x = ok(service, {"c": "store", "o": torch.tensor([1.0, 2.0])}, s)
+    g = _two_outputs().to_json()
+    kept, opened = ok(service, {"c": "run_graph", "g": g, "i": [x], "o": [101, 102], "ret": [102]}, s)
+    assert type(kept) is NewObject and kept.id == 101 and s.refs == {x: 1, 101: 1}
+    assert torch.equal(opened, torch.tensor([-1.0, -2.0])) and 102 not in service.core.objects
+    err = service.handle({"c": "run_graph", "g": g, "i": [x], "o": [103, 104], "ret": [5]}, s)[0]["err"]
+    assert "a subset of 'o'" in err["m"] and 103 not in service.core.objects
+
+
+def test_run_graph_ret_in_process_hands_out_copies(bob):
+    x = torch.tensor([1.0, 2.0]).send(bob)
+    kept, opened = bob._request({"c": "run_graph", "g": _two_outputs().to_json(), "i": [x.id_at_location],
+                                 "o": [201, 202], "ret": [201]})
+    assert torch.equal(kept, torch.tensor([2.0, 4.0])) and type(opened) is NewObject
+    assert 201 not in bob.objects and 202 in bob.objects
+    bob._release(202)
+    assert 202 not in bob.objects
