@@ -15,7 +15,7 @@ import itertools
 import torch
 
 from .. import events
-from ..commands import NewObject, Ref, SameAsArg  # re-exported until tensors/wire/plans import commands
+from ..commands import NewObject, Ref, SameAsArg
 from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError
 from ..ids import new_id
 from ..tensors import nodes
