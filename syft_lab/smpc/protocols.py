@@ -145,6 +145,9 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
     fused = _FUSED.get(f)
     for i, p in enumerate(progs2):
         _, b, c = dealer.part(item, i)
+        ceil_here = div != 1 and n == 2 and i == 1 and isinstance(c, torch.Tensor)
+        if ceil_here:  # party 1's ceil(z / d) = floor((z + d - 1) / d): the d - 1 rides on its c
+            c = c + (div - 1)
         if fused is not None:  # c + f(e, b) + f(x, d) in two ops (addmm, addcmul)
             z = p.op(fused, p.op(fused, c, eps, b), x.shares[i], delta)
         else:
@@ -152,6 +155,8 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
             z = p.op(aten.add.Tensor, z, p.op(f, x.shares[i], delta, *extra))
         if div == 1:
             p.keep(z)
+        elif ceil_here:
+            p.keep(p.op(aten.div.Tensor_mode, z, div, rounding_mode="floor"))
         elif n == 2:
             p.keep(_trunc_local(p, i, z, div))
         else:

@@ -58,21 +58,27 @@ class Dealer:
         return out
 
     def _piece(self, full, shape):
-        """Add one piece (an (n, *shape) Val: one share per party) to the pack."""
+        """Add one piece (an (n, *shape) Val: one share per party) to the pack. In process the
+        pieces come here one by one (no packing ops); from a remote provider in one pack."""
         numel = 1
         for s in shape:
             numel *= int(s)
-        self.blocks.append(self.prog.op(aten.reshape.default, full, [self.n, numel]))
-        entry = (tuple(shape), self._width, numel)
-        self._width += numel
+        if self.prog.local:
+            self.blocks.append(full)
+            entry = (tuple(shape), len(self.blocks) - 1, None)
+        else:
+            self.blocks.append(self.prog.op(aten.reshape.default, full, [self.n, numel]))
+            entry = (tuple(shape), self._width, numel)
+            self._width += numel
         return entry
 
     def _additive(self, secret, shape):
         """(n, *shape) additive shares of ``secret`` (a Val on the provider)."""
         p, n = self.prog, self.n
         rest = self._rand([n - 1, *shape])
-        last = p.op(aten.sub.Tensor, secret, p.op(aten.sum.dim_IntList, rest, [0]))
-        return p.op(aten.cat.default, [rest, p.op(aten.unsqueeze.default, last, 0)], 0)
+        others = rest if n == 2 else p.op(aten.sum.dim_IntList, rest, [0], True)
+        last = p.op(aten.sub.Tensor, secret, others)  # (1, *shape): broadcast
+        return p.op(aten.cat.default, [rest, last], 0)
 
     def _xored(self, secret, shape, bits=False):
         p, n = self.prog, self.n
@@ -117,7 +123,11 @@ class Dealer:
     # --- delivery -----------------------------------------------------------------------------
     def program(self) -> Program:
         """The provider's program, ready to run (alone or in a round with the parties')."""
-        self.prog.open(self.prog.op(aten.cat.default, self.blocks, 1))
+        if self.prog.local:
+            for b in self.blocks:
+                self.prog.open(b)
+        else:
+            self.prog.open(self.prog.op(aten.cat.default, self.blocks, 1))
         return self.prog
 
     def generate(self, deliver_to=None) -> None:
@@ -131,7 +141,8 @@ class Dealer:
 
     def deliver(self, parties) -> None:
         """Store each remote party's row on it (raw bytes, every store in flight at once)."""
-        if self.packed.shape[1] * 8 < DELIVER_BYTES or all(getattr(w, "_lock", None) is None for w in parties):
+        if self.prog.local or self.packed.shape[1] * 8 < DELIVER_BYTES or all(
+                getattr(w, "_lock", None) is None for w in parties):
             return
         self.rows = [None] * len(parties)
         pending = []
@@ -145,7 +156,7 @@ class Dealer:
             self.rows[i] = PointerTensor(w, p.result(), row.shape, row.dtype)
 
     def collect(self) -> None:
-        self.packed = self.prog.opened[0]
+        self.packed = self.prog.opened if self.prog.local else self.prog.opened[0]
 
     def part(self, item: int, party: int) -> list:
         """Party ``party``'s pieces of ``item`` as its programs take them: pieces of its stored
@@ -157,5 +168,7 @@ class Dealer:
 
     def local(self, item: int, party: int) -> list[torch.Tensor]:
         """Party ``party``'s pieces of ``item`` here (for what this process computes for it)."""
+        if self.prog.local:
+            return [self.packed[k][party] for shape, k, _ in self.items[item]]
         row = self.packed[party]
         return [row[off:off + numel].view(shape) for shape, off, numel in self.items[item]]
