@@ -13,7 +13,6 @@ from ..tensors.additive_sharing import AdditiveSharingTensor, set_engine
 from ..tensors.base import ChainLayer
 from ..workers.base import BaseWorker
 from . import protocols, ring
-from .runtime import Program, run
 
 aten = torch.ops.aten
 AST = AdditiveSharingTensor

@@ -55,7 +55,3 @@ def xor_reconstruct(shares) -> torch.Tensor:
     for s in shares[1:]:
         out = out ^ s
     return out
-
-
-def floor_div(v: torch.Tensor, d: int) -> torch.Tensor:
-    return torch.div(v, d, rounding_mode="floor")

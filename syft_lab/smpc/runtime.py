@@ -6,10 +6,11 @@ process sends along. ``run(programs)`` executes them:
 
 - on an in-process worker (VirtualWorker) op by op, straight into its WorkerCore (the op
   allow-list still checks every op);
-- on a remote worker as one graph (``run_graph``, the ``sy.batch`` message: one request, the
-  public values inline as constants), then one ``fetch`` per value to open, all sent without
-  waiting (``WorkerClient._submit``); every request of a round is in flight at once, on
-  every worker, so a round costs about one round trip, not one per party or per message.
+- on a remote worker as one message: a graph (``run_graph``, the ``sy.batch`` message, the
+  public values inline as constants) whose opened outputs come back in its reply (``ret``),
+  or a plain ``run`` for a single op, sent without waiting (``WorkerClient._submit``); every
+  request of a round is in flight at once, on every worker, so a round costs about one round
+  trip, not one per party.
 
 Values a program ``keep``s stay on its worker as pointers (the next round's inputs); values it
 ``open``s come back here (masked values only: a protocol never opens a share).
@@ -169,7 +170,7 @@ class Program:
             ref.released = True
 
     def _submit(self) -> list:
-        """Send this program (one run_graph) and the fetches of its opened values without
+        """Send this program (one run_graph, its opened values in the reply, or one run) without
         waiting; returns the requests in flight."""
         kept_vals = [v for v in self._keep if isinstance(v, Val)]
         outs = kept_vals + self._open
@@ -185,12 +186,13 @@ class Program:
             return [w._submit(msg)]
         graph = PlanGraph("smpc", self.inputs, self.constants, self.nodes,
                           [Value("node", v.index) for v in outs], False)
-        self._ids = [new_id() for _ in outs]
-        pending = [w._submit({"c": "run_graph", "g": graph.to_json(), "i": list(self.input_ids), "o": self._ids})]
-        for obj_id in self._ids[len(kept_vals):]:
-            pending.append(w._submit({"c": "fetch", "id": obj_id, "keep": False}, label="get"))
-        stats["messages"] += len(pending)
-        return pending
+        ids = [new_id() for _ in outs]
+        opened = ids[len(kept_vals):]
+        msg = {"c": "run_graph", "g": graph.to_json(), "i": list(self.input_ids), "o": ids}
+        if opened:  # the opened values come back in the reply (never stored on the worker)
+            msg["ret"] = opened
+        stats["messages"] += 1
+        return [w._submit(msg)]
 
     def _wire(self, a):
         """A graph argument as a run message carries it."""
@@ -208,10 +210,11 @@ class Program:
             self.kept = list(self._keep)
             self.opened = []
             return
-        first = results[0] if type(results[0]) in (list, tuple) else [results[0]]  # a run's one NewObject
-        made = iter(wrap_result(PointerTensor, r, self.worker) for r in first[:len(first) - len(self._open)])
+        out = results[0] if type(results[0]) in (list, tuple) else [results[0]]  # a run's one NewObject
+        n_kept = len(out) - len(self._open)
+        made = iter(wrap_result(PointerTensor, r, self.worker) for r in out[:n_kept])
         self.kept = [next(made) if isinstance(v, Val) else v for v in self._keep]
-        self.opened = list(results[1:])
+        self.opened = list(out[n_kept:])
 
 
 def run(programs) -> None:

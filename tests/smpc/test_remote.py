@@ -35,9 +35,9 @@ def test_rounds_and_messages_per_op(remote_parties):
     b = torch.randn(3, 3).fix_precision().share(alice, bob, crypto_provider=carol)
     expected = {  # op: (rounds, messages)
         "add": (lambda: a + b, 1, 2),  # one program per party
-        "mul": (lambda: a * b, 3, 8),  # dealer (graph + fetch); open (2 x (graph + fetch)); result (2)
-        "matmul": (lambda: a @ b, 3, 8),
-        "relu": (lambda: a.relu(), 11, 40),  # dealer; 7 AND rounds; B2A open; multiplexer open; result
+        "mul": (lambda: a * b, 3, 5),  # dealer (its pack in the reply); open (one message each); result
+        "matmul": (lambda: a @ b, 3, 5),
+        "relu": (lambda: a.relu(), 11, 21),  # dealer; 7 AND rounds; B2A open; multiplexer open; result
     }
     for name, (op, rounds, messages) in expected.items():
         runtime.reset_stats()
@@ -69,7 +69,7 @@ def test_three_parties_on_worker_processes(remote_parties3):
     assert torch.allclose(sx.relu().get().float_precision(), x.relu())
     runtime.reset_stats()
     sx.relu()
-    assert (runtime.stats["rounds"], runtime.stats["messages"]) == (12, 65)
+    assert (runtime.stats["rounds"], runtime.stats["messages"]) == (12, 34)
     del sx
     for worker in (alice, bob, dave, carol):
         worker.flush()
