@@ -123,8 +123,9 @@ def current_world(tracker: WorldTracker) -> dict:
     cache = _state["worlds"]
     if cache is not None and id(tracker) in cache:
         return tracker.world
-    if tracker.pending or tracker.world is None:
-        tracker.update()
+    before = tracker.world
+    tracker.update()  # cheap with nothing pending: it reads the workers' states (lanes that came or went)
+    if tracker.world is not before:
         tracker.step = None
     if cache is not None:
         cache[id(tracker)] = True

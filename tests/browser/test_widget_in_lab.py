@@ -81,11 +81,15 @@ def test_chain_views_world_view_send_and_get(notebook, artifacts):
     page.wait_for_function("() => document.querySelectorAll('.syft-arrow').length === 2")
     world.screenshot(path=str(artifacts / "world-after-send.png"))
 
-    # --- Get it back: it leaves bob's lane and x is a tensor again --------------------------------
+    # --- Get it back: it leaves bob's lane and x is a tensor again; x_ptr, still bound, stays as a
+    # gone row saying what happened, with no buttons ------------------------------------------------
     ptr_row.locator("[data-action=get]").click()
     page.wait_for_function("() => document.querySelectorAll("
                            "'.syft-lane[data-worker=bob] .syft-obj').length === 1")
-    expect(me_lane.locator(".syft-obj[data-names='x_ptr']")).to_have_count(0)
+    gone_row = me_lane.locator(".syft-obj[data-names='x_ptr']")
+    expect(gone_row).to_have_class(re.compile(r"syft-obj-gone"))
+    expect(gone_row.locator(".syft-badge-gone")).to_contain_text("fetched")
+    expect(gone_row.locator("[data-action]")).to_have_count(0)
     expect(world.locator(".syft-status")).to_have_text("x = x_ptr.get()")
     assert notebook.kernel_eval("(type(x).__name__, x.tolist(), x_ptr._ref.released)") == \
         "('Tensor', [1.0, 2.0, 3.0], True)"
