@@ -2,7 +2,8 @@
 local Ray (actors with 0.05 CPU and one torch thread: 2 shared cores).
 
 - a RayWorker pointer op (1-element add, result stored, the previous one released) vs a bare
-  actor call doing the same op on a dict of tensors;
+  actor call doing the same op on a dict of tensors (the median of the ratios of rounds taken in
+  turns: the machine's load swings between rounds);
 - a move of 64 MiB between two RayWorkers (actor to actor through the object store) vs Ray's
   own actor-to-actor transfer (a method returning a NumPy array, passed by reference to another
   actor that keeps a torch copy of it);
@@ -12,12 +13,13 @@ local Ray (actors with 0.05 CPU and one torch thread: 2 shared cores).
 """
 from __future__ import annotations
 
+import statistics
 import sys
 
 import torch
 import torch.nn as nn
 
-from common import figure, interleaved, wall_clock
+from common import figure, interleaved, interleaved_samples, paired_ratio, wall_clock
 
 torch.set_num_threads(1)
 CPU = 0.05  # each actor's share of a core
@@ -87,14 +89,16 @@ def _op(sy, ray, bare_cls, quick):
 
         for _ in range(20):
             syft_op(), bare_op()
-        t = interleaved({"syft": syft_op, "bare": bare_op, "ping": bare_ping},
-                        number=20 if quick else 50, repeat=4 if quick else 12)
+        samples = interleaved_samples({"syft": syft_op, "bare": bare_op, "ping": bare_ping},
+                                      number=20, repeat=10 if quick else 40)
+        t = {k: statistics.median(v) for k, v in samples.items()}
+        ratio = paired_ratio(samples, "syft", "bare")  # round by round: the load swings between rounds
         del last[0], p
     finally:
         _stop([bob])
         ray.kill(bare)
     return [figure("RayWorker pointer op (1-element add) vs a bare actor call doing the same op", t["syft"] * 1e6,
-                   "us", 1.2, ratio=t["syft"] / t["bare"],
+                   "us", 1.2, ratio=ratio,
                    peer=f"bare actor {t['bare'] * 1e6:.0f} us (a bare actor call with no work "
                         f"{t['ping'] * 1e6:.0f} us)")]
 
@@ -115,7 +119,9 @@ def _move(sy, ray, bare_cls, quick):
             ray.get(dst.take.remote(src.give.remote()))
 
         syft_move(), bare_move()
-        t = interleaved({"syft": syft_move, "bare": bare_move}, number=1, repeat=3 if quick else 8)
+        samples = interleaved_samples({"syft": syft_move, "bare": bare_move}, number=1, repeat=4 if quick else 10)
+        t = {k: statistics.median(v) for k, v in samples.items()}
+        ratio = paired_ratio(samples, "bare", "syft")  # throughput: Ray's time over ours
         del ptr[0]
     finally:
         _stop([a, b])
@@ -123,22 +129,22 @@ def _move(sy, ray, bare_cls, quick):
     mib = nbytes / 2**20
     syft_rate, bare_rate = 2 * mib / t["syft"], 2 * mib / t["bare"]
     return [figure(f"move of {mib:.0f} MiB between two RayWorkers vs Ray's own actor-to-actor transfer",
-                   syft_rate, "MiB/s", 0.8, ratio=syft_rate / bare_rate, higher_is_better=True,
+                   syft_rate, "MiB/s", 0.8, ratio=ratio, higher_is_better=True,
                    peer=f"Ray actor to actor {bare_rate:.0f} MiB/s (move {t['syft'] / 2 * 1e3:.0f} ms, "
                         f"Ray {t['bare'] / 2 * 1e3:.0f} ms)")]
 
 
 def _startup(sy, quick):
-    n = 8 if quick else 32
+    n = 4 if quick else 32  # quick: each actor process costs ~2 s of CPU to start
     out, kept = [], None
-    for per_actor in (1, 8 if not quick else 4):
+    for per_actor in (1, 4 if quick else 8):
         t0 = wall_clock()
         workers = sy.ray.workers(n, prefix=f"bench_ray_s{per_actor}_", num_cpus=CPU, per_actor=per_actor)
         seconds = wall_clock() - t0
         pids = {w.pid for w in workers}
         uss = sum(_uss(pid) for pid in pids) / n
         out.append(figure(f"start-up of {n} Ray workers, {per_actor} to an actor process", seconds, "s", None,
-                          peer=f"{len(pids)} processes; memory {uss / 2**20:.0f} MiB per worker (USS: what "
+                          peer=f"{len(pids)} process(es); memory {uss / 2**20:.0f} MiB per worker (USS: what "
                                f"stopping it frees)"))
         if per_actor == 1:
             kept = workers
@@ -164,7 +170,7 @@ def _fedavg_round(sy, workers, per_client=32):
 
 
 def _scaling(sy, ray_workers, quick):
-    sizes = (4, 8) if quick else (4, 16, 32)
+    sizes = (2, 4) if quick else (4, 16, 32)
     rows = []
     for k in sizes:
         virtual = [sy.VirtualWorker(f"bench_ray_v{i}") for i in range(k)]

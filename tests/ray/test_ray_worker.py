@@ -292,6 +292,7 @@ def test_the_world_shows_ray_workers(ray_pair):
     p = torch.ones(2).send(bob)
     lanes = {lane["id"]: lane for lane in sy.world({"p": p})["workers"]}
     assert lanes["bob"]["kind"] == "ray" and lanes["bob"]["state"] == "connected"
+    assert lanes["bob"]["node"] == "127.0.0.1"  # where Ray placed it (the views group lanes by node)
     assert [o["id"] for o in lanes["bob"]["objects"]] == [p.id_at_location]
     (mine,) = [o for o in lanes["me"]["objects"] if o.get("location") == "bob"]
     assert mine["names"] == ["p"] and mine["id_at_location"] == p.id_at_location
