@@ -18,6 +18,7 @@ from .. import events
 from ..commands import NewObject, Ref, SameAsArg
 from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError
 from ..ids import new_id
+from ..plans.plan import StoredPlan
 from ..tensors import nodes
 from ..tensors.pointer import PointerTensor
 from ..wire.allowlist import check_call, check_result
@@ -220,15 +221,11 @@ class WorkerCore:
     def store_plan(self, builds, state: list, tags=(), description=None) -> int:
         """Store a plan's validated graphs (a PlanBuilds, one graph per signature) with copies of its
         state (owned by the plan)."""
-        from ..plans.plan import StoredPlan
-
         state_ids = [self.store(t) for t in state]
         return self.store(StoredPlan(builds, state_ids, tags, description))
 
     def run_plan(self, plan_id: int, arg_ids: list[int], state_ids: list[int] | None = None) -> list:
         """Run a stored plan on stored objects; its outputs are stored. One command, whole plan."""
-        from ..plans.plan import StoredPlan
-
         stored = self.lookup(plan_id)
         if not isinstance(stored, StoredPlan):
             raise SyftError(f"object {plan_id} on worker {self.id!r} is not a plan")

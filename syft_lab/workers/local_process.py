@@ -17,6 +17,7 @@ import tempfile
 import threading
 
 from ..errors import SyftError
+from .base import check_worker_id
 from .websocket import WebSocketWorker
 
 READY_TIMEOUT = 60.0
@@ -54,8 +55,6 @@ def start_worker(worker_id: str, port: int = 0, host: str = "127.0.0.1", threads
 
     The worker shares this machine's cores with the notebook, so it runs one torch thread by
     default: oversubscribed intra-op threads made small ops 10-50x slower here."""
-    from .base import check_worker_id
-
     check_worker_id(worker_id)
     token = secrets.token_urlsafe(24)
     token_dir = tempfile.TemporaryDirectory(prefix="syft-lab-")

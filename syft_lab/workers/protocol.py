@@ -196,7 +196,6 @@ class FramedTransport(Transport):
         self.max_message_size = max_message_size
         self.progress = progress
         self.instance = None  # the service's instance id; changes when its process restarts
-        self.hello: dict | None = None
         self._state = "disconnected"
         self._rid = 0
         self._in_flight: collections.deque = collections.deque()  # request ids sent, not answered
@@ -233,7 +232,6 @@ class FramedTransport(Transport):
         limit = hello.get("max_message_size")
         if type(limit) is int and limit > 0:
             self.max_message_size = min(self.max_message_size, limit)
-        self.hello = hello
         return hello
 
     @property

@@ -51,7 +51,6 @@ MAX_HANDSHAKE_BYTES = 32 * 2**10  # request line + headers of one opening handsh
 RESERVED_FDS = 32  # file descriptors kept for the worker's own files, pipes and libraries
 LOG_INTERVAL = 10.0  # one log line per kind of event per this many seconds
 CLOSE_POLICY = 1008  # websocket close code for a peer that broke the protocol
-CLOSE_TOO_BIG = 1009
 CLEAN_CLOSE_CODES = (1000, 1001)  # a client that closes with these has left for good
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
