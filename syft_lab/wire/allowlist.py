@@ -48,9 +48,9 @@ POINTWISE = """
     atan2 hypot maximum minimum fmax fmin copysign xlogy logaddexp lerp lerp_ addcmul addcmul_ addcdiv addcdiv_
     where bitwise_not bitwise_and bitwise_or bitwise_xor logical_not logical_and logical_or logical_xor
     isnan isinf isfinite signbit
-    bitwise_left_shift bitwise_right_shift
+    bitwise_left_shift bitwise_right_shift __lshift__ __rshift__
 """
-# bitwise_left_shift, bitwise_right_shift: the binary circuits of secret sharing (syft_lab/smpc:
+# bitwise_left_shift, bitwise_right_shift (and __lshift__/__rshift__, what `x << k` reaches): the binary circuits of secret sharing (syft_lab/smpc:
 # the sign bit's carry-lookahead adder). Torch defines every shift amount (0 past the width, the
 # sign past it to the right); a scalar amount is checked to lie in 0..63 for a clear error.
 COMPARISONS = "eq ne lt le gt ge equal isclose sort argsort topk kthvalue"
@@ -377,6 +377,8 @@ def _shift(name, args, kwargs):
 CHECKS = {
     **_checks_for("aten.bitwise_left_shift", _shift),
     **_checks_for("aten.bitwise_right_shift", _shift),
+    **_checks_for("aten.__lshift__", _shift),
+    **_checks_for("aten.__rshift__", _shift),
     **_checks_for("aten.as_strided", _as_strided),
     **_checks_for("aten._reshape_alias", _reshape_alias),
     **_checks_for("aten._unsafe_view", _unsafe_view),

@@ -181,3 +181,24 @@ def test_bad_input_gets_clear_errors(parties2):
     # every worker still works after the errors
     assert torch.allclose((a * a).get().float_precision(), x * x)
     del a, b, p4, no_provider
+
+
+def test_shifts_on_workers_take_amounts_in_range(parties2):
+    """The allow-list's shifts (the sign bit's adder) refuse a shift amount outside 0..63 clearly."""
+    from syft_lab.wire.allowlist import OpNotAllowedError, check_call
+
+    aten = torch.ops.aten
+    t = torch.tensor([1, -8])
+    check_call(aten.bitwise_left_shift.Tensor_Scalar, [t, 63], None)
+    check_call(aten.bitwise_right_shift.Tensor, [t, torch.tensor([1, 2])], None)
+    for bad in (64, -1, 2**70, 1.5):
+        with pytest.raises(OpNotAllowedError, match="0..63"):
+            check_call(aten.bitwise_left_shift.Tensor_Scalar, [t, bad], None)
+    with pytest.raises(OpNotAllowedError, match="an integer"):
+        check_call(aten.bitwise_right_shift.Tensor, [t, torch.tensor([1.0, 2.0])], None)
+    alice = parties2[0]
+    p = torch.tensor([1, 2]).send(alice)
+    with pytest.raises(sy.SyftError, match="0..63"):
+        p << 64
+    assert torch.equal((p << 2).get(), torch.tensor([4, 8]))  # and the worker still works
+    del p
