@@ -242,7 +242,9 @@ def test_panel_follows_a_notebook_send_get_and_restart(lab, browser, artifacts):
         ptr.locator("button[data-action='get']").click()
         expect(panel.locator(".syft-status")).to_have_text("x = x_ptr.get()")
         expect(lane(panel, "bob").locator(".syft-obj")).to_have_count(0)
-        expect(lane(panel, "me").locator(".syft-obj[data-names='x_ptr']")).to_have_count(0)
+        gone = lane(panel, "me").locator(".syft-obj[data-names='x_ptr']")  # still bound: a gone row
+        expect(gone).to_have_class(re.compile(r"syft-obj-gone"))
+        expect(gone.locator("button[data-action]")).to_have_count(0)
         assert nb.kernel_eval("(x.tolist(), len(bob.objects))") == "([1.0, 2.0, 3.0], 0)"
 
         # --- a failed action says why, and changes nothing ------------------------------------------
