@@ -59,12 +59,13 @@ class PlanPointer(RemoteHandle):
         mark_left(self.location, self._ref.id, "fetched")
         return stored.to_plan(f"fetched from worker {self.location.id}")
 
-    def _inspection_nodes(self, owner: str, with_values: bool) -> list[dict]:
+    def _inspection_nodes(self, owner: str, with_values: bool) -> dict:
+        """The root of this pointer's chain: its node, and the plan its worker describes."""
         ref = self._ref
-        node = {"kind": "pointer", "type": "PlanPointer", "id": ref.pointer_id, "owner": owner,
+        remote = self._remote_root()
+        return {"kind": "pointer", "type": "PlanPointer", "id": ref.pointer_id, "owner": owner,
                 "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
-                "state": pointer_state(ref), "name": self.name}
-        return [node] + self._remote_nodes()
+                "state": pointer_state(ref), "name": self.name, "children": [] if remote is None else [remote]}
 
     def __repr__(self):
         return f"[PlanPointer {self.name} | me:{short(self.id)} -> {self.location.id}:{short(self.id_at_location)}]"

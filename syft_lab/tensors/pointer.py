@@ -20,10 +20,11 @@ import weakref
 import torch
 
 from .. import events
-from ..commands import NewObject, Ref, SameAsArg, current_holder
+from ..commands import NewObject, Ref, SameAsArg, current_holder, get_worker
 from ..errors import ObjectNotFoundError, SyftError
 from ..ids import new_id, short
 from .base import ChainLayer, flat_layers
+from .nodes import tree_from_list
 from .registry import register_layer, wire_int, wire_shape, wire_text
 from .transfer import GetWithGrad, MoveWithGrad
 
@@ -152,8 +153,6 @@ class RemoteHandle:
     @property
     def owner(self):
         """The worker that holds this pointer (``sy.local_worker`` unless it was sent on)."""
-        from ..workers.registry import get_worker  # transitional: until the worker registry is a leaf
-
         return get_worker(self._ref.owner_id)
 
     @property
@@ -179,16 +178,20 @@ class RemoteHandle:
         if self._ref.released:
             raise ObjectNotFoundError(self.location.id, self.id_at_location)
 
-    def _remote_nodes(self) -> list:
-        """The inspection nodes of the remote object, or one node saying why there are none."""
+    def _remote_root(self) -> dict | None:
+        """The root of the remote object's chain (as its worker describes it), a node saying
+        why there is none (the worker is gone), or None once the object left."""
         ref = self._ref
         if ref.released:
-            return []
+            return None
         try:
-            return ref.location.describe(ref.id)
+            root = ref.location.describe(ref.id)
         except Exception as e:  # a view must still render when the worker is gone
-            return [{"kind": "unreachable", "type": type(e).__name__, "id": ref.id,
-                     "owner": ref.location.id, "error": str(e)}]
+            return {"kind": "unreachable", "type": type(e).__name__, "id": ref.id, "owner": ref.location.id,
+                    "error": str(e), "children": []}
+        if isinstance(root, list):  # a head-first list (chain model version 1)
+            return tree_from_list(root) if root else None
+        return root
 
 
 class PointerSpec:

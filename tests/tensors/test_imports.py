@@ -19,12 +19,12 @@ LEAVES = {"errors", "ids", "dtypes", "events", "commands"}
 ALLOWED = {"tensors": LEAVES | {"tensors"}, "wire": LEAVES | {"tensors", "wire"},
            "plans": LEAVES | {"tensors", "wire", "plans"}}
 # (file, imported module) of the lazy imports that stay, each with its reason in the source
-DOCUMENTED_LAZY = {("tensors/pointer.py", "syft_lab.workers.registry")}
+DOCUMENTED_LAZY: set = set()
 
 
-def _imports(path: Path):
-    """(imported syft_lab module or None, whether inside a function, line) for every import."""
-    tree = ast.parse(path.read_text())
+def _imports(path: Path, source: str | None = None):
+    """(imported module, whether inside a function, line) for every import of a module of syft_lab."""
+    tree = ast.parse(path.read_text() if source is None else source)
     package = ["syft_lab"] + list(path.relative_to(SYFT).parent.parts)
     inside = set()
     for fn in ast.walk(tree):
@@ -70,8 +70,10 @@ def test_no_imports_inside_functions_but_the_documented_lazy_ones(pkg):
     assert found == []
 
 
-def test_the_checker_sees_relative_and_lazy_imports(tmp_path):
-    pkg = SYFT / "tensors"
-    got = {(n, inside) for n, inside, _ in _imports(pkg / "pointer.py")}
+def test_the_checker_sees_relative_absolute_and_lazy_imports():
+    got = {(n, inside) for n, inside, _ in _imports(SYFT / "tensors" / "pointer.py")}
     assert ("syft_lab.commands", False) in got and ("syft_lab.tensors.base", False) in got
-    assert ("syft_lab.workers.registry", True) in got
+    assert ("syft_lab.events", False) in got  # from .. import events
+    src = "import syft_lab.workers\ndef f():\n    from ..inspection import model\n"
+    got = sorted(_imports(SYFT / "plans" / "probe.py", src))  # a module of plans, read from text
+    assert got == [("syft_lab.inspection", True, 3), ("syft_lab.workers", False, 1)]

@@ -92,14 +92,13 @@ def test_a_layer_over_a_pointer_decodes_to_data_never_to_a_live_layer():
 
 @pytest.fixture(scope="module")
 def note_worker(tmp_path_factory):
-    """A worker process started with the note module imported (it registers NoteTensor)."""
+    """A worker process that imports the note module (``--layers``: it registers NoteTensor)."""
     token = secrets.token_urlsafe(24)
     token_file = tmp_path_factory.mktemp("note_token") / "token"
     token_file.write_text(token + "\n")
     token_file.chmod(0o600)
-    code = "import sys, note_layer; from syft_lab.cli import main; sys.exit(main(sys.argv[1:]))"
-    cmd = [sys.executable, "-c", code, "worker", "--id", "noter", "--port", "0", "--threads", "1",
-           "--token-file", str(token_file)]
+    cmd = [sys.executable, "-m", "syft_lab.worker", "--id", "noter", "--port", "0", "--threads", "1",
+           "--layers", "note_layer", "--token-file", str(token_file)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("SYFT_LAB_TOKEN", None)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))

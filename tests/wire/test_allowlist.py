@@ -7,7 +7,8 @@ import syft_lab as sy
 from syft_lab.errors import SyftError
 from syft_lab.wire import allowlist
 from syft_lab.wire.allowlist import ALLOWED, ALLOWED_NAMES, OpNotAllowedError, check_call, check_result, resolve
-from syft_lab.workers.core import Ref, WorkerCore
+from syft_lab.commands import Ref
+from syft_lab.workers.core import WorkerCore
 
 aten = torch.ops.aten
 
