@@ -373,8 +373,13 @@ def perform(msg, *, known: Lookup, namespace: dict | None, held: Iterable = ()) 
                               f"model (the view may be out of date)")
         offered = entry.get("actions")
         if offered is not None and p["action"] not in offered:  # the model says what it offers
-            raise ActionError(f"{p['action']} is not offered on {entry.get('type', entry.get('kind'))} "
-                              f"{_short(p['id'])} (it offers: {', '.join(offered) or 'nothing'})")
+            what = entry.get("type", entry.get("kind"))
+            if (p["action"] in ("get", "move") and p["worker"] == "me" and "refcount" not in entry
+                    and entry.get("kind") != "pointer"):
+                why = f"{p['action']} works on a pointer or on an object on a worker, not on a local {what}"
+            else:
+                why = f"{p['action']} is not offered on {what} {_short(p['id'])}"
+            raise ActionError(f"{why} (it offers: {', '.join(offered) or 'nothing'})")
         ns = namespace if namespace is not None else {}
         reply = _run(p, entry, ns, list(held))
         reply.update(ok=True, req=req, action=p["action"])

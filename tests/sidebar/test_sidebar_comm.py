@@ -244,7 +244,7 @@ def test_a_refused_action_on_a_known_object_changes_nothing(panel, kernel):
     names = kernel.eval(NAMES)
     for msg, error in [
         ({"type": "action", "req": "a", "action": "get", "target": {"worker": "me", "id": x["id"]}},
-         "get is not offered on Tensor"),  # the model says what x offers: send
+         "works on a pointer"),
         ({"type": "action", "req": "b", "action": "send", "target": {"worker": "me", "id": x["id"]},
           "worker": "carol"}, "no worker named 'carol'"),
         ({"type": "action", "req": "c", "action": "send", "target": {"worker": "me", "id": x["id"]},
