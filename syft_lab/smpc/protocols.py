@@ -229,21 +229,23 @@ def _sel(p, v, i):
     return p.op(aten.select.int, v, 0, i)
 
 
-def _plan_msb(dealer: Dealer, n: int, shape):
-    """The dealer items the sign-bit circuit of n parties needs."""
+def _plan_msb(dealer: Dealer, n: int, shape, masked: bool = False):
+    """The dealer items the sign-bit circuit of n parties needs (``masked``: relu's [a], [a r] too)."""
     two = (2, *shape)
     csa = [dealer.binary_triple(two) for _ in range(max(0, n - 2))]
     g0 = dealer.binary_triple(shape)
     levels = [dealer.binary_triple(two) for _ in range(5)] + [dealer.binary_triple(shape)]
-    bit = dealer.bit_pair(shape)
+    bit = dealer.bit_pair(shape, masked=masked)
     return csa, g0, levels, bit
 
 
-def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None) -> AST:
+def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first=None) -> AST:
     """[msb(x)] as an additive sharing of 0/1 (1: x is negative as a signed int64).
 
-    ``then(i, p, b_i, pub)``: optional, builds more ops on each party's bit share in the last
-    round (relu's multiplexer); its result is kept instead of the bit."""
+    ``first(i, p)``: optional, a value each party opens in the first adder round (relu's mask);
+    ``then(i, p, c, opened_first)``: optional, builds each party's result in the last round from
+    the opened bit c = msb ^ r (the dealer's r) instead of keeping [msb]; msb_arith then
+    returns those programs, not run."""
     n = len(x.shares)
     shape = tuple(x.shape)
     if dealer is None:
@@ -296,10 +298,13 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None) -> AS
         A, B = state[i]["A"], state[i]["B"]
         P0 = _xor(p, A, B)
         p.open(_and_open(p, A, B, dealer.part(g0, i)))
+        if first is not None:
+            p.open(first(i, p))
         p.keep(A)
         p.keep(P0)
     run(progs)
     e, d = _split_ed(_sum_opened(progs, xor=True), shape)
+    opened_first = _sum_opened(progs, 1) if first is not None else None
     prev_pieces = lambda i: dealer.part(g0, i)  # noqa: E731
     prev = progs
     kind = "g0"
@@ -346,18 +351,17 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None) -> AS
     c = _sum_opened(nxt, xor=True)
     # [b] = c + [r] - 2 c [r]: party 0 adds c.
     last = _programs(x)
+    if then is not None:
+        for i, p in enumerate(last):
+            then(i, p, c, opened_first)
+        return last
     coef = 1 - 2 * c
     for i, p in enumerate(last):
         ra = dealer.local(bit, i)[1]
         bi = ra * coef  # computed here: public coefficients times the dealer's piece for party i
         if i == 0:
             bi = bi + c
-        if then is None:
-            p.keep(p.op(aten.clone.default, bi))
-        else:
-            then(i, p, bi)
-    if then is not None:
-        return last
+        p.keep(p.op(aten.clone.default, bi))
     run(last)
     return new_shared(x, [p.kept[0] for p in last])
 
@@ -391,32 +395,28 @@ def _one_minus(bits: AST) -> AST:
 
 
 def relu(x: AST) -> AST:
-    """x * (1 - msb(x)): the sign bit's circuit and one Beaver multiplication, the triple for
-    the multiplexer from the same dealer message."""
+    """x - x * msb(x), with the product folded into the sign bit's rounds.
+
+    The dealer's bit r (the one B2A uses) comes with [a] and [a * r] for a uniform a: the
+    parties open e = x - a in the adder's first round, so [x * r] = [a * r] + e [r] is known
+    before the sign is. Once c = msb ^ r is open, x * msb = c x + (1 - 2c) x r is linear:
+    relu(x)_i = x_i (1 - c) - (1 - 2c) [x r]_i, one message. 10 rounds with the dealer's."""
     n = len(x.shares)
     shape = tuple(x.shape)
     dealer = Dealer(_provider(x), n)
-    items = _plan_msb(dealer, n, shape)
-    mux = dealer.arith_triple(aten.mul.Tensor, shape, shape)
+    items = _plan_msb(dealer, n, shape, masked=True)
+    bit = items[3]
     dealer.generate(x.parties)
 
-    def then(i, p, bi):
-        # y = 1 - b (party 0) / -b (others); open e = x - a, d = y - b
-        a, bb, _ = dealer.part(mux, i)
-        y = (1 - bi) if i == 0 else -bi
-        e = p.op(aten.sub.Tensor, x.shares[i], a)
-        p.open(p.op(aten.cat.default, [_flat(p, e), _flat(p, p.op(aten.sub.Tensor, p.op(aten.clone.default, y), bb))]))
+    def first(i, p):
+        a = dealer.part(bit, i)[2]
+        return p.op(aten.sub.Tensor, x.shares[i], a)
 
-    progs = msb_arith(x, then=then, dealer=dealer, items=items)
+    def then(i, p, c, e):
+        _, r, _, ar = dealer.local(bit, i)
+        k = (1 - 2 * c) * (ar + e * r)  # party i's [x r]_i times a public factor: its own pieces
+        p.keep(p.op(aten.sub.Tensor, p.op(aten.mul.Tensor, x.shares[i], 1 - c), k))
+
+    progs = msb_arith(x, then=then, dealer=dealer, items=items, first=first)
     run(progs)
-    opened = _sum_opened(progs)
-    ne = x.numel()
-    eps, delta = opened[:ne].view(shape), opened[ne:].view(shape)
-    fin = _programs(x)
-    for i, p in enumerate(fin):
-        _, bb, cc = dealer.part(mux, i)
-        eb = eps * dealer.local(mux, i)[1]  # public times the party's own piece: computed here
-        z = p.op(aten.add.Tensor, p.op(aten.add.Tensor, cc, eb), p.op(aten.mul.Tensor, x.shares[i], delta))
-        p.keep(z)
-    run(fin)
-    return new_shared(x, [p.kept[0] for p in fin])
+    return new_shared(x, [p.kept[0] for p in progs])

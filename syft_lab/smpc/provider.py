@@ -14,7 +14,8 @@ Items (all uniform over Z_2^64 unless said):
   a, b uniform of shapes sa, sb, c = f(a, b), each additively shared.
 - ``binary_triple(shape)``: a, b uniform words, c = a & b, each XOR-shared (for AND gates).
 - ``bit_pair(shape)``: a uniform bit r, shared twice: XOR shares (bits) and additive shares
-  (for converting a shared bit to an additive sharing, B2A).
+  (for converting a shared bit to an additive sharing, B2A); for relu also [a] and [a * r]
+  (a uniform), so that x * r is known before the bit is.
 - ``trunc_pair(shape, d)``: r uniform in [0, 2^62) and floor(r / d), additively shared (the
   truncation of products among 3 or more parties).
 """
@@ -106,10 +107,16 @@ class Dealer:
         self.items.append([self._piece(A, shape), self._piece(B, shape), self._piece(C, shape)])
         return len(self.items) - 1
 
-    def bit_pair(self, shape) -> int:
+    def bit_pair(self, shape, masked: bool = False) -> int:
+        """<r> and [r] for a uniform bit r; ``masked``: also [a] and [a * r] for a uniform a."""
         r = self._rand(shape, 0, 2)
-        self.items.append([self._piece(self._xored(r, shape, bits=True), shape),
-                           self._piece(self._additive(r, shape), shape)])
+        pieces = [self._piece(self._xored(r, shape, bits=True), shape),
+                  self._piece(self._additive(r, shape), shape)]
+        if masked:
+            A = self._rand([self.n, *shape])
+            ar = self.prog.op(aten.mul.Tensor, self.prog.op(aten.sum.dim_IntList, A, [0]), r)
+            pieces += [self._piece(A, shape), self._piece(self._additive(ar, shape), shape)]
+        self.items.append(pieces)
         return len(self.items) - 1
 
     def trunc_pair(self, shape, d: int) -> int:
