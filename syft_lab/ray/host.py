@@ -26,6 +26,7 @@ import socket
 import numpy as np
 import torch
 
+from ..commands import Ref
 from ..errors import SyftError
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Decoder, WireError, encode
 from ..workers.limits import Limits
@@ -75,6 +76,17 @@ def node_info() -> dict:
             "node_id": ctx.get_node_id(), "pid": os.getpid()}
 
 
+def warm_up() -> None:
+    """Run one op through a scratch service: the first op of a process builds the allow-list's
+    tables and the quota estimates (~1 s of CPU), which belongs to the actor's start, not to
+    the user's first op."""
+    service = WorkerService("warm-up", Limits())
+    session = Session()
+    x = service.handle({"r": 1, "c": "store", "o": torch.ones(1)}, session)[0]["ok"]
+    service.handle({"r": 2, "c": "run", "op": "aten.mul.Tensor", "a": [Ref(x), 2.0], "k": None}, session)
+    service.end_session(session)
+
+
 RESTARTED = "restarted"  # what a call gets back from an actor Ray restarted since the client's hello
 
 
@@ -99,6 +111,7 @@ class WorkerHost:
         kwargs = {k: v for k, v in (("max_bytes", max_bytes), ("max_objects", max_objects)) if v is not None}
         limits = Limits(**kwargs)
         self.services = {w: WorkerService(w, limits) for w in worker_ids}
+        warm_up()
         self.sessions: dict = {}  # (worker id, session id) -> Session
         self.info = {**node_info(), "workers": {w: s.instance for w, s in self.services.items()}}
         self._last = None  # the last reply's Encoded, until Ray has copied it (see _reply)

@@ -13,6 +13,8 @@ import torch
 import syft_lab as sy
 from syft_lab.errors import ObjectNotFoundError, WorkerUnavailableError
 
+pytestmark = pytest.mark.network  # a local Ray: processes listening on loopback
+
 
 def kill_process(pid):
     """SIGKILL the actor's process and wait until it is gone (as a crash or the OOM killer would)."""

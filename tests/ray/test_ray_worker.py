@@ -14,6 +14,8 @@ from syft_lab.ray import worker as ray_worker
 from syft_lab.wire.allowlist import OpNotAllowedError
 from syft_lab.wire.format import encode_bytes
 
+pytestmark = pytest.mark.network  # a local Ray: processes listening on loopback
+
 
 def settle(*workers):
     gc.collect()
