@@ -19,6 +19,7 @@ from ..tensors.nodes import (DATASET_PARTS, DATASET_TAG, LOCAL_OWNER, PREVIEW_TH
                              tree_from_list, walk)
 from ..plans import Plan, PlanPointer
 from ..tensors.pointer import PointerTensor, _live_refs, pointer_state
+from ..tensors.registry import iter_chain
 from ..workers.registry import all_workers
 from .text import render_tree, render_world
 
@@ -104,6 +105,9 @@ class Names:
         self.by_obj: dict[int, list[str]] = {}
         self.held_in: dict[int, list[str]] = {}  # pointer id -> container paths
         self.local: list = []  # (id, value) of local tensors and plans bound to a name
+        self._shares: dict | None = None
+        # pointer id -> ((worker, id), {"group", "share"?}): share pointers inside named layers
+        self.share_pointers: dict = {}
         if not namespace:
             return
         by_obj = self.by_obj
@@ -126,11 +130,43 @@ class Names:
                 key = value.id if isinstance(value, ChainLayer) else tensor_id(value)
                 if key not in by_obj:
                     self.local.append((key, value))
+                    if isinstance(value, ChainLayer):
+                        self._note_shares(value)
                 by_obj.setdefault(key, []).append(name)
         for path, value in container_items(namespace):
             ref = value.__dict__.get("_ref") if isinstance(value, torch.Tensor) else getattr(value, "_ref", None)
             if ref is not None and hasattr(ref, "pointer_id"):
                 self.held_in.setdefault(ref.pointer_id, []).append(path)
+
+    @property
+    def shares(self) -> dict:
+        """(worker, id) -> {"group", "share"?} of every object a live share pointer of this
+        process points to: a stored share is a plain tensor, only its pointer knows (computed
+        on first use: one pass over the live pointers)."""
+        if self._shares is None:
+            self._shares = {}
+            for r in list(_live_refs):
+                group = getattr(r, "group", None)
+                if group is not None and not r.released:
+                    info = {"group": group}
+                    share = getattr(r, "share", None)
+                    if share is not None:
+                        info["share"] = share
+                    self._shares[(r.location.id, r.id)] = info
+            for (loc, obj_id), info in self.share_pointers.values():
+                self._shares.setdefault((loc, obj_id), info)
+        return self._shares
+
+    def _note_shares(self, layer) -> None:
+        """The share pointers in a named layer's chain (a shared tensor's): their group."""
+        for t in iter_chain(layer):
+            d = t.__dict__
+            ref = d.get("_ref")
+            if d.get("group") is not None and ref is not None and hasattr(ref, "pointer_id"):
+                info = {"group": d["group"]}
+                if d.get("share") is not None:
+                    info["share"] = d["share"]
+                self.share_pointers[ref.pointer_id] = ((ref.location.id, ref.id), info)
 
     def names(self, key) -> list[str]:
         return sorted(self.by_obj.get(key, ()))
@@ -178,6 +214,12 @@ def finish_entry(lane_id: str, o: dict, names: Names) -> dict:
     o["names"] = names.names(key)
     if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and key in names.held_in:
         o["held_in"] = sorted(names.held_in[key])[:3]
+    if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and "group" not in o and key in names.share_pointers:
+        o.update(names.share_pointers[key][1])
+    if lane_id != LOCAL_OWNER and "group" not in o:
+        share = names.shares.get((lane_id, o["id"])) if names.shares else None
+        if share is not None:  # one share of a secret (its values never are in the world)
+            o.update(share)
     o["actions"] = entry_actions(lane_id, o)
     return o
 
@@ -203,7 +245,8 @@ def lane_of(w, names: Names, namespace_objects: bool = True) -> dict:
         objects = w.summary()
     except Exception as e:  # an unreachable worker still gets its lane
         objects = []
-        lane["state"] = "unreachable"
+        state = getattr(w, "state", None)  # read after the failure: a killed Ray actor is "dead" now
+        lane["state"] = state if state in ("dead", "restarting", "closed") else "unreachable"
         lane["error"] = str(e)
     local = []
     if w.id == LOCAL_OWNER:
@@ -218,6 +261,11 @@ def local_entry(key: int, t, names: Names) -> dict:
     o = finish_entry(LOCAL_OWNER, {"id": key, **object_meta(t), "names": []}, names)
     if isinstance(t, ChainLayer):
         o["actions"] = offered(type(t).node_actions, o, held=True)
+        for layer in iter_chain(t):  # a fixed precision tensor over a shared one: its secret's group
+            if isinstance(layer, ChainLayer) and layer is not t and not hasattr(layer, "_ref"):
+                for k, v in object_meta(layer).items():
+                    if k in ("group", "crypto_provider") and v is not None:
+                        o.setdefault(k, v)
     return o
 
 

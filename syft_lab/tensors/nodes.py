@@ -127,10 +127,13 @@ def offered(declared, node: dict, *, held: bool) -> list[str]:
 def entry_actions(worker_id: str, entry: dict) -> list[str]:
     """The actions of one world entry (a row of a lane): get and move for an object in a
     worker's store, get and move for a pointer in "me", send for local data; none for a
-    pointer that is gone or dangling. syft_lab/actions.py refuses any other."""
+    pointer that is gone or dangling, nor for one share of a secret. syft_lab/actions.py refuses
+    any other."""
     if entry.get("state", "ok") == "gone" or entry.get("dangling"):
         return []
     kind = entry.get("kind")
+    if entry.get("share") is not None and kind in ("pointer", "tensor"):
+        return []  # one share of a secret: it is got, moved or refreshed through its secret only
     if worker_id != LOCAL_OWNER or "refcount" in entry:
         return list(STORED_ACTIONS.get(kind, STORED_DEFAULT))
     if kind == "pointer":

@@ -135,9 +135,18 @@ class WorldTracker:
                 continue
             header = lane_header(w)
             lane = self.lanes[lid]
-            if header != _plain_header(lane.header):
+            if header == _plain_header(lane.header):
+                continue
+            headers_changed = True
+            if w.kind in IN_PROCESS:
                 lane.header = header
-                headers_changed = True
+                continue
+            # a remote worker's connection changed: when in doubt, read that one worker again (a
+            # killed process then says "unreachable", not "disconnected")
+            reread.add(lid)
+            new_lane = lane_of(w, self.names)
+            lane.header = {k: v for k, v in new_lane.items() if k != "objects"}
+            self._replace_lane(lane, lid, new_lane["objects"], ops, touched)
         for lid, oid in self._entries:
             lane, w = self.lanes.get(lid), by_id.get(lid)
             if lane is None or w is None or lid in reread:

@@ -191,3 +191,26 @@ def test_a_fetched_pointer_still_bound_stays_as_a_gone_row(bob, alice):
     w = sy.world({"moved": moved})
     me = next(lane for lane in w["workers"] if lane["id"] == "me")
     assert [o["names"] for o in me["objects"] if o["kind"] == "pointer"] == [["moved"]]
+
+
+def test_the_world_marks_every_share_of_a_secret_and_offers_nothing_on_one(workers):
+    bob, alice = workers
+    carol = sy.VirtualWorker("carol")
+    try:
+        sx = torch.tensor([1.5, -2.0]).fix_precision().share(bob, alice, crypto_provider=carol)
+        w = sy.world({"sx": sx})
+        lanes = {lane["id"]: lane for lane in w["workers"]}
+        (local,) = [o for o in lanes["me"]["objects"] if o["names"] == ["sx"]]
+        group = local["group"]
+        assert local["kind"] == "fixed_precision" and local["crypto_provider"] == "carol"
+        assert local["actions"] == ["get", "float_precision"]
+        ptrs = [o for o in lanes["me"]["objects"] if o["kind"] == "pointer"]
+        stored = lanes["bob"]["objects"] + lanes["alice"]["objects"]
+        for rows in (ptrs, stored):
+            assert sorted((o["group"], o["share"]["index"], o["share"]["of"]) for o in rows) == [(group, 0, 2),
+                                                                                                 (group, 1, 2)]
+            assert all(o["actions"] == [] for o in rows)  # a share moves with its secret only
+        assert '"values"' not in json.dumps(w) and "preview" not in json.dumps(w)
+        del sx, w, local, ptrs, stored, lanes
+    finally:
+        carol.close()
