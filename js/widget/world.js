@@ -76,12 +76,12 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   else if (held.length) main += `<span class="syft-names syft-held-in" title="held in a notebook container">${esc(held.join(", "))}</span>`;
   else if (opts.shareOf) main += `<span class="syft-names syft-held-in" title="one share of the secret ${esc(opts.shareOf)}">share of ${esc(opts.shareOf)}</span>`;
   else if (o.kind === "pointer" && laneId === "me") main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
+  if (o.group !== undefined && o.group !== null) main += shareHTML(o); // before the rest: a narrow row keeps it
   if (type) main += `<span class="syft-type">${esc(type)}</span>`;
   main += `<span class="syft-id" title="id ${esc(o.id)}">${shortId(o.id)}</span>`;
   if (shape) main += `<span class="syft-shape">${esc(shape)}</span>`;
   if (o.kind === "plan" && o.name) main += `<span class="syft-shape">${esc(o.name)}</span>`;
   if (o.held) main += '<span class="syft-held" title="held by the worker itself (worker.load): no pointer owns it">held</span>';
-  if (o.group !== undefined && o.group !== null) main += shareHTML(o);
   if (o.crypto_provider) main += `<span class="syft-crypto" title="crypto provider: ${esc(o.crypto_provider)} supplies the correlated randomness">crypto: ${esc(o.crypto_provider)}</span>`;
   const ds = o.dataset;
   if (ds) main += datasetHTML(ds);
@@ -597,7 +597,7 @@ export function createWorldView(ctx) {
     secretName = new Map();
     providers = new Map();
     for (const o of (w.workers || []).find((l) => l.id === "me")?.objects || []) {
-      const name = (o.names || [])[0];
+      const name = (o.names?.length ? o.names : o.held_in || [])[0];
       if (o.group !== undefined && o.group !== null && o.kind !== "pointer" && name && !secretName.has(o.group)) secretName.set(o.group, name);
       if (o.crypto_provider) providers.set(o.crypto_provider, [...(providers.get(o.crypto_provider) || []), name || "a shared tensor"]);
     }
@@ -611,7 +611,9 @@ export function createWorldView(ctx) {
         }
         if (o.kind !== "pointer" || o.state === "gone") continue;
         const to = objKey(o.location, o.id_at_location);
-        const label = (o.names && o.names[0]) || (o.held_in && o.held_in[0]) || (lane.id === "me" ? "a pointer" : `${lane.id}'s pointer`);
+        const secret = o.group !== undefined && o.group !== null ? secretName.get(o.group) : undefined;
+        const label = (o.names && o.names[0]) || (o.held_in && o.held_in[0]) || (secret && `${secret}'s share`)
+          || (lane.id === "me" ? "a pointer" : `${lane.id}'s pointer`);
         if (!pointedBy.has(to)) { pointedBy.set(to, []); pointersTo.set(to, []); }
         pointedBy.get(to).push(label);
         pointersTo.get(to).push(objKey(lane.id, o.id));

@@ -305,6 +305,7 @@ test("the shares of one secret light up together across lanes, with the secret; 
   assert.equal(wv.rowFor("carol", 60).querySelector(".syft-share").textContent, "crypto material");
   assert.match(wv.rowFor("me", 70).textContent, /crypto: carol/);
   assert.match(wv.rowFor("me", 71).textContent, /share of sx/);
+  assert.match(wv.rowFor("bob", 20).querySelector(".syft-pointed").textContent, /← sx's share/);
   bobShare.dispatchEvent(new window.Event("mouseover", { bubbles: true }));
   const lit = [...wv.el.querySelectorAll(".syft-obj.syft-lit")].map((r) => r.dataset.key).sort();
   assert.deepEqual(lit, ["alice:21", "bob:20", "carol:60", "me:70", "me:71"]);
