@@ -239,13 +239,16 @@ def _plan_msb(dealer: Dealer, n: int, shape, masked: bool = False):
     return csa, g0, levels, bit
 
 
-def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first=None) -> AST:
+def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first=None, share_of=None,
+              negate: bool = False) -> AST:
     """[msb(x)] as an additive sharing of 0/1 (1: x is negative as a signed int64).
 
     ``first(i, p)``: optional, a value each party opens in the first adder round (relu's mask);
     ``then(i, p, c, opened_first)``: optional, builds each party's result in the last round from
     the opened bit c = msb ^ r (the dealer's r) instead of keeping [msb]; msb_arith then
-    returns those programs, not run."""
+    returns those programs, not run. ``share_of(i, p)``: party i's share of the number whose
+    sign is wanted, computed in the first program (two parties: a comparison's difference
+    costs no round of its own); ``negate``: [1 - msb] instead."""
     n = len(x.shares)
     shape = tuple(x.shape)
     if dealer is None:
@@ -258,7 +261,7 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
     def number(p, i, j):
         """Party i's XOR share of the number x_j (party j's arithmetic share)."""
         if i == j:
-            return x.shares[i]
+            return share_of(i, p) if share_of is not None else x.shares[i]
         z = zero_cache.get(i)
         if z is None:
             z = zero_cache[i] = p.op(aten.zeros_like.default, x.shares[i])
@@ -361,22 +364,46 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
         bi = ra * coef  # computed here: public coefficients times the dealer's piece for party i
         if i == 0:
             bi = bi + c
+        if negate:
+            bi = (1 - bi) if i == 0 else -bi
         p.keep(p.op(aten.clone.default, bi))
     run(last)
     return new_shared(x, [p.kept[0] for p in last])
 
 
 def compare(name: str, a, b) -> AST:
-    """[a > b] etc. as additive 0/1 shares (a, b: shared or public ring values)."""
+    """[a > b] etc. as additive 0/1 shares (a, b: shared or public ring values):
+    a > b is msb(b - a), a >= b is 1 - msb(a - b)."""
     if name == "gt":
-        return msb_arith(_sub(b, a))
+        return _msb_of_difference(b, a)
     if name == "lt":
-        return msb_arith(_sub(a, b))
+        return _msb_of_difference(a, b)
     if name == "ge":
-        return _one_minus(msb_arith(_sub(a, b)))
+        return _msb_of_difference(a, b, negate=True)
     if name == "le":
-        return _one_minus(msb_arith(_sub(b, a)))
+        return _msb_of_difference(b, a, negate=True)
     raise SyftError(f"comparison {name!r} is not supported on shared tensors (gt, lt, ge, le are)")
+
+
+def _msb_of_difference(a, b, negate=False) -> AST:
+    """[msb(a - b)] (or [1 - msb(a - b)]); with two parties the difference is taken in the
+    circuit's first message."""
+    t = a if isinstance(a, AST) else b
+    pub_shape = () if isinstance(a, AST) and isinstance(b, AST) else tuple(
+        getattr(b if isinstance(a, AST) else a, "shape", ()))
+    same_shape = tuple(torch.broadcast_shapes(tuple(t.shape), pub_shape)) == tuple(t.shape)
+    if len(t.shares) != 2 or not same_shape:
+        return msb_arith(_sub(a, b), negate=negate)
+
+    def share_of(i, p):
+        if isinstance(a, AST) and isinstance(b, AST):
+            return p.op(aten.sub.Tensor, a.shares[i], b.shares[i])
+        if isinstance(a, AST):
+            return p.op(aten.sub.Tensor, a.shares[i], b) if i == 0 else a.shares[i]
+        pa = a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=torch.int64)
+        return p.op(aten.rsub.Tensor, b.shares[i], pa) if i == 0 else p.op(aten.neg.default, b.shares[i])
+
+    return msb_arith(t, share_of=share_of, negate=negate)
 
 
 def _sub(a, b):
@@ -388,10 +415,6 @@ def _sub(a, b):
     shape = list(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
     zeros = torch.zeros(shape, dtype=torch.int64)
     return public_op(aten.sub.Tensor, b, lambda i, s: (a if i == 0 else zeros, s))
-
-
-def _one_minus(bits: AST) -> AST:
-    return public_op(aten.rsub.Scalar, bits, lambda i, s: (s, 1 if i == 0 else 0))
 
 
 def relu(x: AST) -> AST:

@@ -18,6 +18,8 @@ def test_ops_on_worker_processes(remote_parties):
     assert torch.allclose((sx * sx).get().float_precision(), x * x, atol=2e-3)
     assert torch.allclose((sx @ sw).get().float_precision(), x @ w, atol=5e-3)
     assert torch.equal((sx > 0).get().float_precision(), (x > 0).float())
+    assert torch.equal((sx >= sw[:, 0].unsqueeze(0).t()[:2].expand(2, 3)).get().float_precision(),
+                       (x >= w[:, 0].unsqueeze(0).t()[:2].expand(2, 3)).float())
     assert torch.allclose(sx.relu().get().float_precision(), x.relu())
     assert torch.equal(sx.argmax(dim=1).get().float_precision().long(), x.argmax(1))
     assert torch.allclose((sx / 4).get().float_precision(), x / 4, atol=1e-3)
@@ -37,6 +39,7 @@ def test_rounds_and_messages_per_op(remote_parties):
         "add": (lambda: a + b, 1, 2),  # one program per party
         "mul": (lambda: a * b, 3, 5),  # dealer (its pack in the reply); open (one message each); result
         "matmul": (lambda: a @ b, 3, 5),
+        "gt": (lambda: a > b, 11, 21),  # the difference rides in the circuit's first message
         "relu": (lambda: a.relu(), 10, 19),  # dealer; 7 AND rounds (the first opens x's mask); B2A open; result
     }
     for name, (op, rounds, messages) in expected.items():
