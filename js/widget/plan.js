@@ -415,7 +415,10 @@ function minimapSvg(laid) {
 export function sourceText(src) {
   if (!src) return "";
   if (typeof src === "string") return src;
-  const where = src.cell !== undefined && src.cell !== null ? `cell [${src.cell}]` : src.file ? String(src.file).split("/").pop() : "";
+  // a notebook cell's code is compiled to a file of ipykernel's (/tmp/ipykernel_123/456.py)
+  const cellFile = /(^|\/)ipykernel_\d+\/[^/]+\.py$|^<ipython-input-/.test(String(src.file ?? ""));
+  const where = src.cell !== undefined && src.cell !== null ? `cell [${src.cell}]`
+    : cellFile ? "a notebook cell" : src.file ? String(src.file).split("/").pop() : "";
   const at = [where, src.line !== undefined && src.line !== null ? `line ${src.line}` : ""].filter(Boolean).join(", ");
   return [at, src.code ? String(src.code).trim() : ""].filter(Boolean).join(": ");
 }

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -121,6 +122,10 @@ def test_scalar_constants_are_nodes_of_the_graph(open_notebook, artifacts):
     detail.wait_for()
     assert "argument other" in detail.inner_text() and "constant" in detail.inner_text()
     out.screenshot(path=str(artifacts / "plan-view-scalar.png"))
+    # an op's details show the source line it came from (a cell of this notebook)
+    mul.click()
+    expect(detail.locator(".syft-plan-source")).to_have_text("a notebook cell, line 3: return 2 * x")
+    out.screenshot(path=str(artifacts / "plan-view-source-line.png"))
 
 
 def test_sent_to_forgets_a_worker_once_the_plan_came_back(open_notebook, artifacts):

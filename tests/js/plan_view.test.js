@@ -259,6 +259,7 @@ test("a plan node's details show the source line it came from", async () => {
   assert.equal(sourceText({ cell: 3, line: 2, code: "  y = x * 2\n" }), "cell [3], line 2: y = x * 2");
   assert.equal(sourceText({ file: "/home/me/train.py", line: 12, code: "loss = f(x)" }), "train.py, line 12: loss = f(x)");
   assert.equal(sourceText("cell 3, line 2: y = x * 2"), "cell 3, line 2: y = x * 2");
+  assert.equal(sourceText({ file: "/tmp/ipykernel_4242/1234567.py", line: 3, code: "    return 2 * x" }), "a notebook cell, line 3: return 2 * x");
   const rows = nodeDetails({ id: "v0", role: "op", op: "aten.mul.Tensor", source: { cell: 3, line: 2, code: "y = x * 2" } }, new Map(), () => {});
   assert.ok(rows.some((r) => /source\s+cell \[3\], line 2: y = x \* 2/.test(r.textContent)));
   const none = nodeDetails({ id: "v0", role: "op", op: "aten.mul.Tensor" }, new Map(), () => {});
