@@ -729,18 +729,16 @@ class WorkerClient(BaseWorker):
     def _run_graph(self, graph, input_ids, output_ids):
         return self._request({"c": "run_graph", "g": graph.to_json(), "i": list(input_ids), "o": list(output_ids)})
 
-    def describe(self, obj_id: int) -> list[dict]:
-        """``[root]``: the root node of the object's chain tree (no values: they stay on the
-        worker); an object a ``sy.batch`` block has not made yet is one "pending" node.
-        (Transitional: a one-item list, which ``nodes.tree_from_list`` reads as the tree, until
-        every caller takes the root itself.)"""
+    def describe(self, obj_id: int) -> dict:
+        """The root node of the object's chain tree (docs/inspection-model.md, version 2; no
+        values: they stay on the worker); an object a ``sy.batch`` block has not made yet is
+        one "pending" node."""
         batch = self._batch
         if batch is not None and obj_id in batch.pending:
             _, shape, dtype = batch.pending[obj_id]
-            return [{"kind": "pending", "type": "Tensor", "id": obj_id, "owner": self.id, "shape": list(shape),
-                     "dtype": dtype, "preview": None, "children": []}]
-        root = self._request({"c": "describe", "id": obj_id})
-        return root if type(root) is list else [root]  # a worker of before v2 sends the list
+            return {"kind": "pending", "type": "Tensor", "id": obj_id, "owner": self.id, "shape": list(shape),
+                    "dtype": dtype, "preview": None, "children": []}
+        return self._request({"c": "describe", "id": obj_id})
 
     def summary(self, limit: int = SUMMARY_CAP) -> list[dict]:
         """One entry per object on the worker (at most ``limit``), fetched in pages."""

@@ -229,3 +229,11 @@ def test_closing_ends_the_session_and_the_worker(service):
     assert sy.workers.registry.lookup("loop") is None
     with pytest.raises(SyftError, match="was closed"):
         w.ping()
+
+
+def test_describe_gives_the_root_of_the_chain_tree_without_values(client, bob):
+    for w in (client, bob):
+        p = sy.LoggingTensor(torch.tensor([4321.0])).send(w)
+        root = w.describe(p.id_at_location)
+        assert root["kind"] == "logging" and root["id"] == p.id_at_location
+        assert [c["kind"] for c in root["children"]] == ["tensor"] and "4321" not in repr(root)
