@@ -12,11 +12,10 @@ from ..dtypes import dtype_name
 from ..ids import tensor_id
 from ..tensors import nodes as _nodes
 from ..tensors.base import ChainLayer
-# Re-exported: these moved to syft_lab/tensors/nodes.py (workers build nodes too).
-from ..tensors.nodes import (DATASET_PARTS, DATASET_TAG, LOCAL_OWNER, PREVIEW_THRESHOLD,  # noqa: F401
-                             PREVIEW_VALUES, SCHEMA_VERSION, dataset_of, entry_actions, flatten,
-                             object_entry, object_meta, offered, preview, tensor_meta, tensor_node,
-                             tree_from_list, walk)
+# DATASET_* and dataset_of are re-exported for syft_lab/federated (they live in tensors/nodes.py,
+# where workers build world entries).
+from ..tensors.nodes import (DATASET_PARTS, DATASET_TAG, LOCAL_OWNER, SCHEMA_VERSION,  # noqa: F401
+                             dataset_of, entry_actions, flatten, object_meta, offered, tree_from_list)
 from ..plans import Plan, PlanPointer
 from ..tensors.pointer import PointerTensor, _live_refs, pointer_state
 from ..tensors.registry import iter_chain
@@ -24,12 +23,6 @@ from ..workers.registry import all_workers
 from .text import render_tree, render_world
 
 WORLD_VERSION = 1  # the world snapshot kept its shape (new fields are optional)
-
-
-def chain_nodes(obj, owner: str = LOCAL_OWNER, with_values: bool = True) -> list[dict]:
-    """Version 1's list of a chain's nodes (the tree flattened depth first, head first), for
-    callers not yet switched to ``syft_lab.tensors.nodes.chain_nodes`` (the tree's root)."""
-    return flatten(_nodes.chain_nodes(obj, owner, with_values))
 
 
 class Chain:
@@ -196,9 +189,6 @@ def local_pointer_entry(ref) -> dict:
     if group is not None:  # one share of a secret
         entry["group"] = group
     return entry
-
-
-_local_pointer_entry = local_pointer_entry  # the old name
 
 
 def local_pointers(names: Names) -> list:

@@ -28,7 +28,7 @@ from ..inspection.model import container_items
 from ..inspection.text import render_tree, render_world
 from ..tensors.nodes import chain_nodes, walk
 from ..workers.registry import all_workers
-from . import diff, live, svg
+from . import live, svg
 
 log = logging.getLogger("syft_lab.widget")
 
