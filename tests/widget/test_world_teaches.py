@@ -158,3 +158,25 @@ def test_pointers_in_containers_are_named_by_path(bob, alice):
     w.close()
     ns.clear()
     gc.collect()
+
+
+def test_ops_recorded_in_a_cell_carry_its_number_for_the_op_log(monkeypatch):
+    """pre_run_cell names the running cell (syft_lab.events.set_current_cell): every op a
+    LoggingTensor records then carries it, the oplog action returns it, and the chain view links
+    the op to that cell ("cell [n]"); outside a cell ops carry none."""
+    ip = types.SimpleNamespace(execution_count=7, user_ns={})
+    monkeypatch.setitem(live._state, "ip", ip)
+    lx = sy.LoggingTensor(torch.ones(2))
+    live._pre_run_cell(types.SimpleNamespace(store_history=True, raw_cell="y = lx * 2"))
+    try:
+        y = lx * 2
+    finally:
+        live._post_run_cell(None)
+    z = y + 1  # after the cell: no cell
+    ns = {"z": z}
+    view = ChainWidget(z, namespace=ns)
+    head = view.chains[0]["root"]
+    reply = view.handle_message({"type": "action", "action": "oplog", "target": {"worker": "me", "id": head["id"]}})
+    assert reply["ok"] and [(r["op"], r["cell"]) for r in reply["log"]] == [("aten.mul.Tensor", 7),
+                                                                           ("aten.add.Tensor", None)]
+    view.close()
