@@ -224,21 +224,39 @@ class Engine:
         return protocols.relu(x)
 
     def max(self, x: AST) -> AST:
-        """The largest element: a tournament, halving the candidates each level."""
-        v = protocols.public_op(aten.reshape.default, x, lambda i, s: (s, [-1]))
-        while v.shape[0] > 1:
-            m = v.shape[0]
+        """The largest element: a tournament, halving the candidates each level. A level is one
+        round (each party forms its candidates, halves them, takes their difference), a
+        comparison and a multiplexer product; the product's sum is formed in the next level's
+        round."""
+        m = x.numel()
+
+        def start(i, p):
+            return p.op(aten.reshape.default, x.shares[i], [-1])
+
+        value = start
+        while m > 1:
             half = m // 2
-            a = protocols.public_op(aten.slice.Tensor, v, lambda i, s: (s, 0, 0, half))
-            b = protocols.public_op(aten.slice.Tensor, v, lambda i, s: (s, 0, half, 2 * half))
-            bit = protocols.compare("gt", a, b)
-            diff = a - b
-            best = b + protocols.beaver(aten.mul.Tensor, bit, diff)
-            if m % 2:
-                rest = protocols.public_op(aten.slice.Tensor, v, lambda i, s: (s, 0, m - 1, m))
-                best = self._listed(aten.cat.default, ([best, rest],), {}, best)
-            v = best
-        return protocols.public_op(aten.reshape.default, v, lambda i, s: (s, []))
+
+            def level(i, p, s, value=value, half=half, m=m):
+                v = value(i, p)
+                a = p.op(aten.slice.Tensor, v, 0, 0, half)
+                b = p.op(aten.slice.Tensor, v, 0, half, 2 * half)
+                out = [a, b, p.op(aten.sub.Tensor, a, b)]
+                if m % 2:
+                    out.append(p.op(aten.slice.Tensor, v, 0, m - 1, m))
+                return out
+
+            parts = protocols.each_round(x, level)
+            a, b, diff = parts[:3]
+            rest = parts[3] if m % 2 else None
+            prod = protocols.beaver(aten.mul.Tensor, protocols.compare("gt", a, b), diff)
+
+            def value(i, p, b=b, prod=prod, rest=rest):  # noqa: E306  the next level's candidates
+                best = p.op(aten.add.Tensor, b.shares[i], prod.shares[i])
+                return best if rest is None else p.op(aten.cat.default, [best, rest.shares[i]])
+
+            m = half + (m % 2)
+        return protocols.each_round(x, lambda i, p, s: [p.op(aten.reshape.default, value(i, p), [])])[0]
 
     def max_dim(self, x: AST, dim: int, keepdim: bool = False, values: bool = True):
         """(max along ``dim``, one-hot [argmax] along it): every pair compared at once."""

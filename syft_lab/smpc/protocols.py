@@ -184,6 +184,21 @@ def public_op(f, x: AST, args_for, div: int = 1) -> AST:
     return out
 
 
+def each_round(x: AST, build) -> list:
+    """One round in which each party builds several values from its share: ``build(i, p,
+    share_i)`` returns a list of values (the same length for every party); returns one shared
+    tensor per value."""
+    progs = _programs(x)
+    count = None
+    for i, p in enumerate(progs):
+        vals = build(i, p, x.shares[i])
+        count = len(vals)
+        for v in vals:
+            p.keep(v)
+    run(progs)
+    return [new_shared(x, [p.kept[k] for p in progs]) for k in range(count)]
+
+
 # --- binary circuits: the sign bit ---------------------------------------------------------------
 
 class _Stage:
