@@ -36,7 +36,8 @@ def test_a_killed_actor_turns_its_pointers_into_clear_errors(fresh_worker):
             call()
     assert time.monotonic() - start < 10  # at once, not after a timeout
     lane = next(w for w in sy.world({})["workers"] if w["id"] == "carol")
-    assert lane["kind"] == "ray" and lane["objects"] == [] and "carol" in lane["error"]
+    assert lane["kind"] == "ray" and lane["state"] == "dead" and lane["node"] == "127.0.0.1"
+    assert lane["objects"] == [] and "carol" in lane["error"]
 
 
 def test_an_actor_restarted_by_ray_comes_back_empty_and_says_so(fresh_worker):
