@@ -43,15 +43,16 @@ def split(secret: torch.Tensor, n: int) -> list[torch.Tensor]:
 
 
 def reconstruct(shares) -> torch.Tensor:
-    """The sum of additive shares, modulo 2^64."""
-    out = shares[0].clone()
-    for s in shares[1:]:
-        out = out + s
+    """The sum of additive shares, modulo 2^64 (a new tensor)."""
+    out = shares[0] + shares[1]
+    for s in shares[2:]:
+        out += s
     return out
 
 
 def xor_reconstruct(shares) -> torch.Tensor:
-    out = shares[0].clone()
-    for s in shares[1:]:
-        out = out ^ s
+    """The XOR of XOR shares (a new tensor)."""
+    out = shares[0] ^ shares[1]
+    for s in shares[2:]:
+        out ^= s
     return out
