@@ -23,6 +23,8 @@ touched lane's list.
 """
 from __future__ import annotations
 
+import weakref
+
 from ..inspection.model import Names, _notebook_namespace, finish_entry, lane_header, lane_of
 from ..tensors.nodes import LOCAL_OWNER, object_entry
 from ..workers.registry import all_workers
@@ -59,6 +61,8 @@ class WorldTracker:
         self.order: list[str] = []
         self.names = Names(None)
         self.seen: dict[str, str] = {}  # worker id -> kind, of every lane shown (for gone lanes)
+        # worker id -> the worker object its lane shows, weakly (a closed worker's name can come back)
+        self._objects: "weakref.WeakValueDictionary[str, object]" = weakref.WeakValueDictionary()
         self._entries: set = set()  # (worker, id) to read again
         self._lanes_dirty: set[str] = set()  # lanes to read whole
         self._me_dirty = True
@@ -109,9 +113,10 @@ class WorldTracker:
         ops: list = []
         touched: list = []
         headers_changed = False
-        for lid in by_id:
-            if lid not in self.lanes:
-                self._lanes_dirty.add(lid)  # a new worker: read once
+        for lid, w in by_id.items():
+            if lid not in self.lanes or self._objects.get(lid) is not w:
+                self._lanes_dirty.add(lid)  # a new worker (or a new one under an old name): read once
+                self._objects[lid] = w
         if self._me_dirty:
             self.names = self._names()
             self._lanes_dirty.add(LOCAL_OWNER)
@@ -318,6 +323,8 @@ class WorldTracker:
 
     def _recompute(self, workers) -> dict:
         self.names = self._names()
+        for w in workers:
+            self._objects[w.id] = w
         lanes, order = {}, []
         for w in workers:
             lane = lane_of(w, self.names)
