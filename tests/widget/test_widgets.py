@@ -469,3 +469,21 @@ def test_a_closed_view_lets_go_of_its_namespace(bob):
     gc.collect()
     assert [r() for r in refs] == [None, None]
     assert bob.objects == {}
+
+
+def test_the_static_svg_draws_a_tree_one_column_per_share_and_any_layer_from_its_display():
+    fixtures = ROOT / "tests" / "js" / "fixtures"
+    shared = json.loads((fixtures / "shared_chain.json").read_text())["root"]
+    picture = svg.chain_svg(shared, "sx")
+    for worker in ("bob", "alice", "dan"):
+        assert f"on me -&gt; {worker}" in picture  # each share's branch names its worker
+        assert svg._colour(worker) in picture  # in that worker's colour
+    assert "crypto provider: carol" in picture and "3 shares, field 2^62" in picture and "[secret]" in picture
+    assert "values stay on bob" in picture
+    # three columns side by side (the first under the root): boxes start at three different x
+    assert len(set(re.findall(r'<rect x="(\d+)"', picture))) == 3
+    note = json.loads((fixtures / "note_chain.json").read_text())["root"]
+    text = svg.chain_svg(note)
+    assert "NoteTensor" in text and all(line in text for line in note["display"]["lines"])
+    # a plain chain stays one column
+    assert len(set(re.findall(r'<rect x="(\d+)"', text))) == 1
