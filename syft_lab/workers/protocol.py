@@ -605,27 +605,37 @@ class WorkerClient(BaseWorker):
         if self._owner == threading.get_ident():
             raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
         with lock:
-            transport = self.transport
-            if not self._waiting and transport.state != "connected":
-                transport.ensure_open()
-            rel = self._take_releases(msg)
+            self._owner = threading.get_ident()
             try:
-                transport.send(msg, detach=detach, label=label)
-            except ConnectionLost:
-                if rel:
-                    self._releases.extendleft(reversed(rel))
-                self._fail_waiting(None)
-                raise
-            self._waiting.append(p)
+                transport = self.transport
+                if not self._waiting and transport.state != "connected":
+                    transport.ensure_open()
+                rel = self._take_releases(msg)
+                try:
+                    transport.send(msg, detach=detach, label=label)
+                except ConnectionLost:
+                    if rel:
+                        self._releases.extendleft(reversed(rel))
+                    self._fail_waiting(None)
+                    raise
+                self._waiting.append(p)
+            finally:
+                self._owner = None
         return p
 
     def _wait_for(self, p: Pending) -> None:
         lock = self._lock
         if lock is None:
             return
+        if self._owner == threading.get_ident():
+            raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
         with lock:
-            while not p.done:
-                self._receive_one()
+            self._owner = threading.get_ident()
+            try:
+                while not p.done:
+                    self._receive_one()
+            finally:
+                self._owner = None
 
     def _drain(self) -> None:
         while self._waiting:
