@@ -371,3 +371,18 @@ def test_batch_sends_one_graph_to_a_remote_worker(remote):
     assert sent == ["run_graph"]
     assert torch.allclose(out.get(), (x @ w).relu().sum(), atol=1e-6)
     assert torch.allclose(h.get(), (x @ w).relu())
+
+
+def test_requests_to_two_worker_processes_are_in_flight_together(remote):
+    bob, alice = remote
+    aten = torch.ops.aten
+    a, b = torch.arange(4.0).send(bob), torch.arange(4.0).send(alice)
+    pending = [sy.workers.submit(aten.mul.Tensor, (a, 2.0)), sy.workers.submit(aten.mul.Tensor, (b, 3.0)),
+               sy.workers.submit(aten.view.default, (a, [3]))]  # this one fails on bob
+    assert not any(p.done for p in pending)  # all three sent, no reply read yet
+    with pytest.raises(sy.RemoteError, match="RuntimeError"):
+        sy.workers.gather(pending)
+    x, y = pending[0].result(), pending[1].result()
+    assert x.location is bob and y.location is alice
+    assert torch.equal(x.get(), torch.arange(4.0) * 2) and torch.equal(y.get(), torch.arange(4.0) * 3)
+    assert bob.ping() and alice.ping()  # nothing left unread on either connection
