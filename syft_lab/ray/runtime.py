@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 
 from ..errors import SyftError
@@ -103,11 +104,9 @@ def _address(ray) -> str:
 
 
 def is_initialized() -> bool:
-    try:
-        import ray
-    except ImportError:
-        return False
-    return ray.is_initialized()
+    """Whether this process is connected to Ray (never imports Ray: not imported, not running)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 def ensure_initialized():
@@ -125,7 +124,5 @@ def shutdown() -> None:
         if w.kind == "ray":
             w.close()
     if is_initialized():
-        import ray
-
-        ray.shutdown()
+        sys.modules["ray"].shutdown()
     _runtime = None

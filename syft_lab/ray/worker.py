@@ -29,6 +29,7 @@ import time
 import weakref
 
 from ..errors import RemoteError, WorkerUnavailableError
+from ..tensors.pointer import PointerTensor
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, encode
 from ..workers.base import check_worker_id
 from ..workers.protocol import ConnectionLost, FramedTransport, WorkerClient, error_from_reply
@@ -302,8 +303,6 @@ class RayWorker(WorkerClient):
 
     # --- moves between Ray workers: through the object store --------------------------------
     def _receive_from(self, source, obj_id, requires_grad, keep_source=False):
-        from ..tensors.pointer import PointerTensor  # tensors imports workers: see protocol.py
-
         if not isinstance(source, RayWorker) or source.state in (CLOSED, DEAD):
             return super()._receive_from(source, obj_id, requires_grad, keep_source)
         ref = source.transport.call_ref({"c": "fetch", "id": obj_id, "keep": True})
