@@ -658,6 +658,16 @@ class WorkerClient(BaseWorker):
             q.error = error or self.transport.unavailable("the connection was lost")
             q.done = True
 
+    def submit_request(self, msg: dict, *, detach: bool = False, label: str | None = None) -> Pending:
+        """Send one command message (docs/wire-format.md, "Commands") without waiting for its
+        reply; ``Pending.result()`` (or ``gather``) gives its result or raises its typed error.
+
+        For code that drives workers at the command level (syft_lab/smpc: a ``run_graph`` per
+        party per round, all parties' requests in flight at once). ``detach``: the message's
+        payload (``o``, ``s``) is the caller's object, which the worker must copy. Most code
+        wants ``submit(op, args)`` instead, which makes pointers of the results."""
+        return self._submit(msg, detach, label)
+
     def _submit_run(self, op, args, kwargs, wrap) -> Pending:
         if self._batch is not None:
             raise SyftError(f"submit cannot run inside sy.batch({self.id}): the batch sends its ops at its end")

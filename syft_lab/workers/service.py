@@ -50,6 +50,7 @@ MAX_MESSAGE_TEXT = 2000
 WHOLE = 2**62  # a chunk size no message reaches: one message, one frame
 
 _ALLOWED = allowlist.ALLOWED  # op name -> OpOverload
+_ALLOWED_IDS = frozenset(id(op) for op in allowlist.ALLOWED_OPS)
 _OpOverload = torch._ops.OpOverload
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-+~]+){2,}")
 _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
@@ -387,8 +388,10 @@ class WorkerService:
 
     def _run(self, msg, session):
         name = msg.get("op")
-        if type(name) is _OpOverload:  # in process: the op itself (no decoder ever makes one);
-            op = name  # the core's check_call refuses it unless it is on the allow-list
+        if type(name) is _OpOverload:  # in process: the op itself (no decoder ever makes one)
+            if id(name) not in _ALLOWED_IDS:
+                allowlist.resolve(allowlist.op_name(name))  # refused in the words a remote worker uses
+            op = name
         else:
             op = _ALLOWED.get(name) if type(name) is str else None
             if op is None:

@@ -237,3 +237,22 @@ def test_describe_gives_the_root_of_the_chain_tree_without_values(client, bob):
         root = w.describe(p.id_at_location)
         assert root["kind"] == "logging" and root["id"] == p.id_at_location
         assert [c["kind"] for c in root["children"]] == ["tensor"] and "4321" not in repr(root)
+
+
+def test_a_command_can_be_submitted_as_a_message(client, bob):
+    for w in (client, bob):
+        p = w.submit_request({"c": "store", "o": torch.ones(2)}, detach=True)
+        obj_id = p.result()
+        assert obj_id in w.service.core.objects if w is bob else obj_id in client.transport.service.core.objects
+        assert torch.equal(w.submit_request({"c": "fetch", "id": obj_id, "keep": False}).result(), torch.ones(2))
+
+
+def test_an_op_off_the_list_is_refused_in_the_same_words_everywhere(client, bob):
+    said = []
+    for w in (client, bob):
+        p = torch.ones(2).send(w)
+        with pytest.raises(OpNotAllowedError) as info:
+            torch.ops.aten.resize_(p, [100])
+        e = info.value
+        said.append(e.remote_message if isinstance(e, RemoteError) else str(e))  # remote: under "on worker ..."
+    assert said[0] == said[1] and "is denied: it is not on the worker's curated allow-list" in said[0]
