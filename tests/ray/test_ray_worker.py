@@ -12,7 +12,9 @@ from syft_lab.errors import ObjectNotFoundError, RemoteError, SyftError
 from syft_lab.ray import host as ray_host
 from syft_lab.ray import worker as ray_worker
 from syft_lab.wire.allowlist import OpNotAllowedError
+from syft_lab.commands import Ref
 from syft_lab.wire.format import encode_bytes
+from syft_lab.workers.service import WorkerService
 
 pytestmark = pytest.mark.network  # a local Ray: processes listening on loopback
 
@@ -94,10 +96,16 @@ def test_the_allow_list_refuses_a_forbidden_op_with_the_same_error_as_elsewhere(
     finally:
         carol.close()
     p = torch.ones(3).send(bob)
-    with pytest.raises(RemoteError) as remote:
+    with pytest.raises(OpNotAllowedError) as remote:  # caught as in process: the same class
         torch.ops.aten.resize_(p, [100])
-    assert remote.value.remote_type == "OpNotAllowedError"
-    assert remote.value.remote_message == str(local.value)
+    e = remote.value
+    assert isinstance(e, RemoteError) and e.worker_id == "bob" and e.remote_type == "OpNotAllowedError"
+    assert "aten.resize_.default" in e.remote_message and "aten.resize_.default" in str(local.value)
+    # word for word what a websocket worker answers: the same service refuses it
+    service = WorkerService("ws")
+    x = service.handle({"r": 1, "c": "store", "o": torch.ones(3)})[0]["ok"]
+    err = service.handle({"r": 2, "c": "run", "op": "aten.resize_.default", "a": [Ref(x), [100]], "k": None})[0]["err"]
+    assert (e.remote_type, e.remote_message) == (err["t"], err["m"])
     for name in ("os.system", "builtins.eval", "aten.from_file.default"):  # bypassing the client's checks
         with pytest.raises(RemoteError) as info:
             bob._request({"c": "run", "op": name, "a": ["touch /tmp/syft-lab-ray-x"], "k": None})
