@@ -513,10 +513,6 @@ class WorkerClient(BaseWorker):
         return self.transport.state
 
     @property
-    def _closed(self) -> bool:
-        return self.transport.state == "closed"
-
-    @property
     def restarted(self) -> bool:
         """Whether the worker restarted (and lost its objects) since this client first connected."""
         return self._restarted
