@@ -12,7 +12,19 @@ from __future__ import annotations
 import shlex
 import sys
 
+import torch
+
+from . import actions
+from .actions import ActionError, check_name, object_key
 from .errors import SyftError
+from .hook import hook
+from .ids import tensor_id
+from .inspection.model import world, world_dict
+from .inspection.text import chain_text
+from .widget import inspect, widget_for
+from .workers.local_process import start_worker
+from .workers.registry import _workers, get_worker
+from .workers.virtual import VirtualWorker
 
 HELP = """\
 %syft workers                       table of workers and their objects
@@ -47,15 +59,11 @@ def _lookup(namespace: dict, name: str):
 
 
 def _worker(name: str):
-    from .workers.registry import get_worker
-
     return get_worker(name)  # SyftError naming the known workers
 
 
 def _known_from_world(namespace: dict):
     """The same model index the views give the actions: (lane id, object id) -> entry."""
-    from .inspection.model import world_dict
-
     index = {}
     for lane in world_dict(namespace)["workers"]:
         for o in lane["objects"]:
@@ -64,10 +72,6 @@ def _known_from_world(namespace: dict):
 
 
 def _target(value) -> dict:
-    from .actions import object_key
-    from .ids import tensor_id
-    import torch
-
     key = object_key(value)
     if key is None and isinstance(value, torch.Tensor):
         key = tensor_id(value)
@@ -77,8 +81,6 @@ def _target(value) -> dict:
 
 
 def _act(namespace: dict, action: str, var: str, dest: str | None, name: str | None) -> str:
-    from . import actions
-
     value = _lookup(namespace, var)
     if dest is not None:
         _worker(dest)
@@ -97,8 +99,6 @@ def _act(namespace: dict, action: str, var: str, dest: str | None, name: str | N
 
 def _check_worker_name(name: str) -> str:
     """A worker's name is bound as a variable too: the same rules as an action's names."""
-    from .actions import ActionError, check_name
-
     try:
         return check_name(name)
     except ActionError:
@@ -107,8 +107,6 @@ def _check_worker_name(name: str) -> str:
 
 
 def _describe(obj) -> str:
-    from .inspection.text import chain_text
-
     try:
         return chain_text(obj)
     except Exception:
@@ -116,8 +114,6 @@ def _describe(obj) -> str:
 
 
 def _start_worker(namespace: dict, name: str, port: int):
-    from .workers.local_process import start_worker
-
     worker = start_worker(name, port)
     namespace[name] = worker
     return f"{name} = {worker!r}"
@@ -135,14 +131,9 @@ def run_line(line: str, namespace: dict):
     if cmd == "workers":
         if args:
             raise MagicUsageError("usage: %syft workers")
-        from .inspection.model import world
-
         return repr(world(namespace))
     if cmd == "worker":
         if len(args) == 1:
-            from .workers.registry import _workers
-            from .workers.virtual import VirtualWorker
-
             name = _check_worker_name(args[0])
             existing = _workers.get(name)
             if existing is not None:
@@ -167,8 +158,6 @@ def run_line(line: str, namespace: dict):
     if cmd == "show":
         if len(args) != 1:
             raise MagicUsageError("usage: %syft show VAR")
-        from .widget import widget_for
-
         value = _lookup(namespace, args[0])
         try:
             return widget_for(value)
@@ -177,8 +166,6 @@ def run_line(line: str, namespace: dict):
     if cmd == "inspect":
         if args:
             raise MagicUsageError("usage: %syft inspect")
-        from .widget import inspect
-
         return inspect()
     raise MagicUsageError(f"unknown command {cmd!r}; %syft help lists the commands")
 
@@ -211,6 +198,5 @@ def _one_line(e: BaseException) -> str:
 
 def load_ipython_extension(ip) -> None:
     ip.register_magic_function(syft_magic, magic_kind="line", magic_name="syft")
-    from .hook import hook
 
     hook()
