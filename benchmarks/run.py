@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-MODULES = ["bench_runtime", "bench_plans", "bench_transport", "bench_widget", "bench_federated", "bench_smpc", "bench_events"]
+MODULES = ["bench_runtime", "bench_plans", "bench_transport", "bench_widget", "bench_federated", "bench_smpc", "bench_events", "bench_ray"]
 
 
 def source() -> dict:

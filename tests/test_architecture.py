@@ -1,25 +1,41 @@
-"""The package order of the shared design holds for tensors, wire and plans (read from the
-source, not by importing: importing any syft_lab module runs syft_lab/__init__.py first).
+"""The package order of the architecture holds (read from the source, not by importing:
+importing any syft_lab module runs syft_lab/__init__.py first).
 
-    leaf modules (errors, ids, dtypes, events, commands)
-    syft_lab/tensors -> leaf modules only
-    syft_lab/wire    -> leaf, tensors
-    syft_lab/plans   -> leaf, tensors, wire
+Each package or top-level module of syft_lab has a rank; a module imports only syft_lab packages
+of a lower rank (or its own package), so there is no import circle among them:
 
-and no module of these packages imports inside a function, except the documented lazy imports
-listed here (each says why in a comment on its line).
+    0 leaf modules (errors, ids, dtypes, events, commands)    5 hook, ray, cli
+    1 tensors (layers, the layer registry, chain nodes)       6 smpc
+    2 wire                                                    7 inspection
+    3 plans                                                   8 federated, actions
+    4 workers (service, client protocol, transports)          9 widget; 10 sidebar, magics
+
+and no module imports inside a function, except an optional dependency or a documented lazy
+import: the line before or on it says why in a comment.
 """
 import ast
 from pathlib import Path
 
 import pytest
 
-SYFT = Path(__file__).resolve().parents[2] / "syft_lab"
+SYFT = Path(__file__).resolve().parents[1] / "syft_lab"
 LEAVES = {"errors", "ids", "dtypes", "events", "commands"}
-ALLOWED = {"tensors": LEAVES | {"tensors"}, "wire": LEAVES | {"tensors", "wire"},
-           "plans": LEAVES | {"tensors", "wire", "plans"}}
-# (file, imported module) of the lazy imports that stay, each with its reason in the source
-DOCUMENTED_LAZY: set = set()
+RANK = {**{leaf: 0 for leaf in LEAVES}, "tensors": 1, "wire": 2, "plans": 3, "workers": 4, "hook": 5, "ray": 5,
+        "cli": 5, "smpc": 6, "inspection": 7, "federated": 8, "actions": 8, "widget": 9, "sidebar": 10,
+        "magics": 10, "worker": 11, "labextension": 11}
+# leaf modules import each other only in this order (errors first)
+LEAF_ORDER = ["errors", "ids", "dtypes", "events", "commands"]
+OPTIONAL = ("IPython", "tqdm", "ray")  # optional dependencies, imported where they are used
+
+
+def _unit(path: Path) -> str:
+    """The package (or top-level module) a file belongs to."""
+    rel = path.relative_to(SYFT)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _sources():
+    return [p for p in sorted(SYFT.rglob("*.py")) if p.name != "__init__.py" or p.parent != SYFT]
 
 
 def _imports(path: Path, source: str | None = None):
@@ -47,27 +63,46 @@ def _imports(path: Path, source: str | None = None):
             yield name, id(node) in inside, node.lineno
 
 
-@pytest.mark.parametrize("pkg", sorted(ALLOWED))
-def test_packages_import_only_what_comes_before_them(pkg):
+def _wrong_order(unit: str, name: str) -> bool:
+    top = name.split(".")[1] if name.count(".") else None
+    if top is None or top == unit or top not in RANK:
+        return False
+    if unit in LEAVES and top in LEAVES:
+        return LEAF_ORDER.index(top) >= LEAF_ORDER.index(unit)
+    return RANK[top] >= RANK[unit]
+
+
+def test_every_package_has_a_rank():
+    assert {_unit(p) for p in _sources()} - set(RANK) == set()
+
+
+def test_packages_import_only_packages_below_them():
     wrong = []
-    for path in sorted((SYFT / pkg).glob("*.py")):
-        for name, _, line in _imports(path):
-            if name.startswith("syft_lab."):
-                top = name.split(".")[1]
-                if top not in ALLOWED[pkg] and (str(path.relative_to(SYFT)), name) not in DOCUMENTED_LAZY:
-                    wrong.append(f"{path.relative_to(SYFT)}:{line} imports {name}")
+    for path in _sources():
+        unit = _unit(path)
+        for name, inside, line in _imports(path):
+            if name.startswith("syft_lab.") and not inside and _wrong_order(unit, name):
+                wrong.append(f"{path.relative_to(SYFT)}:{line} imports {name}")
     assert wrong == []
 
 
-@pytest.mark.parametrize("pkg", sorted(ALLOWED))
-def test_no_imports_inside_functions_but_the_documented_lazy_ones(pkg):
+def test_no_imports_inside_functions_but_optional_or_documented_ones():
     found = []
-    for path in sorted((SYFT / pkg).glob("*.py")):
-        rel = str(path.relative_to(SYFT))
+    for path in _sources():
+        lines = path.read_text().splitlines()
         for name, inside, line in _imports(path):
-            if inside and (rel, name) not in DOCUMENTED_LAZY:
-                found.append(f"{rel}:{line} imports {name} inside a function")
+            if not inside or name.split(".")[0] in OPTIONAL:
+                continue
+            said = "#" in lines[line - 1] or lines[line - 2].strip().startswith("#")
+            if not said:
+                found.append(f"{path.relative_to(SYFT)}:{line} imports {name} inside a function")
     assert found == []
+
+
+def test_a_lazy_import_says_why_it_is_lazy():
+    found = [f"{p.relative_to(SYFT)}:{line}" for p in _sources() for name, inside, line in _imports(p)
+             if inside and name.startswith("syft_lab.")]
+    assert found == ["workers/base.py:114"]  # federated sits above workers and imports them
 
 
 def test_the_checker_sees_relative_absolute_and_lazy_imports():
@@ -77,3 +112,10 @@ def test_the_checker_sees_relative_absolute_and_lazy_imports():
     src = "import syft_lab.workers\ndef f():\n    from ..inspection import model\n"
     got = sorted(_imports(SYFT / "plans" / "probe.py", src))  # a module of plans, read from text
     assert got == [("syft_lab.inspection", True, 3), ("syft_lab.workers", False, 1)]
+
+
+def test_the_order_check_refuses_upward_and_circular_imports():
+    assert _wrong_order("tensors", "syft_lab.workers.base")  # a layer reaching up into workers
+    assert _wrong_order("workers", "syft_lab.inspection.model")  # the core building views
+    assert _wrong_order("errors", "syft_lab.commands") and not _wrong_order("commands", "syft_lab.errors")
+    assert not _wrong_order("workers", "syft_lab.tensors.registry") and not _wrong_order("wire", "syft_lab.wire.format")
