@@ -33,13 +33,14 @@ import torch
 from ..errors import SyftError
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from . import ring
-from .provider import Dealer
+from .provider import Dealer, pooled_triple
 from .runtime import Program, run
 
 aten = torch.ops.aten
 AST = AdditiveSharingTensor
 WORD = 64
 _FUSED = {aten.mm.default: aten.addmm.default, aten.mul.Tensor: aten.addcmul.default}
+_POOLED = (aten.mm.default, aten.mul.Tensor)
 
 
 def _provider(x: AST):
@@ -115,9 +116,12 @@ def truncate(x: AST, d: int) -> AST:
 def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
     """[f(x, y, *extra)] for a bilinear op f; ``div``: divided by that public integer too."""
     n = len(x.shares)
-    dealer = Dealer(_provider(x), n)
-    item = dealer.arith_triple(f, tuple(x.shape), tuple(y.shape), *extra)
     trunc_item = None
+    if f in _POOLED and not extra and (div == 1 or n == 2):  # the offline phase: a triple made ahead
+        dealer, item = pooled_triple(_provider(x), x.parties, f, tuple(x.shape), tuple(y.shape))
+    else:
+        dealer = Dealer(_provider(x), n)
+        item = dealer.arith_triple(f, tuple(x.shape), tuple(y.shape), *extra)
     if div != 1 and n > 2:
         zshape = tuple(f(torch.empty(x.shape, dtype=torch.int64, device="meta"),
                          torch.empty(y.shape, dtype=torch.int64, device="meta"), *extra).shape)

@@ -66,12 +66,26 @@ class Dealer:
             numel *= int(s)
         if self.prog.local:
             self.blocks.append(full)
-            entry = (tuple(shape), len(self.blocks) - 1, None)
+            entry = (tuple(shape), len(self.blocks) - 1, None, None)
         else:
             self.blocks.append(self.prog.op(aten.reshape.default, full, [self.n, numel]))
-            entry = (tuple(shape), self._width, numel)
+            entry = (tuple(shape), self._width, numel, None)
             self._width += numel
         return entry
+
+    def _pieces(self, full, shape, count):
+        """``count`` pieces of one shape at once: ``full`` is (n, count, *shape); one block."""
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        shape = tuple(shape)
+        if self.prog.local:
+            self.blocks.append(full)
+            return [(shape, len(self.blocks) - 1, None, k) for k in range(count)]
+        self.blocks.append(self.prog.op(aten.reshape.default, full, [self.n, count * numel]))
+        base = self._width
+        self._width += count * numel
+        return [(shape, base + k * numel, numel, None) for k in range(count)]
 
     def _additive(self, secret, shape):
         """(n, *shape) additive shares of ``secret`` (a Val on the provider)."""
@@ -98,6 +112,26 @@ class Dealer:
         C = self._additive(c, sc)
         self.items.append([self._piece(A, sa), self._piece(B, sb), self._piece(C, sc)])
         return len(self.items) - 1
+
+    def arith_triples(self, f, sa, sb, count: int) -> list[int]:
+        """``count`` Beaver triples for ``f`` (mm or elementwise mul) drawn at once: one randint
+        per operand and one batched product (bmm, or a broadcast mul) for all of them."""
+        p, n = self.prog, self.n
+        A, B = self._rand([n, count, *sa]), self._rand([n, count, *sb])
+        a, b = p.op(aten.sum.dim_IntList, A, [0]), p.op(aten.sum.dim_IntList, B, [0])
+        if f is aten.mm.default:
+            c = p.op(aten.bmm.default, a, b)
+        else:  # broadcasting aligns from the right: pad both to one rank behind the count
+            r = max(len(sa), len(sb))
+            a = p.op(aten.reshape.default, a, [count, *([1] * (r - len(sa))), *sa])
+            b = p.op(aten.reshape.default, b, [count, *([1] * (r - len(sb))), *sb])
+            c = p.op(aten.mul.Tensor, a, b)
+        sc = tuple(c.shape)[1:]
+        C = self._additive(c, (count, *sc))
+        pa, pb, pc = self._pieces(A, sa, count), self._pieces(B, sb, count), self._pieces(C, sc, count)
+        first = len(self.items)
+        self.items.extend([pa[k], pb[k], pc[k]] for k in range(count))
+        return list(range(first, first + count))
 
     def binary_triple(self, shape) -> int:
         p, n = self.prog, self.n
@@ -170,12 +204,65 @@ class Dealer:
         row, or views of its row here (sent inline). A party is sent its row, nothing else."""
         row = self.rows[party] if self.rows is not None else None
         if row is not None:
-            return [RowPiece(row, off, numel, shape) for shape, off, numel in self.items[item]]
+            return [RowPiece(row, off, numel, shape) for shape, off, numel, _ in self.items[item]]
         return self.local(item, party)
 
     def local(self, item: int, party: int) -> list[torch.Tensor]:
         """Party ``party``'s pieces of ``item`` here (for what this process computes for it)."""
         if self.prog.local:
-            return [self.packed[k][party] for shape, k, _ in self.items[item]]
+            return [self.packed[k][party] if sub is None else self.packed[k][party][sub]
+                    for shape, k, _, sub in self.items[item]]
         row = self.packed[party]
-        return [row[off:off + numel].view(shape) for shape, off, numel in self.items[item]]
+        return [row[off:off + numel].view(shape) for shape, off, numel, _ in self.items[item]]
+
+
+# --- the offline phase: Beaver triples made ahead of need -----------------------------------------
+# A shared product takes its triple from a small pool per (crypto provider, parties, op, shapes);
+# an empty pool is refilled with up to POOL_MAX triples (at most POOL_BYTES of a party's row) in
+# one dealer round (and one delivery round when the rows are large), so most products are the
+# two online rounds alone. Each triple is used once. The pool holds the same material a single
+# product's dealer round brings here, for at most POOL_KEYS shapes.
+POOL_MAX = 16
+POOL_BYTES = 2 * 1024 * 1024
+POOL_KEYS = 32
+_pool: dict = {}
+
+
+def clear_pool() -> None:
+    """Forget every pooled triple (their rows on the parties are released with them)."""
+    _pool.clear()
+
+
+def _usable(entry, provider, parties) -> bool:
+    dealer, workers, items = entry
+    if not items or dealer.provider is not provider or any(a is not b for a, b in zip(workers, parties)):
+        return False
+    return dealer.rows is None or not any(r is not None and r._ref.released for r in dealer.rows)
+
+
+def pooled_triple(provider, parties, f, sa, sb) -> tuple:
+    """(dealer, item) of a fresh Beaver triple for ``f`` (mm or mul) of shapes sa, sb."""
+    key = (provider.id, tuple(w.id for w in parties), f, tuple(sa), tuple(sb))
+    entry = _pool.get(key)
+    if entry is None or not _usable(entry, provider, parties):
+        _pool.pop(key, None)
+        meta = f(torch.empty(sa, dtype=torch.int64, device="meta"), torch.empty(sb, dtype=torch.int64, device="meta"))
+        per = 8 * (_numel(sa) + _numel(sb) + meta.numel())
+        count = max(1, min(POOL_MAX, POOL_BYTES // max(per, 1)))
+        dealer = Dealer(provider, len(parties))
+        items = dealer.arith_triples(f, tuple(sa), tuple(sb), count)
+        dealer.generate(parties)
+        while len(_pool) >= POOL_KEYS:
+            _pool.pop(next(iter(_pool)))
+        entry = _pool[key] = (dealer, list(parties), items)
+    item = entry[2].pop(0)
+    if not entry[2]:
+        _pool.pop(key, None)
+    return entry[0], item
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from syft_lab.smpc import runtime
+from syft_lab.smpc import provider, runtime
 
 pytestmark = pytest.mark.network
 
@@ -35,10 +35,13 @@ def test_rounds_and_messages_per_op(remote_parties):
     alice, bob, carol = remote_parties
     a = torch.randn(3, 3).fix_precision().share(alice, bob, crypto_provider=carol)
     b = torch.randn(3, 3).fix_precision().share(alice, bob, crypto_provider=carol)
+    provider.clear_pool()
     expected = {  # op: (rounds, messages)
         "add": (lambda: a + b, 1, 2),  # one program per party
-        "mul": (lambda: a * b, 3, 5),  # dealer (its pack in the reply); open (one message each); result
+        "mul": (lambda: a * b, 3, 5),  # dealer (a pool of triples in its reply); open (one message each); result
+        "mul again": (lambda: a * b, 2, 4),  # the triple comes from the pool: the two online rounds
         "matmul": (lambda: a @ b, 3, 5),
+        "matmul again": (lambda: a @ b, 2, 4),
         "gt": (lambda: a > b, 11, 21),  # the difference rides in the circuit's first message
         "relu": (lambda: a.relu(), 10, 19),  # dealer; 7 AND rounds (the first opens x's mask); B2A open; result
     }
