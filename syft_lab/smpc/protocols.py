@@ -460,5 +460,6 @@ def relu(x: AST) -> AST:
         p.keep(p.op(aten.sub.Tensor, p.op(aten.mul.Tensor, x.shares[i], 1 - c), k))
 
     progs = msb_arith(x, then=then, dealer=dealer, items=items, first=first)
+    dealer.rows = None  # the last round needs no stored row: its release rides in this round's messages
     run(progs)
     return new_shared(x, [p.kept[0] for p in progs])

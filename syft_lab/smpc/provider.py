@@ -177,7 +177,7 @@ class Dealer:
         if self.packed is None:
             run([self.program()])
             self.collect()
-        if deliver_to is not None:
+        if deliver_to is not None and self.rows is None:  # a pooled dealer's rows are stored once
             self.deliver(deliver_to)
 
     def deliver(self, parties) -> None:
