@@ -190,7 +190,7 @@ class Dealer:
         for i, w in enumerate(parties):
             if getattr(w, "_lock", None) is not None:  # remote: a store message; in process: inline
                 row = self.packed[i].contiguous()
-                pending.append((i, w, row, w._submit({"c": "store", "o": row}, detach=True, label="send")))
+                pending.append((i, w, row, w.submit_request({"c": "store", "o": row}, detach=True, label="send")))
         stats["rounds"] += 1
         stats["messages"] += len(pending)
         for i, w, row, p in pending:

@@ -8,7 +8,7 @@ process sends along. ``run(programs)`` executes them:
   allow-list still checks every op);
 - on a remote worker as one message: a graph (``run_graph``, the ``sy.batch`` message, the
   public values inline as constants) whose opened outputs come back in its reply (``ret``),
-  or a plain ``run`` for a single op, sent without waiting (``WorkerClient._submit``); every
+  or a plain ``run`` for a single op, sent without waiting (``WorkerClient.submit_request``); every
   request of a round is in flight at once, on every worker, so a round costs about one round
   trip, not one per party.
 
@@ -183,7 +183,7 @@ class Program:
             msg = {"c": "run", "op": op_name(node.op), "a": [self._wire(a) for a in node.args],
                    "k": {k: self._wire(v) for k, v in node.kwargs.items()} or None}
             stats["messages"] += 1
-            return [w._submit(msg)]
+            return [w.submit_request(msg)]
         graph = PlanGraph("smpc", self.inputs, self.constants, self.nodes,
                           [Value("node", v.index) for v in outs], False)
         ids = [new_id() for _ in outs]
@@ -192,7 +192,7 @@ class Program:
         if opened:  # the opened values come back in the reply (never stored on the worker)
             msg["ret"] = opened
         stats["messages"] += 1
-        return [w._submit(msg)]
+        return [w.submit_request(msg)]
 
     def _wire(self, a):
         """A graph argument as a run message carries it."""

@@ -185,3 +185,34 @@ def test_rounds_per_op_in_process(parties2):
     runtime.reset_stats()
     a + a
     assert runtime.stats["messages"] == 0  # in process: no message
+
+
+def test_pooled_triples_are_used_once_and_stay_exact_across_a_refill(parties2):
+    """The offline phase: triples come from a pool refilled with POOL_MAX at a time; every product,
+    before and after a refill, is right, and no triple is handed out twice."""
+    from syft_lab.smpc import provider
+
+    alice, bob, carol = parties2
+    provider.clear_pool()
+    x, y = torch.tensor([1.5, -2.25, 3.0]), torch.tensor([0.5, 4.0, -1.0])
+    sx, sy_ = share(x, (alice, bob), carol), share(y, (alice, bob), carol)
+    runtime.reset_stats()
+    for _ in range(provider.POOL_MAX + 2):  # crosses one refill
+        assert torch.allclose((sx * sy_).get().float_precision(), x * y, atol=3 * UNIT)
+    seen = set()
+    for _ in range(provider.POOL_MAX + 2):
+        dealer, item = provider.pooled_triple(carol, [alice, bob], torch.ops.aten.mul.Tensor, (3,), (3,))
+        a0 = dealer.local(item, 0)[0]
+        key = tuple(a0.tolist())
+        assert key not in seen
+        seen.add(key)
+        a, b, c = (ring_sum(dealer, item, k) for k in range(3))
+        assert torch.equal(a * b, c)  # a valid triple: c = a * b in the ring
+    dealer, item = provider.pooled_triple(carol, [alice, bob], torch.ops.aten.mm.default, (2, 3), (3, 4))
+    a, b, c = (ring_sum(dealer, item, k) for k in range(3))
+    assert torch.equal(a @ b, c)  # the batched dealer (bmm) makes valid matmul triples
+    provider.clear_pool()
+
+
+def ring_sum(dealer, item, k):
+    return dealer.local(item, 0)[k] + dealer.local(item, 1)[k]

@@ -51,6 +51,29 @@ def test_rounds_and_messages_per_op(remote_parties):
         assert (runtime.stats["rounds"], runtime.stats["messages"]) == (rounds, messages), name
 
 
+def test_pooled_100x100_triples_delivered_once_and_released(remote_parties):
+    """A refill stores the parties' rows once (raw bytes); the products after it use them in place, and
+    once the pool is used up or cleared nothing stays on any worker."""
+    alice, bob, carol = remote_parties
+    provider.clear_pool()
+    x, w = torch.randn(100, 100), torch.randn(100, 100)
+    sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
+    sw = w.fix_precision().share(alice, bob, crypto_provider=carol)
+    rounds = []
+    for _ in range(3):
+        runtime.reset_stats()
+        got = (sx @ sw).get().float_precision()
+        rounds.append(runtime.stats["rounds"])
+        assert (got - x @ w).abs().max() < 0.2
+    assert rounds[1:] == [2, 2]  # the two online rounds: no dealer, no delivery
+    assert rounds[0] == 4  # the refill: dealer round and delivery round first
+    del sx, sw
+    provider.clear_pool()
+    for worker in (alice, bob, carol):
+        worker.flush()
+        assert worker.objects == {}
+
+
 def test_encrypted_inference_on_worker_processes(remote_parties):
     alice, bob, carol = remote_parties
     torch.manual_seed(0)
