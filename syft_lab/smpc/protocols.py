@@ -33,7 +33,8 @@ import torch
 from ..errors import SyftError
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from . import ring
-from .provider import Dealer, pooled_triple
+from .provider import RELU_READY_KEYS, Dealer, pooled_triple
+from .provider import relu_ready as _relu_ready
 from .runtime import Program, run
 
 aten = torch.ops.aten
@@ -253,13 +254,13 @@ def _plan_msb(dealer: Dealer, n: int, shape, masked: bool = False):
     two = (2, *shape)
     csa = [dealer.binary_triple(two) for _ in range(max(0, n - 2))]
     g0 = dealer.binary_triple(shape)
-    levels = [dealer.binary_triple(two) for _ in range(5)] + [dealer.binary_triple(shape)]
+    levels = [dealer.binary_pair(shape, 1 << j) for j in range(5)] + [dealer.binary_triple(shape)]
     bit = dealer.bit_pair(shape, masked=masked)
     return csa, g0, levels, bit
 
 
 def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first=None, share_of=None,
-              negate: bool = False) -> AST:
+              negate: bool = False, along=None) -> AST:
     """[msb(x)] as an additive sharing of 0/1 (1: x is negative as a signed int64).
 
     ``first(i, p)``: optional, a value each party opens in the first adder round (relu's mask);
@@ -324,7 +325,7 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
             p.open(first(i, p))
         p.keep(A)
         p.keep(P0)
-    run(progs)
+    run(progs + ([along] if along is not None else []))  # along: the next relu's dealer program
     e, d = _split_ed(_sum_opened(progs, xor=True), shape)
     opened_first = _sum_opened(progs, 1) if first is not None else None
     prev_pieces = lambda i: dealer.part(g0, i)  # noqa: E731
@@ -339,24 +340,22 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
                 A, P0 = prev[i].kept
                 G = _and_finish(p, A, e, d, prev_pieces(i))
                 P = P0
-            else:
+            else:  # the pair of gates sharing P: G ^= P & (G << k), P = P & (P << k)
                 X, G, P0 = prev[i].kept
-                z = _and_finish(p, X, e, d, prev_pieces(i))
-                G = _xor(p, G, _sel(p, z, 0))
-                P = _sel(p, z, 1)
+                a, b, c1, c2 = prev_pieces(i)
+                k = 1 << (level - 1)
+                G = _xor(p, G, _and_finish(p, X, e, d, (a, b, c1)))
+                P = _and_finish(p, X, e, _shl(p, e, k), (a, _shl(p, a, k), c2))
             pieces = dealer.part(levels[level], i)
             if last:
                 p.open(_and_open(p, P, _shl(p, G, shift), pieces))
-                p.keep(P)
-            else:
-                X = _stack(p, [P, P])
-                Y = _stack(p, [_shl(p, G, shift), _shl(p, P, shift)])
-                p.open(_and_open(p, X, Y, pieces))
-                p.keep(X)
+            else:  # open P ^ a once and (G << k) ^ b: the second gate's masked input is (P ^ a) << k
+                p.open(_and_open(p, P, _shl(p, G, shift), pieces[:3]))
+            p.keep(P)
             p.keep(G)
             p.keep(P0 if kind == "g0" else prev[i].kept[2])
         run(nxt)
-        e, d = _split_ed(_sum_opened(nxt, xor=True), shape if last else (2, *shape))
+        e, d = _split_ed(_sum_opened(nxt, xor=True), shape)
         prev_pieces = (lambda lv: (lambda i: dealer.part(levels[lv], i)))(level)
         prev, kind = nxt, "level"
     # The carries are known: bit 63 of the sum, then open c = msb ^ r (B2A).
@@ -445,10 +444,22 @@ def relu(x: AST) -> AST:
     relu(x)_i = x_i (1 - c) - (1 - 2c) [x r]_i, one message. 10 rounds with the dealer's."""
     n = len(x.shares)
     shape = tuple(x.shape)
-    dealer = Dealer(_provider(x), n)
-    items = _plan_msb(dealer, n, shape, masked=True)
+    provider = _provider(x)
+    key = (provider.id, tuple(w.id for w in x.parties), shape)
+    ready = _relu_ready.pop(key, None)
+    if ready is not None and (ready[0].provider is not provider
+                              or any(a is not b for a, b in zip(ready[1], x.parties))):
+        ready = None
+    if ready is not None:  # made during the last relu of this shape: the offline phase
+        dealer, _, items = ready
+    else:
+        dealer = Dealer(provider, n)
+        items = _plan_msb(dealer, n, shape, masked=True)
     bit = items[3]
     dealer.generate(x.parties)
+    # The next relu's material: its dealer program rides in this relu's first adder round.
+    nxt = Dealer(provider, n)
+    nxt_items = _plan_msb(nxt, n, shape, masked=True)
 
     def first(i, p):
         a = dealer.part(bit, i)[2]
@@ -459,7 +470,11 @@ def relu(x: AST) -> AST:
         k = (1 - 2 * c) * (ar + e * r)  # party i's [x r]_i times a public factor: its own pieces
         p.keep(p.op(aten.sub.Tensor, p.op(aten.mul.Tensor, x.shares[i], 1 - c), k))
 
-    progs = msb_arith(x, then=then, dealer=dealer, items=items, first=first)
+    progs = msb_arith(x, then=then, dealer=dealer, items=items, first=first, along=nxt.program())
+    nxt.collect()
+    while len(_relu_ready) >= RELU_READY_KEYS:
+        _relu_ready.pop(next(iter(_relu_ready)))
+    _relu_ready[key] = (nxt, list(x.parties), nxt_items)
     dealer.rows = None  # the last round needs no stored row: its release rides in this round's messages
     run(progs)
     return new_shared(x, [p.kept[0] for p in progs])

@@ -141,6 +141,19 @@ class Dealer:
         self.items.append([self._piece(A, shape), self._piece(B, shape), self._piece(C, shape)])
         return len(self.items) - 1
 
+    def binary_pair(self, shape, k: int) -> int:
+        """Two AND gates sharing their left input X: X & Y and X & (X << k). Pieces <a>, <b>,
+        <a & b>, <a & (a << k)>: X is opened once as X ^ a, and the second gate's right mask is
+        a << k, so its masked input (X << k) ^ (a << k) = (X ^ a) << k is known unopened."""
+        p, n = self.prog, self.n
+        A, B = self._rand([n, *shape]), self._rand([n, *shape])
+        a = self._xor_all(A, n)
+        c1 = p.op(aten.bitwise_and.Tensor, a, self._xor_all(B, n))
+        c2 = p.op(aten.bitwise_and.Tensor, a, p.op(aten.bitwise_left_shift.Tensor_Scalar, a, k))
+        self.items.append([self._piece(A, shape), self._piece(B, shape), self._piece(self._xored(c1, shape), shape),
+                           self._piece(self._xored(c2, shape), shape)])
+        return len(self.items) - 1
+
     def bit_pair(self, shape, masked: bool = False) -> int:
         """<r> and [r] for a uniform bit r; ``masked``: also [a] and [a * r] for a uniform a."""
         r = self._rand(shape, 0, 2)
@@ -228,9 +241,17 @@ POOL_KEYS = 32
 _pool: dict = {}
 
 
+# relu's offline phase (protocols.relu): per (provider, parties, shape), the dealer material of the
+# next relu, made in the first adder round of the last one; kept here, delivered when it is used.
+RELU_READY_KEYS = 8
+relu_ready: dict = {}
+
+
 def clear_pool() -> None:
-    """Forget every pooled triple (their rows on the parties are released with them)."""
+    """Forget every pooled triple (their rows on the parties are released with them) and every
+    relu's material made ahead."""
     _pool.clear()
+    relu_ready.clear()
 
 
 def _usable(entry, provider, parties) -> bool:

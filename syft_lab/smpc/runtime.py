@@ -82,6 +82,8 @@ class Program:
         self._pieces: dict = {}
         self._hold: list = []  # the input pointers: alive until the program has run
         self.constants: list[torch.Tensor] = []
+        self._const_index: dict[int, int] = {}
+        self._const_src: list = []  # the tensors themselves: their ids stay theirs while recorded
         self.nodes: list[Node] = []
         self._keep: list = []
         self._open: list[Val] = []
@@ -113,8 +115,12 @@ class Program:
         if isinstance(a, torch.Tensor):  # a public value this process sends along
             if self.local:
                 return a, None
-            self.constants.append(a.contiguous())
-            return Value("const", len(self.constants) - 1), ("t", tuple(a.shape), a.dtype)
+            j = self._const_index.get(id(a))
+            if j is None:  # once per tensor, however many ops use it (self.constants keeps it alive)
+                j = self._const_index[id(a)] = len(self.constants)
+                self.constants.append(a.contiguous())
+                self._const_src.append(a)
+            return Value("const", j), ("t", tuple(a.shape), a.dtype)
         if type(a) in (list, tuple):
             pairs = [self._arg(b) for b in a]
             return [p[0] for p in pairs], ("l", tuple(p[1] for p in pairs))
