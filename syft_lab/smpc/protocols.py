@@ -153,7 +153,12 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
         ceil_here = div != 1 and n == 2 and i == 1 and isinstance(c, torch.Tensor)
         if ceil_here:  # party 1's ceil(z / d) = floor((z + d - 1) / d): the d - 1 rides on its c
             c = c + (div - 1)
-        if fused is not None:  # c + f(e, b) + f(x, d) in two ops (addmm, addcmul)
+        if fused is not None and isinstance(b, torch.Tensor):
+            # party i's pieces are here (not stored on it): c_i + f(e, b_i) from its own pieces and the
+            # public e is computed here, and the party's program is one op fewer (what it is sent,
+            # it could compute itself from what it would be sent otherwise)
+            z = p.op(fused, fused(c, eps, b), x.shares[i], delta)
+        elif fused is not None:  # c + f(e, b) + f(x, d) in two ops (addmm, addcmul)
             z = p.op(fused, p.op(fused, c, eps, b), x.shares[i], delta)
         else:
             z = p.op(aten.add.Tensor, c, p.op(f, eps, b, *extra))
