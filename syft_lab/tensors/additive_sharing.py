@@ -106,8 +106,7 @@ class AdditiveSharingTensor(ChainLayer):
         return fields
 
     def display(self) -> dict:
+        # the crypto provider is the node's annotation (node_fields), which every view renders
         lines = [f"{len(self.shares)} shares: {', '.join(w.id for w in self.parties)}"]
-        if self.crypto_provider is not None:
-            lines.append(f"crypto provider: {self.crypto_provider.id}")
         lines.append("a share alone reveals nothing: no values shown")
         return {"label": "AdditiveSharingTensor", "lines": lines, "badge": "shared"}

@@ -19,6 +19,7 @@ def test_chain_of_a_shared_fixed_precision_tensor_is_a_tree(parties2):
     assert shared["parties"] == ["alice", "bob"] and shared["crypto_provider"] == "carol"
     assert {"label": "crypto provider", "value": "carol"} in shared["annotations"]
     assert "a share alone reveals nothing" in " ".join(shared["display"]["lines"])
+    assert not any("crypto provider" in line for line in shared["display"]["lines"])  # said once: the annotation
     assert root["actions"] == ["get", "float_precision"]  # reconstruct, decode
     shares = shared["children"]
     assert [c["kind"] for c in shares] == ["pointer", "pointer"]
