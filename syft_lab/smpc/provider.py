@@ -8,11 +8,17 @@ party then receives only its own row's pieces (inline in its next program). The 
 sees a share of an input (it is never sent one: tests/smpc/test_security.py checks its store),
 and no party sees another's row.
 
+The offline phase: Beaver triples for mm and mul are made ahead, up to POOL_MAX at once
+(``pooled_triple``, below), and relu's material one relu ahead (``relu_ready``, filled by
+protocols.relu in its first adder round), so most online steps need no dealer round.
+
 Items (all uniform over Z_2^64 unless said):
 
 - ``arith_triple(f, sa, sb)``: Beaver triple for a bilinear ``f`` (mul, matmul, conv2d):
   a, b uniform of shapes sa, sb, c = f(a, b), each additively shared.
 - ``binary_triple(shape)``: a, b uniform words, c = a & b, each XOR-shared (for AND gates).
+- ``binary_pair(shape, k)``: a, b uniform, a & b and a & (a << k), XOR-shared: the two AND gates
+  of a Kogge-Stone level, which share their left input (one opened mask for it).
 - ``bit_pair(shape)``: a uniform bit r, shared twice: XOR shares (bits) and additive shares
   (for converting a shared bit to an additive sharing, B2A); for relu also [a] and [a * r]
   (a uniform), so that x * r is known before the bit is.
