@@ -180,6 +180,12 @@ class WorldTracker:
         self._entries.clear()
         self._lanes_dirty.clear()
         self._me_dirty = False
+        # lanes in the registry's order, as a full recompute has them (several new lanes come from a
+        # set; a worker made again under an old name is last in the registry), then gone lanes
+        order = [lid for lid in by_id if lid in self.lanes] + [lid for lid in self.order if lid not in by_id]
+        if order != self.order:
+            self.order = order
+            headers_changed = True
         went = any(lid not in by_id and not self.lanes[lid].header.get("gone") for lid in self.order)
         gone_lanes = LOCAL_OWNER in reread and any(lane.header.get("gone") for lane in self.lanes.values())
         if went or headers_changed or gone_lanes:  # a gone lane may come or go: look at every pointer

@@ -22,11 +22,17 @@ def test_quick_benchmark_writes_results_with_every_figure(tmp_path):
     data = json.loads((tmp_path / "results.quick.json").read_text())
     assert data["quick"] is True and data["machine"]["torch"].startswith("2.13.0")
     names = [r["name"] for r in data["results"]]
-    for expected in ("LoggingTensor 1-element add", "pointer op round trip (1 element, VirtualWorker)",
+    for expected in ("LoggingTensor 1-element add",
+                     "pointer op round trip (1 element, VirtualWorker, through the worker service)",
                      "send + get of 1000x1000 (VirtualWorker)",
                      "training step: op-by-op pointers vs one plan message (VirtualWorker)",
-                     "websocket pointer op round trip (1-element add)"):
+                     "websocket pointer op round trip (1-element add)",
+                     "shared 100x100 matmul in process (VirtualWorkers) vs a plain float32 matmul",
+                     "RayWorker pointer op (1-element add) vs a bare actor call doing the same op"):
         assert expected in names
+    # every module's figures are there: secure computation over worker processes, and the event path
+    assert any(n.startswith("a ping round trip to a party") for n in names)
+    assert any(n.startswith("one object's change, event-driven") for n in names)
     for r in data["results"]:
         assert "error" not in r, r
         assert isinstance(r["value"], (int, float)) and r["value"] == r["value"]  # a number, not NaN

@@ -74,8 +74,17 @@ class Panel:
         return next((o for o in (lane or {}).get("objects", []) if name in o.get("names", [])), None)
 
     def matches_kernel(self):
+        """The panel's world (a snapshot plus every patch since) equals the kernel's world computed
+        afresh. Reading the kernel's world runs code there, which may release objects (garbage
+        collection) and so push a patch: the panel applies what was pushed before comparing."""
+        kernel_world = self.kernel.eval(WORLD)
+        self.sync()
         mine = {k: v for k, v in self.world.items() if k != "rev"}
-        return mine == self.kernel.eval(WORLD)
+        if mine != kernel_world:
+            import difflib, json  # noqa: E401  (only to explain a failure)
+            a, b = (json.dumps(w, indent=1, sort_keys=True).splitlines() for w in (mine, kernel_world))
+            print("\n".join(difflib.unified_diff(a, b, "panel", "kernel", lineterm="", n=2)))
+        return mine == kernel_world
 
 
 def run(kernel, code):

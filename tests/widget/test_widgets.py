@@ -487,3 +487,25 @@ def test_the_static_svg_draws_a_tree_one_column_per_share_and_any_layer_from_its
     assert "NoteTensor" in text and all(line in text for line in note["display"]["lines"])
     # a plain chain stays one column
     assert len(set(re.findall(r'<rect x="(\d+)"', text))) == 1
+
+
+def test_new_lanes_keep_the_registry_order_as_a_recomputed_world_does():
+    """Workers made in one cell arrive in one update: their lanes are in the order the world
+    itself gives (the registry's), whatever order the tracker read them in."""
+    t = tracker.WorldTracker({})
+    t.update()
+    names = [f"lane{i}" for i in range(8)]  # enough that a set's order would differ
+    made = [sy.VirtualWorker(n) for n in names]
+    try:
+        t.after_commands()
+        got = [ln["id"] for ln in t.update()["workers"]]
+        assert got == [ln["id"] for ln in world_dict({})["workers"]]
+        assert got[-8:] == names
+        made[2].close()  # made again under the same name: last in the registry, and in the view
+        made[2] = sy.VirtualWorker("lane2")
+        t.after_commands()
+        got = [ln["id"] for ln in t.update()["workers"]]
+        assert got == [ln["id"] for ln in world_dict({})["workers"]] and got[-1] == "lane2"
+    finally:
+        for w in made:
+            w.close()
