@@ -465,16 +465,15 @@ def relu(x: AST) -> AST:
     if ready is not None and (ready[0].provider is not provider
                               or any(a is not b for a, b in zip(ready[1], x.parties))):
         ready = None
+    plan = ("relu", n, shape)
     if ready is not None:  # made during the last relu of this shape: the offline phase
         dealer, _, items = ready
     else:
-        dealer = Dealer(provider, n)
-        items = _plan_msb(dealer, n, shape, masked=True)
+        dealer, items = Dealer.planned(provider, n, plan, lambda d: _plan_msb(d, n, shape, masked=True))
     bit = items[3]
     dealer.generate(x.parties)
     # The next relu's material: its dealer program rides in this relu's first adder round.
-    nxt = Dealer(provider, n)
-    nxt_items = _plan_msb(nxt, n, shape, masked=True)
+    nxt, nxt_items = Dealer.planned(provider, n, plan, lambda d: _plan_msb(d, n, shape, masked=True))
 
     def first(i, p):
         a = dealer.part(bit, i)[2]

@@ -52,6 +52,28 @@ class Dealer:
         self._width = 0
         self.packed = None
         self.rows = None  # per party: a pointer to its stored row, or None (pieces travel inline)
+        self._programmed = False
+
+    @classmethod
+    def planned(cls, provider, n_parties: int, key, build):
+        """A dealer whose items ``build(dealer)`` records; for a remote provider the recorded
+        program (ops on no value: randint and arithmetic on its draws) is kept per ``key`` and
+        reused, so a step of the same shape records nothing. Returns (dealer, build's result)."""
+        d = cls(provider, n_parties)
+        if d.prog.local:
+            return d, build(d)
+        t = _templates.get(key)
+        if t is None:
+            made = build(d)
+            d.program()
+            if len(_templates) >= TEMPLATE_KEYS:
+                _templates.pop(next(iter(_templates)))
+            _templates[key] = (d.prog.nodes, d.prog._open[0], d.items, d._width, made)
+            return d, made
+        nodes, out, items, width, made = t
+        d.prog.nodes, d.prog._open = nodes, [out]  # read only from here on: the template's lists
+        d.items, d._width, d._programmed = items, width, True
+        return d, made
 
     # --- helpers on the provider ------------------------------------------------------------
     def _rand(self, shape, low=_LOW, high=_HIGH):
@@ -183,6 +205,9 @@ class Dealer:
     # --- delivery -----------------------------------------------------------------------------
     def program(self) -> Program:
         """The provider's program, ready to run (alone or in a round with the parties')."""
+        if self._programmed:
+            return self.prog
+        self._programmed = True
         if self.prog.local:
             for b in self.blocks:
                 self.prog.open(b)
@@ -241,6 +266,8 @@ class Dealer:
 # one dealer round (and one delivery round when the rows are large), so most products are the
 # two online rounds alone. Each triple is used once. The pool holds the same material a single
 # product's dealer round brings here, for at most POOL_KEYS shapes.
+TEMPLATE_KEYS = 16
+_templates: dict = {}  # Dealer.planned: recorded dealer programs (no values in them) per step and shape
 POOL_MAX = 16
 POOL_BYTES = 2 * 1024 * 1024
 POOL_KEYS = 32
