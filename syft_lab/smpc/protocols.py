@@ -286,8 +286,7 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
     n = len(x.shares)
     shape = tuple(x.shape)
     if dealer is None:
-        dealer = Dealer(_provider(x), n)
-        items = _plan_msb(dealer, n, shape)
+        dealer, items = Dealer.planned(_provider(x), n, ("msb", n, shape), lambda d: _plan_msb(d, n, shape))
         dealer.generate(x.parties)
     csa, g0, levels, bit = items[:4]
     zero_cache = {}
