@@ -19,6 +19,7 @@ from ..tensors.additive_sharing import AdditiveSharingTensor
 from ..tensors.base import ChainLayer
 from ..tensors.fixed_precision import (DEFAULT_BASE, DEFAULT_PRECISION, FixedPrecisionTensor, check_precision,
                                        encode)
+from ..workers.modules import module_tensors as _tensors
 from .engine import ENGINE
 
 
@@ -41,16 +42,6 @@ def share(t, *workers, crypto_provider=None) -> AdditiveSharingTensor:
 
 
 # --- modules ------------------------------------------------------------------------------------
-
-def _tensors(module: nn.Module):
-    seen = set()
-    for m in module.modules():
-        for store in (m._parameters, m._buffers):
-            for t in store.values():
-                if t is not None and id(t) not in seen:
-                    seen.add(id(t))
-                    yield t
-
 
 def _replace(old, new, what: str) -> None:
     old.grad = None

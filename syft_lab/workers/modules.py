@@ -15,7 +15,8 @@ from ..errors import SyftError
 from ..tensors.pointer import PointerTensor
 
 
-def _module_tensors(module: nn.Module):
+def module_tensors(module: nn.Module):
+    """A module's parameters and buffers, each once (tied weights are one tensor)."""
     seen = set()
     for m in module.modules():
         for store in (m._parameters, m._buffers):
@@ -36,7 +37,7 @@ def _swap(old, new, what):
 
 
 def send_module(module: nn.Module, worker) -> nn.Module:
-    tensors = list(_module_tensors(module))
+    tensors = list(module_tensors(module))
     if any(isinstance(t, PointerTensor) for t in tensors):
         raise SyftError("this module's parameters are pointers already: call module.get() first")
     for t in tensors:
@@ -56,7 +57,7 @@ def _send_in_place(t, worker, what: str) -> None:
 
 
 def get_module(module: nn.Module) -> nn.Module:
-    for t in list(_module_tensors(module)):
+    for t in list(module_tensors(module)):
         if not isinstance(t, PointerTensor):
             continue
         grad = t.grad
@@ -78,7 +79,7 @@ def get_module(module: nn.Module) -> nn.Module:
 def move_module(module: nn.Module, worker) -> nn.Module:
     """In place: every parameter pointer moves to ``worker`` (worker to worker, and its
     gradient with it); local parameters are sent there."""
-    for t in list(_module_tensors(module)):
+    for t in list(module_tensors(module)):
         if isinstance(t, PointerTensor):
             if t.location is worker:
                 continue

@@ -81,21 +81,26 @@ def token_file(tmp_path_factory, token) -> Path:
     return p
 
 
-@pytest.fixture(scope="session")
-def worker_procs(token_file):
-    """bob and alice, started once for the session."""
-    procs = {}
-    threads = []
-    for wid in ("bob", "alice"):
-        procs[wid] = WorkerProcess(wid, token_file)
-        threads.append(threading.Thread(target=procs[wid].start))
+def start_processes(worker_ids, token_file) -> dict:
+    """Worker processes for these ids, started side by side; a test fails if one does not start."""
+    procs = {wid: WorkerProcess(wid, token_file) for wid in worker_ids}
+    threads = [threading.Thread(target=p.start) for p in procs.values()]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     for p in procs.values():
         if p.url is None:
+            for q in procs.values():
+                q.kill()
             pytest.fail(f"worker {p.worker_id} did not start: {''.join(p.stderr_lines)}")
+    return procs
+
+
+@pytest.fixture(scope="session")
+def worker_procs(token_file):
+    """bob and alice, started once for the session."""
+    procs = start_processes(("bob", "alice"), token_file)
     yield procs
     for p in procs.values():
         p.kill()

@@ -1,7 +1,6 @@
 """Parties for the secure computation tests: in-process workers, and real worker processes."""
 import gc
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ from syft_lab.workers.websocket import WebSocketWorker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: where the `network` package is
 
-from network.conftest import WorkerProcess, token, token_file  # noqa: E402,F401
+from network.conftest import start_processes, token, token_file  # noqa: E402,F401
 
 
 def _stores_empty(workers):
@@ -61,15 +60,7 @@ def parties(request):
 @pytest.fixture(scope="module")
 def smpc_procs(token_file):
     """alice, bob, dave (parties) and carol (crypto provider) as worker processes on 127.0.0.1."""
-    procs = {w: WorkerProcess(w, token_file) for w in ("alice", "bob", "carol", "dave")}
-    threads = [threading.Thread(target=p.start) for p in procs.values()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for p in procs.values():
-        if p.url is None:
-            pytest.fail(f"worker {p.worker_id} did not start: {''.join(p.stderr_lines)}")
+    procs = start_processes(("alice", "bob", "carol", "dave"), token_file)
     yield procs
     for p in procs.values():
         p.kill()
