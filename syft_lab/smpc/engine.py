@@ -10,7 +10,7 @@ import torch
 
 from ..errors import SyftError
 from ..tensors.additive_sharing import AdditiveSharingTensor, set_engine
-from ..tensors.base import ChainLayer
+from ..tensors.base import ChainLayer, flat_layers
 from ..workers.base import BaseWorker
 from . import protocols, ring
 
@@ -23,16 +23,6 @@ _PER_SHARE = {aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose
               aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.repeat,
               aten.narrow, aten.flatten, aten.sum, aten.neg, aten.unfold, aten.contiguous, aten.movedim}
 _BILINEAR = {aten.mul, aten.mm, aten.bmm, aten.convolution, aten.matmul}
-
-
-def _shared_args(args):
-    found = []
-    for a in args:
-        if isinstance(a, AST):
-            found.append(a)
-        elif type(a) in (list, tuple):
-            found.extend(b for b in a if isinstance(b, AST))
-    return found
 
 
 def check_same_parties(tensors) -> AST:
@@ -108,7 +98,7 @@ class Engine:
 
     # --- dispatch ------------------------------------------------------------------------------
     def dispatch(self, func, args, kwargs):
-        shared = _shared_args(list(args) + list(kwargs.values()))
+        shared = flat_layers(AST, list(args) + list(kwargs.values()))
         x = check_same_parties(shared)
         packet = func.overloadpacket
         if packet in (aten.detach, aten.alias, aten.lift_fresh):  # the same value: the same shares

@@ -19,7 +19,7 @@ import torch
 
 from ..errors import SyftError
 from .additive_sharing import AdditiveSharingTensor, engine
-from .base import ChainLayer, make_layer
+from .base import ChainLayer, flat_layers, make_layer
 from .registry import register_layer
 
 aten = torch.ops.aten
@@ -188,19 +188,9 @@ FPT = FixedPrecisionTensor
 
 # --- helpers -------------------------------------------------------------------------------------
 
-def _layers(args):
-    found = []
-    for a in args:
-        if isinstance(a, FPT):
-            found.append(a)
-        elif type(a) in (list, tuple):
-            found.extend(b for b in a if isinstance(b, FPT))
-    return found
-
-
 def _like(args, kwargs=None) -> FPT:
     """The FixedPrecisionTensor among the args that gives the result's precision (all agree)."""
-    found = _layers(list(args) + list((kwargs or {}).values()))
+    found = flat_layers(FPT, list(args) + list((kwargs or {}).values()))
     first = found[0]
     for f in found[1:]:
         if f.scale != first.scale or f.base != first.base:
