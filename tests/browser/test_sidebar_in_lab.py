@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from playwright.sync_api import expect
+from lab_steps import run_cell, widen_sidebar
 
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -141,36 +142,6 @@ def open_doc(page, path: str) -> Notebook:
     page.wait_for_function("(p) => { const w = window.jupyterapp.shell.currentWidget;"
                            " return w && w.context && w.context.path === p; }", arg=path, timeout=60_000)
     return Notebook(page)
-
-
-def run_cell(nb: Notebook, index: int):
-    """Run code cell ``index`` of the open notebook (as Shift+Enter would) and wait for it."""
-    nb.page.evaluate("""async (i) => {
-        const panel = window.jupyterapp.shell.currentWidget;
-        panel.content.activeCellIndex = i;
-        await window.jupyterapp.commands.execute('notebook:run-cell');
-    }""", index)
-    nb.page.wait_for_function(
-        """(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];
-                   return c.model.executionCount !== null
-                     && !c.node.querySelector('.jp-InputArea-prompt').textContent.includes('*'); }""",
-        arg=index, timeout=120_000)
-    nb.wait_idle()
-
-
-def widen_sidebar(page, width: int):
-    """Drag the right sidebar's edge (the last split handle of the main area) to ``width`` px."""
-    box = page.evaluate("""() => {
-        const hs = Array.from(document.querySelectorAll('#jp-main-split-panel > .lm-SplitPanel-handle'))
-            .filter(h => !h.classList.contains('lm-mod-hidden') && h.offsetWidth > 0);
-        const r = hs[hs.length - 1].getBoundingClientRect();
-        return {x: r.x + r.width / 2, y: r.y + r.height / 2};
-    }""")
-    right = page.evaluate("() => document.getElementById('jp-right-stack').getBoundingClientRect().right")
-    page.mouse.move(box["x"], box["y"])
-    page.mouse.down()
-    page.mouse.move(right - width, box["y"], steps=8)
-    page.mouse.up()
 
 
 def update_readme_image(shot: Path) -> None:

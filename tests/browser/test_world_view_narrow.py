@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from playwright.sync_api import expect
+from lab_steps import widen_sidebar
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -54,21 +55,6 @@ def show_panel(page):
     panel = page.locator("#syft-lab-sidebar")
     expect(panel).to_be_visible()
     return panel
-
-
-def widen_sidebar(page, width: int):
-    """Drag the right sidebar's edge (the last split handle of the main area) to ``width`` px."""
-    box = page.evaluate("""() => {
-        const hs = Array.from(document.querySelectorAll('#jp-main-split-panel > .lm-SplitPanel-handle'))
-            .filter(h => !h.classList.contains('lm-mod-hidden') && h.offsetWidth > 0);
-        const r = hs[hs.length - 1].getBoundingClientRect();
-        return {x: r.x + r.width / 2, y: r.y + r.height / 2};
-    }""")
-    right = page.evaluate("() => document.getElementById('jp-right-stack').getBoundingClientRect().right")
-    page.mouse.move(box["x"], box["y"])
-    page.mouse.down()
-    page.mouse.move(right - width, box["y"], steps=8)
-    page.mouse.up()
 
 
 def test_the_sidebars_narrow_lanes_keep_their_buttons_whole(open_notebook, artifacts):

@@ -9,6 +9,7 @@ import re
 
 import pytest
 from playwright.sync_api import expect
+from lab_steps import run_cell
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -23,27 +24,13 @@ node = clients[0].node""", "sy.inspect()", "import ray\nray.kill(clients[7].acto
          "sy.ray.shutdown()"]
 
 
-def run_cell(nb, index: int):
-    nb.page.evaluate("""async (i) => {
-        const panel = window.jupyterapp.shell.currentWidget;
-        panel.content.activeCellIndex = i;
-        await window.jupyterapp.commands.execute('notebook:run-cell');
-    }""", index)
-    nb.page.wait_for_function(
-        """(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];
-                   return c.model.executionCount !== null
-                     && !c.node.querySelector('.jp-InputArea-prompt').textContent.includes('*'); }""",
-        arg=index, timeout=240_000)
-    nb.wait_idle(timeout=240_000)
-
-
 def test_ray_workers_fold_into_an_overview_by_node_and_state(open_notebook, artifacts):
     nb = open_notebook("ray_world.ipynb", CELLS, run=False)
     try:
-        run_cell(nb, 0)
+        run_cell(nb, 0, timeout=240_000)
         node = nb.kernel_eval("node").strip("'")
         assert re.fullmatch(r"[\w.:-]+", node), node
-        run_cell(nb, 1)
+        run_cell(nb, 1, timeout=240_000)
         out = nb.output(1)
         out.locator(".syft-lane").first.wait_for()
         overview = out.locator(".syft-overview")
@@ -63,7 +50,7 @@ def test_ray_workers_fold_into_an_overview_by_node_and_state(open_notebook, arti
         expect(lane.locator(".syft-obj")).to_have_count(1)
         out.screenshot(path=str(artifacts / "world-ray-overview.png"))
         # an actor dies: its seven workers are down, grouped apart by state, greyed; their pointers dangle
-        run_cell(nb, 2)
+        run_cell(nb, 2, timeout=240_000)
         overview.locator(".syft-ov-group-by").select_option("state")
         down = overview.locator(".syft-ov-group:not([data-group='connected']) .syft-ov-worker.syft-ov-down")
         expect(down).to_have_count(7, timeout=30_000)
@@ -77,4 +64,4 @@ def test_ray_workers_fold_into_an_overview_by_node_and_state(open_notebook, arti
         expect(last.locator("[data-action]")).to_have_count(0)
         out.screenshot(path=str(artifacts / "world-ray-actor-died.png"))
     finally:
-        run_cell(nb, 3)
+        run_cell(nb, 3, timeout=240_000)

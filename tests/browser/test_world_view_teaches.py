@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
+from lab_steps import run_cell
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -38,21 +39,6 @@ def update_readme_image(shot: Path, name: str) -> None:
     if not docs.exists() or os.environ.get("SYFT_LAB_UPDATE_SCREENSHOTS") == "1":
         docs.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, docs)
-
-
-def run_cell(nb, index: int):
-    """Run code cell ``index`` (as Shift+Enter would) and wait for it."""
-    nb.page.evaluate("""async (i) => {
-        const panel = window.jupyterapp.shell.currentWidget;
-        panel.content.activeCellIndex = i;
-        await window.jupyterapp.commands.execute('notebook:run-cell');
-    }""", index)
-    nb.page.wait_for_function(
-        """(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];
-                   return c.model.executionCount !== null
-                     && !c.node.querySelector('.jp-InputArea-prompt').textContent.includes('*'); }""",
-        arg=index, timeout=120_000)
-    nb.wait_idle()
 
 
 def world_of(nb, index):
