@@ -23,7 +23,7 @@ import torch
 from .errors import SyftError
 from .wire.format import DEFAULT_MAX_MESSAGE_SIZE
 from .workers.base import check_worker_id
-from .workers.limits import DEFAULT_MAX_OBJECTS, Limits
+from .workers.limits import DEFAULT_MAX_OBJECTS, Limits, fmt_bytes
 from .workers.server import (DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PENDING_HANDSHAKES,
                              DEFAULT_SESSION_GRACE, WorkerServer, read_token)
 
@@ -122,7 +122,8 @@ def run_worker(argv) -> int:
                 importlib.import_module(module)
             except ImportError as e:
                 raise SyftError(f"--layers {module}: cannot import it ({e})") from None
-        limits = Limits(max_bytes=args.max_memory, max_objects=args.max_objects)
+        limits = Limits(max_bytes=args.max_memory, max_objects=args.max_objects,
+                        **({} if args.max_memory is None else {"source": "--max-memory"}))
         server = WorkerServer(args.id, args.host, args.port, token=token, ssl=ssl_ctx,
                               max_message_size=args.max_message_size, max_connections=args.max_connections,
                               max_pending_handshakes=args.max_pending_handshakes,
@@ -136,6 +137,8 @@ def run_worker(argv) -> int:
               "(set SYFT_LAB_TOKEN or --token-file)", file=sys.stderr)
 
     def ready(s):
+        print(f"syft-lab worker {args.id}: memory budget {fmt_bytes(limits.max_bytes)} ({limits.source}), "
+              f"at most {limits.max_objects} objects", file=sys.stderr, flush=True)
         print(f"syft-lab worker {args.id} listening on {s.url}", flush=True)
 
     try:

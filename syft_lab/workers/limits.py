@@ -31,12 +31,80 @@ def _physical_memory() -> int:
         return 16 * GiB
 
 
-def _cgroup_memory() -> int | None:
+UNLIMITED_CGROUP = 2**62  # cgroup v1 writes "no limit" as 2**63 - 4096 (PAGE_COUNTER_MAX pages)
+
+
+def _own_cgroups(text: str) -> dict[str, str]:
+    """``/proc/self/cgroup``: controller -> this process's cgroup path; cgroup v2's under ""."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(",") if parts[1] else [""]:
+                out[controller] = parts[2]
+    return out
+
+
+def _cgroup_mounts(text: str) -> list[tuple[str, str, str, set]]:
+    """``/proc/self/mountinfo``: (fstype, mount root, mount point, super options) of cgroup mounts."""
+    mounts = []
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        if not sep:
+            continue
+        fields, rest = left.split(), right.split()
+        if len(fields) >= 5 and len(rest) >= 3 and rest[0] in ("cgroup", "cgroup2"):
+            mounts.append((rest[0], fields[3], fields[4], set(rest[2].split(","))))
+    return mounts
+
+
+def _limit_walking_up(mount_point: str, mount_root: str, cgroup: str, filename: str) -> int | None:
+    """The smallest limit in ``filename`` from this process's cgroup up to the mount's top: a
+    parent's limit binds its children (v1 with use_hierarchy, always in v2)."""
+    if not (cgroup == mount_root or cgroup.startswith(mount_root.rstrip("/") + "/")):
+        return None  # our cgroup is outside what this mount shows (another namespace)
+    rel = cgroup[len(mount_root.rstrip("/")):].strip("/")
+    parts = rel.split("/") if rel else []
+    found = None
+    for depth in range(len(parts), -1, -1):
+        path = os.path.join(mount_point, *parts[:depth], filename)
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < UNLIMITED_CGROUP:
+            found = int(text) if found is None else min(found, int(text))
+    return found
+
+
+def cgroup_memory_limit(proc_cgroup: str | None = None, mountinfo: str | None = None) -> tuple[int, str] | None:
+    """This process's cgroup memory limit and where it was read, or None: cgroup v1's
+    ``memory.limit_in_bytes`` under the memory controller's mount, cgroup v2's ``memory.max``,
+    each for the process's own cgroup (``/proc/self/cgroup``) and its ancestors."""
     try:
-        text = open("/sys/fs/cgroup/memory.max").read().strip()
+        if proc_cgroup is None:
+            with open("/proc/self/cgroup") as f:
+                proc_cgroup = f.read()
+        if mountinfo is None:
+            with open("/proc/self/mountinfo") as f:
+                mountinfo = f.read()
     except OSError:
         return None
-    return int(text) if text.isdigit() else None
+    own = _own_cgroups(proc_cgroup)
+    best = None
+    for fstype, root, point, options in _cgroup_mounts(mountinfo):
+        if fstype == "cgroup" and "memory" in options and "memory" in own:
+            limit = _limit_walking_up(point, root, own["memory"], "memory.limit_in_bytes")
+            where = f"cgroup v1 {os.path.join(point, own['memory'].lstrip('/'))}"
+        elif fstype == "cgroup2" and "" in own:
+            limit = _limit_walking_up(point, root, own[""], "memory.max")
+            where = f"cgroup v2 {os.path.join(point, own[''].lstrip('/'))}"
+        else:
+            continue
+        if limit is not None and (best is None or limit < best[0]):
+            best = (limit, where)
+    return best
 
 
 def _address_space_left() -> int | None:
@@ -52,15 +120,30 @@ def _address_space_left() -> int | None:
     return max(soft - used, 0)
 
 
+def memory_limits() -> list[tuple[int, str]]:
+    """Every bound found on this process's memory, with where it comes from."""
+    found = [(_physical_memory(), "physical memory")]
+    cgroup = cgroup_memory_limit()
+    if cgroup is not None:
+        found.append(cgroup)
+    left = _address_space_left()
+    if left is not None:
+        found.append((left, "RLIMIT_AS left"))
+    return found
+
+
+def default_budget() -> tuple[int, str]:
+    """``(bytes, where it comes from)``: 8 GiB, or half of the tightest bound on this process's
+    memory if that is less (physical memory, its cgroup's limit, what RLIMIT_AS leaves). Half,
+    because torch itself, its allocator and uncounted temporaries take some."""
+    limit, where = min(memory_limits())
+    if limit // 2 >= 8 * GiB:
+        return 8 * GiB, "the default"
+    return limit // 2, f"half of {fmt_bytes(limit)}: {where}"
+
+
 def default_max_bytes() -> int:
-    """8 GiB, or half of the memory this process may use if that is less: physical memory,
-    its cgroup's memory.max, and what RLIMIT_AS leaves. Half, because ops need workspace
-    beyond their outputs and replies need buffers."""
-    budgets = [8 * GiB, _physical_memory() // 2]
-    for limit in (_cgroup_memory(), _address_space_left()):
-        if limit is not None:
-            budgets.append(limit // 2)
-    return min(budgets)
+    return default_budget()[0]
 
 
 @dataclass(frozen=True)
@@ -69,10 +152,13 @@ class Limits:
 
     max_bytes: int | None = None
     max_objects: int = DEFAULT_MAX_OBJECTS
+    source: str = "given"  # where max_bytes comes from (the default says which bound it halves)
 
     def __post_init__(self):
         if self.max_bytes is None:
-            object.__setattr__(self, "max_bytes", default_max_bytes())
+            budget, source = default_budget()
+            object.__setattr__(self, "max_bytes", budget)
+            object.__setattr__(self, "source", source)
         if type(self.max_bytes) is not int or self.max_bytes <= 0:
             raise ValueError(f"max_bytes must be a positive number of bytes, got {self.max_bytes!r}")
         if type(self.max_objects) is not int or self.max_objects <= 0:

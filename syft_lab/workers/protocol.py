@@ -196,6 +196,7 @@ class FramedTransport(Transport):
         self.max_message_size = max_message_size
         self.progress = progress
         self.instance = None  # the service's instance id; changes when its process restarts
+        self.hello = None  # the service's last hello reply
         self._state = "disconnected"
         self._rid = 0
         self._in_flight: collections.deque = collections.deque()  # request ids sent, not answered
@@ -229,6 +230,7 @@ class FramedTransport(Transport):
         if self.instance is not None and hello.get("instance") != self.instance and self.client is not None:
             self.client._on_restart()
         self.instance = hello.get("instance")
+        self.hello = hello
         limit = hello.get("max_message_size")
         if type(limit) is int and limit > 0:
             self.max_message_size = min(self.max_message_size, limit)
@@ -511,6 +513,14 @@ class WorkerClient(BaseWorker):
     @property
     def state(self) -> str:
         return self.transport.state
+
+    @property
+    def limits(self) -> dict | None:
+        """The quotas the worker announced in its hello: ``{"max_bytes", "max_objects",
+        "source"}`` (``source``: where its memory budget comes from, e.g. its cgroup's limit),
+        or None (an in-process worker, which has none)."""
+        hello = getattr(self.transport, "hello", None)
+        return hello.get("limits") if type(hello) is dict else None
 
     @property
     def restarted(self) -> bool:

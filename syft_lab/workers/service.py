@@ -330,8 +330,13 @@ class WorkerService:
 
     # --- commands ------------------------------------------------------------------------
     def _hello(self, msg, session):
-        return {"worker": self.core.id, "v": WIRE_VERSION, "instance": self.instance,
-                "max_message_size": self.max_message_size, "session": session.id}
+        reply = {"worker": self.core.id, "v": WIRE_VERSION, "instance": self.instance,
+                 "max_message_size": self.max_message_size, "session": session.id}
+        limits = self.core.limits
+        if limits is not None:  # what a client may count on (an in-process worker has none)
+            reply["limits"] = {"max_bytes": limits.max_bytes, "max_objects": limits.max_objects,
+                               "source": limits.source}
+        return reply
 
     def _ping(self, msg, session):
         return "pong"

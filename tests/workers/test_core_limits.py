@@ -170,3 +170,25 @@ def test_a_stored_object_over_the_quota_is_not_kept():
     with pytest.raises(QuotaExceededError, match="3 objects"):
         c.store(torch.ones(1))
     assert len(c.objects) == 3
+
+
+def test_cgroup_limits_are_read_for_the_process_own_cgroup_v1_and_v2_walking_up(tmp_path):
+    from syft_lab.workers.limits import cgroup_memory_limit
+
+    v1, v2 = tmp_path / "memory", tmp_path / "unified"
+    (v1 / "outer" / "inner").mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # the root: no limit
+    (v1 / "outer" / "memory.limit_in_bytes").write_text(f"{3 * GiB}\n")
+    (v1 / "outer" / "inner" / "memory.limit_in_bytes").write_text(f"{5 * GiB}\n")  # the parent's binds
+    (v2 / "a" / "b").mkdir(parents=True)
+    (v2 / "a" / "memory.max").write_text(f"{2 * GiB}\n")
+    (v2 / "a" / "b" / "memory.max").write_text("max\n")
+    mounts = (f"35 31 0:32 / {v1} rw,relatime - cgroup cgroup rw,memory\n"
+              f"41 31 0:38 / {v2} rw,relatime - cgroup2 cgroup2 rw\n"
+              f"42 31 0:39 / /proc rw - proc proc rw\n")
+    assert cgroup_memory_limit("4:memory:/outer/inner\n1:cpu:/\n", mounts) == (3 * GiB, f"cgroup v1 {v1}/outer/inner")
+    assert cgroup_memory_limit("4:memory:/outer/inner\n0::/a/b\n", mounts) == (2 * GiB, f"cgroup v2 {v2}/a/b")
+    assert cgroup_memory_limit("0::/\n", mounts) is None
+    # a container whose mount shows only its own subtree (mount root /outer): paths are relative to it
+    inner_mount = f"35 31 0:32 /outer {v1 / 'outer'} rw - cgroup cgroup rw,memory\n"
+    assert cgroup_memory_limit("4:memory:/outer/inner\n", inner_mount)[0] == 3 * GiB
