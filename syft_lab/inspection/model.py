@@ -6,7 +6,11 @@ a field changes meaning or goes away.
 """
 from __future__ import annotations
 
+import itertools
+import weakref
+
 import torch
+from torch import nn
 
 from ..dtypes import dtype_name
 from ..ids import tensor_id
@@ -59,35 +63,84 @@ def chain(obj) -> Chain:
 
 # --- the world: every worker, its objects, and the pointers between them -------------------
 
-CONTAINER_BUDGET = 5000  # items of notebook lists/dicts a world snapshot looks into for pointers
-CONTAINER_DEPTH = 2  # data["bob"][0] at most
+CONTAINER_BUDGET = 5000  # items of notebook containers and modules a world snapshot looks into
+CONTAINER_ITEMS = 1000  # items looked at in one container: a huge list leaves budget to the others
+CONTAINER_DEPTH = 3  # fds['bob'].data, data["bob"][0], model.fc.weight at most
+# IPython's own names: its output cache (Out[10][0] would name a pointer) and input history.
+IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+
+
+def public_name(name) -> bool:
+    """A name a person gave: no ``_``, ``_5``, ``__``, ``_i3`` (IPython's cache) and no ``Out``."""
+    return type(name) is str and not name.startswith("_") and name not in IPYTHON_NAMES
+
+
+def is_named_target(value) -> bool:
+    """A tensor, a plan or a pointer: what a notebook name can stand for in the views. By the
+    value's type only (``isinstance`` would ask a dead weak proxy for its ``__class__``)."""
+    t = type(value)
+    return issubclass(t, (torch.Tensor, Plan, PlanPointer))
+
+
+def _sub_items(value):
+    """(path suffix, item) of a container, module or object a view may look into, read without
+    calling its overridable methods (a dict subclass's ``items``, a list's ``__iter__``): a
+    user's object never runs code because a view looked at it."""
+    t = type(value)
+    if issubclass(t, dict):
+        return ((f"[{k!r}]", v) for k, v in dict.items(value) if type(k) in (str, int))
+    if issubclass(t, (list, tuple)):
+        return ((f"[{i}]", v) for i, v in enumerate((list if issubclass(t, list) else tuple).__iter__(value)))
+    if issubclass(t, nn.Module):  # segment_1.0.weight: the module's qualified names
+        return _module_items(value)
+    parts = getattr(t, "_inspection_items", None)  # a syft object saying what it holds (datasets)
+    if callable(parts):
+        return parts(value)
+    return ()
+
+
+def _module_items(module):
+    for prefix, m in nn.Module.named_modules(module):
+        for store in (m.__dict__.get("_parameters") or {}, m.__dict__.get("_buffers") or {}):
+            for name, v in dict.items(store):
+                if v is not None:
+                    yield (f".{prefix}.{name}" if prefix else f".{name}"), v
 
 
 def container_items(namespace: dict | None):
-    """(path, value) for the tensors and pointers held inside the notebook's lists, tuples
-    and dicts (``data["bob"]``, ``ptrs[0]``): a pointer held there is named by its path.
-    Bounded: CONTAINER_BUDGET items in all, CONTAINER_DEPTH levels."""
+    """(path, value) of the tensors, pointers and plans held inside the notebook's containers,
+    modules and datasets (``data['bob']``, ``ptrs[0]``, ``segment_1.0.weight``,
+    ``fds['bob'].data``): a pointer held there is named by its path. Bounded (CONTAINER_BUDGET
+    items in all, CONTAINER_ITEMS of one container, CONTAINER_DEPTH levels, each container once: cycles end), and it never raises,
+    whatever lives in the namespace (an object that fails to be read is skipped)."""
     budget = [CONTAINER_BUDGET]
+    seen: set[int] = set()
 
     def walk(path, value, depth):
-        if isinstance(value, dict):
-            items = ((f"{path}[{k!r}]", v) for k, v in list(value.items()) if isinstance(k, (str, int)))
-        elif isinstance(value, (list, tuple)):
-            items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
-        else:
+        if id(value) in seen:
             return
-        for sub, v in items:
-            budget[0] -= 1
-            if budget[0] < 0:
-                return
-            if isinstance(v, torch.Tensor) or hasattr(v, "_ref"):
-                yield sub, v
-            elif depth < CONTAINER_DEPTH:
-                yield from walk(sub, v, depth + 1)
+        seen.add(id(value))
+        try:
+            for suffix, v in itertools.islice(_sub_items(value), CONTAINER_ITEMS):
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return
+                sub = path + suffix
+                if is_named_target(v):
+                    yield sub, v
+                elif depth < CONTAINER_DEPTH:
+                    yield from walk(sub, v, depth + 1)
+        except Exception:  # a container changed while read, a broken object: what was read stays
+            return
 
     for name, value in list((namespace or {}).items()):
-        if not name.startswith("_") and isinstance(value, (dict, list, tuple)):
+        if public_name(name) and not is_named_target(value) and type(value) not in _OPAQUE:
             yield from walk(name, value, 1)
+        if budget[0] < 0:
+            return
+
+
+_OPAQUE = frozenset(weakref.ProxyTypes) | {weakref.ref}
 
 
 class Names:
@@ -99,37 +152,47 @@ class Names:
         self.held_in: dict[int, list[str]] = {}  # pointer id -> container paths
         self.local: list = []  # (id, value) of local tensors and plans bound to a name
         self._shares: dict | None = None
-        # pointer id -> ((worker, id), {"group", "share"?}): share pointers inside named layers
+        # pointer id -> ((worker, id), {"group", "share"?}, the secret's name): share pointers
+        # inside the layers the notebook holds (by a name, in a container, as a parameter)
         self.share_pointers: dict = {}
         if not namespace:
             return
-        by_obj = self.by_obj
         for name, value in list(namespace.items()):
-            if name.startswith("_"):
-                continue
-            if isinstance(value, Plan):
-                if value.id not in by_obj:
-                    self.local.append((value.id, value))
-                by_obj.setdefault(value.id, []).append(name)
-                continue
-            if isinstance(value, PlanPointer):
-                by_obj.setdefault(value._ref.pointer_id, []).append(name)
-                continue
-            if not isinstance(value, torch.Tensor):
-                continue
-            if isinstance(value, PointerTensor):
-                by_obj.setdefault(value._ref.pointer_id, []).append(name)
-            else:
-                key = value.id if isinstance(value, ChainLayer) else tensor_id(value)
-                if key not in by_obj:
-                    self.local.append((key, value))
-                    if isinstance(value, ChainLayer):
-                        self._note_shares(value)
-                by_obj.setdefault(key, []).append(name)
+            if public_name(name) and is_named_target(value):
+                try:
+                    self._name(name, value)
+                except Exception:  # an object that cannot be read is not named: the view still renders
+                    continue
         for path, value in container_items(namespace):
-            ref = value.__dict__.get("_ref") if isinstance(value, torch.Tensor) else getattr(value, "_ref", None)
-            if ref is not None and hasattr(ref, "pointer_id"):
-                self.held_in.setdefault(ref.pointer_id, []).append(path)
+            try:
+                self._hold(path, value)
+            except Exception:
+                continue
+
+    def _name(self, name: str, value) -> None:
+        by_obj = self.by_obj
+        t = type(value)
+        if issubclass(t, Plan):
+            if value.id not in by_obj:
+                self.local.append((value.id, value))
+            by_obj.setdefault(value.id, []).append(name)
+        elif issubclass(t, (PointerTensor, PlanPointer)):
+            by_obj.setdefault(value._ref.pointer_id, []).append(name)
+        else:
+            key = value.id if issubclass(t, ChainLayer) else tensor_id(value)
+            if key not in by_obj:
+                self.local.append((key, value))
+                if issubclass(t, ChainLayer):
+                    self._note_shares(value, name)
+            by_obj.setdefault(key, []).append(name)
+
+    def _hold(self, path: str, value) -> None:
+        """A tensor, pointer or plan inside a container, module or dataset, at ``path``."""
+        ref = value.__dict__.get("_ref") if issubclass(type(value), torch.Tensor) else getattr(value, "_ref", None)
+        if ref is not None and hasattr(ref, "pointer_id"):
+            self.held_in.setdefault(ref.pointer_id, []).append(path)
+        elif issubclass(type(value), ChainLayer):  # a shared parameter, a shared tensor in a list
+            self._note_shares(value, path)
 
     @property
     def shares(self) -> dict:
@@ -146,12 +209,13 @@ class Names:
                     if share is not None:
                         info["share"] = share
                     self._shares[(r.location.id, r.id)] = info
-            for (loc, obj_id), info in self.share_pointers.values():
-                self._shares.setdefault((loc, obj_id), info)
+            for (loc, obj_id), info, secret in self.share_pointers.values():
+                self._shares.setdefault((loc, obj_id), dict(info)).setdefault("secret", secret)
         return self._shares
 
-    def _note_shares(self, layer) -> None:
-        """The share pointers in a named layer's chain (a shared tensor's): their group."""
+    def _note_shares(self, layer, secret: str) -> None:
+        """The share pointers in a layer's chain (a shared tensor's, wherever it is held: a
+        name, a list, a module's parameter): their group, their index, the secret's name."""
         for t in iter_chain(layer):
             d = t.__dict__
             ref = d.get("_ref")
@@ -159,7 +223,7 @@ class Names:
                 info = {"group": d["group"]}
                 if d.get("share") is not None:
                     info["share"] = d["share"]
-                self.share_pointers[ref.pointer_id] = ((ref.location.id, ref.id), info)
+                self.share_pointers.setdefault(ref.pointer_id, ((ref.location.id, ref.id), info, secret))
 
     def names(self, key) -> list[str]:
         return sorted(self.by_obj.get(key, ()))
@@ -204,8 +268,11 @@ def finish_entry(lane_id: str, o: dict, names: Names) -> dict:
     o["names"] = names.names(key)
     if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and key in names.held_in:
         o["held_in"] = sorted(names.held_in[key])[:3]
-    if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and "group" not in o and key in names.share_pointers:
-        o.update(names.share_pointers[key][1])
+    if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and key in names.share_pointers:
+        _loc, info, secret = names.share_pointers[key]
+        for k, v in info.items():
+            o.setdefault(k, v)
+        o.setdefault("secret", secret)  # the shared tensor this share is part of, by its name
     if lane_id != LOCAL_OWNER and "group" not in o:
         share = names.shares.get((lane_id, o["id"])) if names.shares else None
         if share is not None:  # one share of a secret (its values never are in the world)
@@ -241,7 +308,7 @@ def lane_of(w, names: Names, namespace_objects: bool = True) -> dict:
     local = []
     if w.id == LOCAL_OWNER:
         objects = [local_pointer_entry(r) for r in local_pointers(names)] + objects
-        local = [local_entry(key, t, names) for key, t in names.local]
+        local = [e for e in (_safe_local_entry(key, t, names) for key, t in names.local) if e is not None]
     lane["objects"] = [finish_entry(w.id, o, names) for o in objects] + local
     return lane
 
@@ -257,6 +324,15 @@ def local_entry(key: int, t, names: Names) -> dict:
                     if k in ("group", "crypto_provider") and v is not None:
                         o.setdefault(k, v)
     return o
+
+
+def _safe_local_entry(key: int, t, names: Names) -> dict | None:
+    """A named local object's row, or None when the object cannot be read (a tensor subclass
+    of the user's whose metadata raises): a view never fails for what a notebook holds."""
+    try:
+        return local_entry(key, t, names)
+    except Exception:
+        return None
 
 
 def world_dict(namespace: dict | None = None) -> dict:
