@@ -6,7 +6,8 @@
     p = torch.tensor([1., 2.]).send(bob)
     sy.chain(p), sy.world()          # the inspection model every view renders
 """
-from .errors import ObjectNotFoundError, RemoteError, SyftError, WorkerUnavailableError
+from .errors import (NotFoundError, NotSupportedError, ObjectNotFoundError, RemoteError, SyftError, SyftTypeError,
+                     SyftValueError, UnknownWorkerError, WorkerUnavailableError, left_out)
 from .hook import hook, is_hooked, unhook
 from .plans import Plan, PlanPointer, batch, plan
 from .inspection.model import Chain, World, chain, world
@@ -24,6 +25,7 @@ from .magics import load_ipython_extension  # noqa: E402
 local_worker = LocalWorker("me")
 
 __all__ = ["Plan", "PlanPointer", "batch", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
+           "NotFoundError", "NotSupportedError", "SyftTypeError", "SyftValueError", "UnknownWorkerError",
            "PointerTensor", "RemoteError", "SyftError", "VirtualWorker", "World",
            "WebSocketWorker", "WorkerUnavailableError", "all_workers", "start_worker", "load_ipython_extension", "chain", "get_worker", "hook", "is_hooked",
            "local_worker", "unhook", "world"]
@@ -38,7 +40,8 @@ __all__ += ["inspect", "show"]
 # Datasets held by workers, a loader that batches them where they are, averaging and rounds.
 from . import federated  # noqa: E402
 from .federated import BaseDataset, FederatedDataLoader, FederatedDataset, federated_avg  # noqa: E402
-__all__ += ["BaseDataset", "FederatedDataLoader", "FederatedDataset", "federated", "federated_avg"]
+from .federated.optimizers import Optims  # noqa: E402
+__all__ += ["BaseDataset", "FederatedDataLoader", "FederatedDataset", "Optims", "federated", "federated_avg"]
 
 # --- secure computation (syft_lab/smpc) ---
 # Fixed precision and additive secret sharing over Z_2^64 with a crypto provider:
@@ -53,3 +56,19 @@ __all__ += ["AdditiveSharingTensor", "FixedPrecisionTensor", "smpc"]
 from . import ray  # noqa: E402
 from .ray import RayWorker  # noqa: E402
 __all__ += ["RayWorker", "ray"]
+
+# --- PySyft 0.2 names left out by design (docs/pysyft.md says why and what to use) ---
+# Each is a stand-in whose call raises a one-line NotSupportedError naming our spelling.
+LEFT_OUT = {
+    "TorchHook": "call sy.hook() (no hook object; a worker is sy.VirtualWorker('bob'))",
+    "create_sandbox": "make the workers you need (bob = sy.VirtualWorker('bob')) and leave data on them with "
+                      "bob.load(x.tag('#boston'))",
+    "PublicGridNetwork": "search each worker: {w.id: w.search('#boston') for w in workers}",
+    "PrivateGridNetwork": "search each worker: {w.id: w.search('#boston') for w in workers}",
+    "Protocol": "send one sy.plan to each worker (plan.send(bob)) and run them in order",
+    "AutogradTensor": "plain torch autograd: pointers and shared tensors sit below it (requires_grad=True, "
+                      "loss.backward())",
+}
+for _name, _instead in LEFT_OUT.items():
+    globals()[_name] = left_out(f"sy.{_name}", _instead)
+__all__ += list(LEFT_OUT)

@@ -1,24 +1,28 @@
-"""sy.hook(): add syft methods (send, send_, tag, describe) to torch.Tensor and nn.Module.
+"""sy.hook(): add syft methods (send, send_, tag, describe, copy) to torch.Tensor and nn.Module.
 
 It wraps or patches no torch op and installs no mode, so plain tensors pay nothing.
-``sy.unhook()`` removes exactly what hook() added. Both are idempotent.
+``sy.unhook()`` removes exactly what hook() added. Both are idempotent. Packages above this one
+add their own methods to the tables with ``register_methods`` (smpc: ``fix_precision``;
+federated: ``Dataset.federate``). A worker may be named by its id (``model.send("alice")``).
 """
 from __future__ import annotations
 
 import torch
+from torch.utils.data import Dataset
 
 from .errors import SyftError
+from .workers.base import resolve_worker
 from .workers.modules import copy_module, get_module, move_module, send_module
 
 
 def _tensor_send(self, worker):
-    """A pointer to a copy of this tensor on ``worker``; this tensor is left as it was."""
-    return worker.send(self)
+    """A pointer to a copy of this tensor on ``worker`` (a worker or its id); this tensor is left as it was."""
+    return resolve_worker(worker).send(self)
 
 
 def _tensor_send_(self, worker):
     """In place: this very Python object becomes the pointer (the data is copied to ``worker``)."""
-    ptr = worker.send(self)
+    ptr = resolve_worker(worker).send(self)
     try:
         torch.utils.swap_tensors(self, ptr)
     except RuntimeError as e:
@@ -46,11 +50,16 @@ def _tensor_describe(self, description):
     return self
 
 
+def _tensor_copy(self):
+    """PySyft's ``.copy()``: a copy that stays where this tensor is (``clone()``, in the graph)."""
+    return self.clone()
+
+
 def _module_send(self, worker):
-    """In place: every parameter becomes a pointer to its copy on ``worker``.
+    """In place: every parameter becomes a pointer to its copy on ``worker`` (a worker or its id).
 
     Parameter objects keep their identity, so an optimizer built earlier still works."""
-    return send_module(self, worker)
+    return send_module(self, resolve_worker(worker))
 
 
 def _module_get(self):
@@ -60,7 +69,7 @@ def _module_get(self):
 
 def _module_move(self, worker):
     """In place: every parameter moves to ``worker`` (from wherever it is)."""
-    return move_module(self, worker)
+    return move_module(self, resolve_worker(worker))
 
 
 def _module_copy(self):
@@ -69,15 +78,28 @@ def _module_copy(self):
 
 
 _TENSOR_METHODS = {"send": _tensor_send, "send_": _tensor_send_, "tag": _tensor_tag,
-                   "describe": _tensor_describe}
+                   "describe": _tensor_describe, "copy": _tensor_copy}
 _MODULE_METHODS = {"send": _module_send, "get": _module_get, "move": _module_move, "copy": _module_copy}
+_DATASET_METHODS: dict = {}  # torch.utils.data.Dataset: federate (syft_lab/federated/datasets.py)
+_TABLES = {torch.Tensor: _TENSOR_METHODS, torch.nn.Module: _MODULE_METHODS, Dataset: _DATASET_METHODS}
 _added: list[tuple[type, str]] = []
+
+
+def register_methods(cls: type, methods: dict) -> None:
+    """Methods that sy.hook() adds to ``cls`` (one of torch.Tensor, nn.Module, Dataset) and
+    sy.unhook() removes; added at once when syft_lab is hooked already."""
+    _TABLES[cls].update(methods)
+    if _added:
+        for name, fn in methods.items():
+            if name not in cls.__dict__:
+                setattr(cls, name, fn)
+                _added.append((cls, name))
 
 
 def hook() -> None:
     if _added:
         return
-    for cls, methods in ((torch.Tensor, _TENSOR_METHODS), (torch.nn.Module, _MODULE_METHODS)):
+    for cls, methods in _TABLES.items():
         for name, fn in methods.items():
             if name in cls.__dict__:
                 raise SyftError(f"{cls.__name__}.{name} exists already; syft_lab will not replace it")

@@ -14,13 +14,13 @@ import re
 import torch
 
 from ..dtypes import parse_dtype
-from ..errors import SyftError
+from ..commands import all_workers, lookup
+from ..errors import SyftError, SyftTypeError, UnknownWorkerError
 from ..plans.pointer import PlanPointer
 from ..tensors.pointer import PointerTensor, RemoteHandle, mark_left
 from ..tensors.transfer import SendWithGrad
 
 _ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
-
 
 def check_worker_id(worker_id) -> str:
     if not isinstance(worker_id, str) or not _ID_RE.match(worker_id):
@@ -48,7 +48,7 @@ class BaseWorker:
             sender = getattr(obj, "_send_to", None)  # plans and modules know how to send themselves
             if sender is not None:
                 return sender(self)
-            raise TypeError(f"{self.id}.send expects a tensor, a chain, a plan or an nn.Module, "
+            raise SyftTypeError(f"{self.id}.send expects a tensor, a chain, a plan or an nn.Module, "
                             f"got {type(obj).__name__}")
         if isinstance(obj, PointerTensor):
             obj._check_alive()
@@ -127,3 +127,18 @@ class BaseWorker:
     def _incref(self, obj_id: int) -> None: ...
     def _search(self, query) -> list: ...
     def describe(self, obj_id: int) -> dict: ...
+
+
+def resolve_worker(worker, what: str = "a worker") -> BaseWorker:
+    """``worker`` itself, or the known worker with that id (PySyft code names workers by id:
+    ``model.send("alice")``); an unknown id is an UnknownWorkerError naming the known ones."""
+    if isinstance(worker, BaseWorker):
+        return worker
+    if isinstance(worker, str):
+        found = lookup(worker)
+        if found is None:
+            known = ", ".join(sorted(w.id for w in all_workers())) or "none yet: sy.VirtualWorker('bob') makes one"
+            raise UnknownWorkerError(f"no worker named {worker!r} (known workers: {known})")
+        return found
+    raise SyftTypeError(f"{what} is a worker (sy.VirtualWorker, sy.WebSocketWorker, sy.RayWorker) or its id, "
+                        f"got {type(worker).__name__}")

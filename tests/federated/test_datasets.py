@@ -96,7 +96,8 @@ def test_indices_give_a_non_iid_split(trio):
 @pytest.mark.parametrize("workers_arg, message", [
     ((), "at least one worker"),
     (None, "at least one worker"),
-    (["bob"], "takes workers"),
+    ([42], "is a worker .* or its id, got int"),
+    (["nobody"], r"no worker named 'nobody' \(known workers: .*bob"),
 ])
 def test_federate_refuses_bad_worker_lists(workers_arg, message, bob):
     with pytest.raises(sy.SyftError, match=message):
@@ -128,13 +129,38 @@ def test_bad_datasets_and_names_are_refused(bob, alice):
     assert len(bob.objects) == 0 and len(alice.objects) == 0
 
 
-def test_a_name_already_held_is_refused_and_nothing_is_added(bob, alice):
+def test_federating_a_name_again_from_this_kernel_replaces_its_own_parts(bob, alice, capsys):
+    """A re-run cell (or Run All): the same name federated again replaces what this kernel loaded."""
+    first = sy.BaseDataset(torch.zeros(4, 1), torch.zeros(4), name="twice").federate((bob, alice))
+    assert capsys.readouterr().out == ""
+    data, targets = numbered(6)
+    again = sy.BaseDataset(data, targets, name="twice").federate((bob, alice))
+    assert capsys.readouterr().out == "syft: replaced dataset 'twice' on bob, alice (federated before from this kernel)\n"
+    assert len(bob.objects) == 2 and len(alice.objects) == 2  # the new parts only
+    assert torch.equal(peek(again["alice"].data), data[3:])
+    assert torch.equal(peek(sy.FederatedDataset.from_workers((bob, alice), "twice")["bob"].targets), targets[:3])
+    with pytest.raises(sy.ObjectNotFoundError):
+        peek(first["bob"].data)  # the earlier parts are gone, their pointers say so
+    sy.BaseDataset(data, targets, name="twice").federate([bob])  # a narrower re-run: bob's part only
+    assert len(bob.objects) == 2 and len(alice.objects) == 2  # alice keeps the earlier run's part
+    sy.FederatedDataset.from_workers((bob, alice), "twice").unload()
+
+
+def test_a_name_someone_else_loaded_is_refused_and_nothing_is_added(bob, alice):
+    # another client loaded a dataset 'twice' on bob (what its federate sends: two loads with the tags)
+    for part, tag in (("data", "#data"), ("targets", "#target")):
+        bob.load(torch.zeros(2, 1) if part == "data" else torch.zeros(2), tags=["#dataset", "#twice", tag])
     ds = sy.BaseDataset(torch.zeros(4, 1), torch.zeros(4), name="twice")
-    first = ds.federate((bob, alice))
-    with pytest.raises(sy.SyftError, match="worker 'bob' holds a dataset 'twice' already.*from_workers"):
-        ds.federate((bob, alice))
-    assert len(bob.objects) == 2 and len(alice.objects) == 2
-    first.unload()
+    with pytest.raises(sy.SyftError, match="worker 'bob' holds a dataset 'twice' that this kernel did not "
+                                           "federate.*from_workers"):
+        ds.federate((alice, bob))
+    assert len(bob.objects) == 2 and len(alice.objects) == 0
+    mine = ds.federate((alice,))
+    with pytest.raises(sy.SyftError, match="did not federate"):  # a mix: mine on alice, theirs on bob
+        ds.federate((alice, bob))
+    assert len(alice.objects) == 2 and torch.equal(peek(mine["alice"].data), torch.zeros(4, 1))
+    mine.unload()
+    sy.FederatedDataset.from_workers([bob], "twice").unload()
 
 
 def test_a_closed_worker_is_named_and_a_failed_federate_leaves_nothing(trio, monkeypatch):
