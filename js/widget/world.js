@@ -923,8 +923,7 @@ export function createWorldView(ctx) {
     const scrolled = el.scrollTop || 0;
     const secTop = L.section.offsetTop || 0;
     const secH = L.section.offsetHeight;
-    // a lane out of the scroller's view: nothing to make, and its inside is not measured (the
-    // browser skips laying out lanes out of view: style.css content-visibility)
+    // a lane out of the scroller's view: nothing to make (it is made when a scroll shows it)
     if (secH && (secTop > scrolled + viewH || secTop + secH < scrolled)) return [0, 0];
     const bodyH = L.body.clientHeight || Infinity; // no layout (tests): the lane is as tall as its rows
     const listTop = secTop + (L.body.offsetTop || 0);
@@ -1139,8 +1138,10 @@ export function createWorldView(ctx) {
     if (world) update(world, focus, true);
   }
 
+  // the scroller resized, or the lanes' grid did (a lane grew or shrank): rows and arrows again
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(() => schedule()) : null;
   ro?.observe(el);
+  ro?.observe(lanesEl);
   // a notebook skips the layout of cells out of view: draw again when it shows
   const io = typeof IntersectionObserver !== "undefined"
     ? new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting)) schedule(); })
