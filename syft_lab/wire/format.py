@@ -82,6 +82,26 @@ class WireError(SyftError):
     """A message that breaks the wire format: wrong version, truncated, oversized, malformed."""
 
 
+class RejectedMessage(WireError):
+    """A well-formed frame whose content is refused (a shape of 65 sizes, an unknown dtype, a
+    budget it does not fit): the decoder stays in step, so the receiver answers request ``rid``
+    with ``error`` on the same connection and reads on."""
+
+    def __init__(self, rid: int, error: SyftError):
+        super().__init__(str(error))
+        self.rid, self.error = rid, error
+
+
+def _request_id(head) -> int | None:
+    """The request id ``r`` of a header whose values could not all be decoded, if it has one."""
+    try:
+        header = msgpack.unpackb(head, ext_hook=lambda code, data: None, raw=False, strict_map_key=False)
+    except Exception:  # not even msgpack: the frame itself is broken
+        return None
+    rid = header.get("r") if type(header) is dict else None
+    return rid if type(rid) is int and rid > 0 else None
+
+
 # --- encoding ------------------------------------------------------------------------------
 
 def _byte_view(t: torch.Tensor) -> memoryview:
@@ -197,7 +217,7 @@ def encode(header: dict, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         head = msgpack.packb(header, default=enc.default, use_bin_type=True, strict_types=True)
     except WireError:
         raise
-    except (TypeError, ValueError, OverflowError) as e:
+    except (TypeError, ValueError, OverflowError, struct.error) as e:
         raise WireError(f"cannot encode message: {e}") from None
     n = len(head)
     if n > MAX_HEADER_SIZE or n > max_message_size:
@@ -410,21 +430,41 @@ def _new_object(data: bytes) -> NewObject:
     return NewObject(obj_id, shape, dtype)
 
 
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError, MemoryError,
+                  UnicodeDecodeError, struct.error, msgpack.UnpackException, RuntimeError)
+# Decoded msgpack takes more memory as Python objects than as bytes (a 3-byte string is a
+# 50-byte str): a large header is counted at this many times its size while it waits.
+HEADER_EXPANSION = 24
+SMALL_HEADER = 64 * 2**10  # headers up to this size are not counted (a command's usual size)
+
+
 class Decoder:
     """Sans-I/O decoder for one connection: ``feed`` each received websocket message.
 
     Returns the decoded header (a dict) once a message is complete, ``None`` while streamed
-    buffers are still arriving. Raises WireError on anything malformed; the connection is then
-    out of step and must be closed (``broken`` is set). Dropping a decoder mid-message drops
-    the tensors being filled: nothing partial escapes.
+    buffers are still arriving. A frame that breaks the format raises WireError; the
+    connection is then out of step and must be closed (``broken`` is set). A well-formed frame
+    whose content is refused (a bad shape or dtype, a budget it does not fit) raises
+    RejectedMessage naming its request id when the header has one: the decoder skips the rest
+    of that message's buffers and stays in step. Dropping a decoder mid-message drops the
+    tensors being filled: nothing partial escapes.
+
+    ``budget``: an object with ``reserve(nbytes, what)`` (raises QuotaExceededError) and
+    ``release(nbytes)``: the bytes of each message (its buffers, and a large header's Python
+    objects) are reserved before they are allocated and stay reserved until ``release()`` (the
+    receiver has handed the message on) or the next message starts.
     """
 
-    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, chunk_size: int = CHUNK_SIZE):
+    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, chunk_size: int = CHUNK_SIZE,
+                 budget=None):
         self.max_message_size = max_message_size
         self.chunk_size = chunk_size
+        self.budget = budget
+        self.reserved = 0  # bytes reserved for the message being received or just handed on
         self._plain = _HeaderDecoder([])  # reused for messages without buffers
         self.broken = False
         self._pending = None  # (header, slots) while streamed buffers arrive
+        self._skipping = 0  # buffer bytes of a rejected streamed message still to come
         self._slot = 0
         self._offset = 0
         self.expected = 0  # bytes of streamed buffers in the current message
@@ -432,26 +472,73 @@ class Decoder:
 
     @property
     def in_message(self) -> bool:
-        return self._pending is not None
+        return self._pending is not None or self._skipping > 0
+
+    def release(self) -> None:
+        """Give back what was reserved for the last message (its receiver has handed it on)."""
+        n, self.reserved = self.reserved, 0
+        if n and self.budget is not None:
+            self.budget.release(n)
+
+    close = release  # a connection that ends gives back its message in progress too
 
     def feed(self, data):
         if self.broken:
             raise WireError("this connection sent a malformed message earlier")
         try:
+            if self._skipping:
+                return self._skip(data)
             if self._pending is None:
+                self.release()
                 return self._first(data)
             return self._chunk(data)
+        except RejectedMessage:
+            self._pending = None
+            self.release()
+            raise
         except WireError:
             self._fail()
             raise
-        except (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError, MemoryError,
-                UnicodeDecodeError, struct.error, msgpack.UnpackException, RuntimeError) as e:
+        except _DECODE_ERRORS as e:
             self._fail()
             raise WireError(f"malformed message: {type(e).__name__}: {str(e)[:200]}") from None
 
     def _fail(self):
         self.broken = True
         self._pending = None
+        self.release()
+
+    def _reserve(self, nbytes: int, what: str) -> None:
+        if self.budget is not None and nbytes:
+            self.budget.reserve(nbytes, what)
+            self.reserved += nbytes
+
+    def _header(self, head, slots, rid_source, skip: int):
+        """Decode a header whose frame is well formed; content it refuses is a RejectedMessage
+        when the header names its request (then ``skip`` streamed bytes follow and are dropped)."""
+        try:
+            if len(head) > SMALL_HEADER:
+                self._reserve(len(head) * HEADER_EXPANSION, "a message header")
+            decoder = _HeaderDecoder(slots) if slots else self._plain
+            decoder.depth = 0
+            header = decoder.unpack(head)
+            if type(header) is not dict:
+                raise WireError("a message header is a map")
+            for i, s in enumerate(slots):
+                if s.tensor is None:
+                    raise WireError(f"buffer {i} is not claimed by any tensor")
+            return header
+        except SyftError as e:
+            self._reject(rid_source, e, skip)
+        except _DECODE_ERRORS as e:
+            self._reject(rid_source, WireError(f"malformed message: {type(e).__name__}: {str(e)[:200]}"), skip)
+
+    def _reject(self, head, error: SyftError, skip: int):
+        rid = _request_id(head) if not isinstance(head, int) else head
+        if rid is None:
+            raise error if isinstance(error, WireError) else WireError(str(error))
+        self._skipping = skip
+        raise RejectedMessage(rid, error)
 
     def _first(self, data):
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -481,11 +568,8 @@ class Decoder:
             if head_len > self.max_message_size:
                 raise WireError(f"message of {head_len} bytes exceeds the maximum message size "
                                 f"{self.max_message_size}")
-            self._plain.depth = 0
-            header = self._plain.unpack(data[pos:])
-            if type(header) is not dict:
-                raise WireError("a message header is a map")
-            return header
+            head = data[pos:]
+            return self._header(head, [], head, 0)
         lengths = [_U64.unpack_from(data, _PREFIX.size + 8 * i)[0] for i in range(nbufs)]
         total = sum(lengths)
         if head_len + total > self.max_message_size:
@@ -498,21 +582,20 @@ class Decoder:
                 raise WireError("a streamed message carries no inline bytes")
         elif inline != total:
             raise WireError(f"truncated or padded message: {inline} buffer bytes, expected {total}")
+        head = data[pos:pos + head_len]
+        skip = total if streamed else 0
+        try:  # the buffers are reserved before the header allocates their tensors
+            self._reserve(total, "a message's tensors")
+        except SyftError as e:
+            self._reject(head, e, skip)
         slots = [_Slot(n) for n in lengths]
-        header = _HeaderDecoder(slots).unpack(data[pos:pos + head_len])
-        if type(header) is not dict:
-            raise WireError("a message header is a map")
-        if not slots:
-            return header
-        for i, s in enumerate(slots):
-            if s.tensor is None:
-                raise WireError(f"buffer {i} is not claimed by any tensor")
+        header = self._header(head, slots, head, skip)
         if not streamed:
             off = pos + head_len
             for s in slots:
                 _fill(s.tensor, 0, data[off:off + s.length])
                 off += s.length
-            _finish(slots)
+            self._finish(slots, header)
             return header
         self._pending = (header, [s for s in slots if s.length])
         self._slot = self._offset = 0
@@ -521,7 +604,7 @@ class Decoder:
             return self._complete()
         return None
 
-    def _chunk(self, data):
+    def _check_chunk(self, data, remaining: int) -> memoryview:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise WireError("a buffer chunk is a binary message, got text")
         data = memoryview(data)
@@ -529,8 +612,17 @@ class Decoder:
             raise WireError(f"a chunk of {len(data)} bytes exceeds the chunk size {self.chunk_size}")
         if not len(data):
             raise WireError("an empty chunk")
-        if self.received + len(data) > self.expected:
+        if len(data) > remaining:
             raise WireError("more buffer bytes than the message declared")
+        return data
+
+    def _skip(self, data):
+        """A chunk of a rejected streamed message: checked for framing, then dropped."""
+        self._skipping -= len(self._check_chunk(data, self._skipping))
+        return None
+
+    def _chunk(self, data):
+        data = self._check_chunk(data, self.expected - self.received)
         header, slots = self._pending
         pos = 0
         while pos < len(data):
@@ -550,8 +642,15 @@ class Decoder:
     def _complete(self):
         header, slots = self._pending
         self._pending = None
-        _finish(slots)
+        self._finish(slots, header)
         return header
+
+    def _finish(self, slots, header) -> None:
+        try:
+            _finish(slots)
+        except WireError as e:  # every byte has arrived: the connection is in step
+            rid = header.get("r")
+            self._reject(rid if type(rid) is int and rid > 0 else b"", e, 0)
 
 
 def _fill(t: torch.Tensor, offset: int, data: memoryview) -> None:

@@ -22,11 +22,20 @@ from ..plans.plan import StoredPlan
 from ..tensors import nodes
 from ..tensors.pointer import PointerTensor
 from ..wire.allowlist import check_call, check_result
+from ..wire.format import WireError
 from .limits import (Estimate, Limits, OutputEstimator, StorageLedger, check_input_sizes, check_quota, fmt_bytes,
-                     output_count, storages_of)
+                     output_count, storages_of, uncarriable)
 
 _Tensor = torch.Tensor
 _seq = (list, tuple)
+MAX_OBJECT_ID = 2**63 - 1  # ids a client may name (run_graph's outputs); the worker's own are 53-bit
+
+
+def _check_carriable(op, out, then: str) -> None:
+    """A result the wire could not carry back (65 dimensions) is refused, never stored."""
+    why = uncarriable(out) if isinstance(out, _Tensor) else None
+    if why is not None:
+        raise WireError(f"{op} returned {why}: {then}")
 
 
 class WorkerCore:
@@ -148,11 +157,13 @@ class WorkerCore:
             raise RemoteError(self.id, type(e).__name__, str(e)) from None
         if isinstance(out, _Tensor):
             check_result(op, out)
+            _check_carriable(op, out, "it was dropped")
             result = self._result(out, resolved, args)
         elif type(out) in _seq:
             for o in out:
                 if isinstance(o, _Tensor):
                     check_result(op, o)
+                    _check_carriable(op, o, "it was dropped")
             result = type(out)(self._result(o, resolved, args) if isinstance(o, _Tensor) else o for o in out)
         else:
             return out
@@ -160,7 +171,7 @@ class WorkerCore:
             self._check_after(op, result)
         return result
 
-    def _check_quota(self, op, args, kwargs, extra_bytes: int) -> int:
+    def _check_quota(self, op, args, kwargs, extra_bytes: int, travels: bool = True) -> int:
         """Refuse (QuotaExceededError) an op whose outputs would not fit the quotas; returns the
         estimated new bytes. ``extra_bytes``: held outside the store (a running plan's values)."""
         check_input_sizes(self.limits, op, args, kwargs)
@@ -168,6 +179,8 @@ class WorkerCore:
         if n is not None:  # a list-returning op (unbind): counted before any meta run makes n tensors
             check_quota(self.limits, 0, len(self.objects), op, Estimate(0, n))
         est = self._estimator.estimate(op, args, kwargs)
+        if travels and est.uncarriable is not None:
+            raise WireError(f"{op} would return {est.uncarriable}: nothing ran")
         check_quota(self.limits, self.ledger.bytes + extra_bytes, len(self.objects), op, est)
         return est.new_bytes
 
@@ -238,8 +251,10 @@ class WorkerCore:
         """Run a one-off graph (a recorded ``sy.batch``) and store its outputs under the given ids."""
         values = [self.lookup(i) for i in input_ids]
         graph.check_inputs(values)
-        if len(output_ids) != len(graph.outputs) or any(i in self.objects for i in output_ids):
-            raise SyftError("a batch names one new object id per output")
+        if (len(output_ids) != len(graph.outputs) or len(set(output_ids)) != len(output_ids)
+                or not all(0 < i <= MAX_OBJECT_ID for i in output_ids) or any(i in self.objects for i in output_ids)):
+            raise SyftError(f"a batch names one new, distinct object id per output (1 to {MAX_OBJECT_ID}): "
+                            f"nothing ran")
         return self._run_graph(graph, values, output_ids)
 
     def _run_graph(self, graph, values, output_ids):
@@ -253,6 +268,8 @@ class WorkerCore:
             raise
         except Exception as e:
             raise RemoteError(self.id, type(e).__name__, str(e)) from None
+        for out in outs:
+            _check_carriable(f"plan {graph.name!r}", out, "nothing was stored")
         results = []
         for k, out in enumerate(outs):
             same = next((i for i, v in enumerate(values) if v is out), None)
@@ -269,7 +286,7 @@ class WorkerCore:
         check_call(op, args, kwargs)
         if self.limits is None:
             return 0
-        return self._check_quota(op, args, kwargs, live_bytes)
+        return self._check_quota(op, args, kwargs, live_bytes, travels=False)  # its values stay here
 
     def search(self, query: tuple[str, ...]) -> list[int]:
         """Ids of objects whose tags (or description words) contain every query term."""

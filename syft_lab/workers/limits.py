@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import QuotaExceededError
+from ..tensors.registry import MAX_DIM_SIZE, MAX_DIMS
 
 _META = torch.device("meta")
 GiB = 2**30
@@ -277,10 +278,23 @@ _COUNTS = {
 
 
 class Estimate:
-    __slots__ = ("new_bytes", "outputs")
+    """``new_bytes``: memory the op makes (new outputs, workspace); ``outputs``: its tensors;
+    ``uncarriable``: why the wire could not carry an output (65 dimensions), or None."""
 
-    def __init__(self, new_bytes: int, outputs: int):
-        self.new_bytes, self.outputs = new_bytes, outputs
+    __slots__ = ("new_bytes", "outputs", "uncarriable")
+
+    def __init__(self, new_bytes: int, outputs: int, uncarriable: str | None = None):
+        self.new_bytes, self.outputs, self.uncarriable = new_bytes, outputs, uncarriable
+
+
+def uncarriable(t: torch.Tensor) -> str | None:
+    """Why the wire format could not carry tensor ``t`` (its shape), or None."""
+    shape = t.shape
+    if len(shape) > MAX_DIMS:
+        return f"a tensor of {len(shape)} dimensions (the wire carries at most {MAX_DIMS})"
+    if shape and max(shape) > MAX_DIM_SIZE:
+        return f"a dimension of size {max(shape)} (the wire carries at most {MAX_DIM_SIZE})"
+    return None
 
 
 _UNKNOWN = Estimate(0, 0)
@@ -362,13 +376,19 @@ class OutputEstimator:
             return _UNKNOWN
         outs = out if type(out) in (list, tuple) else [out]
         aliased = [r.alias_info is not None for r in schema.returns]
+        inputs = {a.untyped_storage()._cdata for a in _tensors_in([*margs, *mkw.values()])}
         new_bytes = count = 0
+        why = None
         for i, o in enumerate(outs):
             if isinstance(o, torch.Tensor):
                 count += 1
-                if not (aliased[i] if i < len(aliased) else aliased and aliased[-1]):
+                why = why or uncarriable(o)
+                # an output that may alias an input (contiguous, reshape) is new memory unless it
+                # shares that input's storage: contiguous of an expand materialises it
+                may_alias = aliased[i] if i < len(aliased) else aliased and aliased[-1]
+                if not (may_alias and o.untyped_storage()._cdata in inputs):
                     new_bytes += _nbytes(o)
-        return Estimate(new_bytes, count)
+        return Estimate(new_bytes, count, why)
 
 
 def _nbytes(t: torch.Tensor) -> int:

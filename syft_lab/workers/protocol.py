@@ -45,7 +45,7 @@ from ..plans.graph import PlanBuilds
 from ..plans.plan import StoredPlan
 from ..tensors.pointer import PointerTensor, wrap_result
 from ..wire.allowlist import OpNotAllowedError, op_name
-from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, Decoder, WireError, encode
+from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, Decoder, RejectedMessage, WireError, encode
 from . import registry
 from .base import BaseWorker
 
@@ -301,6 +301,13 @@ class FramedTransport(Transport):
             reply = decoder.feed(self._receive_frame())
             if reply is None:
                 reply = self._receive_streamed(decoder, label)
+        except RejectedMessage as e:
+            if e.rid != rid:  # a reply for another request: out of step
+                self.drop()
+                raise self.unavailable("reply out of step") from None
+            while decoder.in_message:  # the rest of a streamed reply: read and dropped, in step again
+                decoder.feed(self._receive_frame())
+            raise RemoteWireError(self.worker_id, "WireError", f"its reply cannot be read here: {e.error}") from None
         except TimeoutError:
             self.drop()  # a late reply would arrive out of step: start afresh
             raise self.unavailable(f"no reply within {getattr(self, 'timeout', None)} s") from None

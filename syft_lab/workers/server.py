@@ -40,7 +40,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 from ..errors import SyftError
-from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE, Decoder, WireError, encode
+from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE, Decoder, RejectedMessage, WireError, encode
 from .service import Session, WorkerService, error_reply, scrub
 
 DEFAULT_MAX_CONNECTIONS = 64
@@ -305,6 +305,9 @@ class WorkerServer:
             async for data in ws:
                 try:
                     msg = decoder.feed(data)
+                except RejectedMessage as e:  # a well-formed frame refused: answered, the connection goes on
+                    await self._send(ws, encode(error_reply(e.rid, e.error)))
+                    continue
                 except WireError as e:
                     await self._send(ws, encode(error_reply(0, e)))
                     await ws.close(CLOSE_POLICY, "malformed message")

@@ -39,7 +39,7 @@ from ..tensors.base import ChainLayer
 from ..tensors.pointer import PointerSpec, PointerTensor
 from ..tensors.registry import LayerSpec
 from ..wire import allowlist
-from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, Decoder, WireError, encode
+from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, Decoder, RejectedMessage, WireError, encode
 from .core import WorkerCore
 from .limits import Limits
 
@@ -245,6 +245,8 @@ class WorkerService:
             msg = Decoder(self.max_message_size, chunk_size=WHOLE).feed(data)
             if msg is None:
                 raise WireError("a whole message was expected, got the start of a streamed one")
+        except RejectedMessage as e:
+            return bytes(encode(error_reply(e.rid, e.error)).frames[0])
         except WireError as e:
             return bytes(encode(error_reply(0, e)).frames[0])
         encoded, then = self.encoded_reply(msg, session, chunk_size=WHOLE)

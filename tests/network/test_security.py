@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import syft_lab as sy
 from syft_lab.errors import ObjectNotFoundError, RemoteError, SyftError, WorkerUnavailableError
+from syft_lab.wire.format import WireError
 from syft_lab.wire.format import CHUNK_SIZE, EXT_TENSOR, WIRE_VERSION, encode, encode_bytes
 from syft_lab.commands import Ref
 from syft_lab.workers.service import WorkerService, scrub
@@ -387,3 +388,78 @@ def test_fuzz_server_command_handling(messages):
     core = service.core
     for obj_id, obj in core.objects.items():  # no partial or foreign object was stored
         assert isinstance(obj, torch.Tensor) and (obj_id in core.refcounts or obj_id in core.held)
+
+
+# --- content a frame carries that cannot be accepted: an error reply, the connection goes on ----
+
+def _bad_tensor_frame(rid, shape, nbytes, streamed=False):
+    header = msgpack.packb({"c": "store", "r": rid, "o": msgpack.ExtType(EXT_TENSOR, msgpack.packb(
+        [0, "float32", shape, False, None, None]))})
+    if not streamed:
+        return frame(header, [b"\x00" * nbytes])
+    prefix = PREFIX.pack(b"SY", WIRE_VERSION, 1, len(header), 1) + struct.pack(">Q", nbytes)
+    return prefix + header
+
+
+SIXTY_FIVE = "a shape is a list of at most 64 sizes"
+
+
+@pytest.mark.parametrize("shape,nbytes,why", [
+    ([1] * 65, 4, SIXTY_FIVE), ([2**41, 0], 0, "a dimension size must be an integer in [0, 1099511627776]"),
+    ([1] * 64 + [2**20 + 1], 4 * (2**20 + 1), SIXTY_FIVE)])  # streamed: 4 MiB + 4 bytes
+def test_a_bad_shape_in_a_well_formed_frame_is_answered_on_the_same_connection(worker_procs, token, shape, nbytes,
+                                                                               why):
+    ws = raw(worker_procs["bob"].url, token)
+    ws.send(encode_bytes({"c": "store", "r": 1, "o": torch.tensor([5.0])}))
+    kept = reply_of(ws)["ok"]
+    streamed = nbytes > CHUNK_SIZE
+    ws.send(_bad_tensor_frame(2, shape, nbytes, streamed))
+    if streamed:  # the rest of the message arrives and is read past
+        ws.send(b"\x00" * CHUNK_SIZE)
+        ws.send(b"\x00" * (nbytes - CHUNK_SIZE))
+    r = reply_of(ws)
+    assert r["r"] == 2 and r["err"]["t"] == "WireError" and why in r["err"]["m"]
+    ws.send(encode_bytes({"c": "fetch", "r": 3, "id": kept}))
+    assert torch.equal(reply_of(ws)["ok"], torch.tensor([5.0]))  # same connection, same session
+    ws.close()
+
+
+def test_a_result_the_wire_cannot_carry_is_refused_before_it_runs(remote):
+    bob, _ = remote
+    x = torch.tensor([1.0, 2.0]).send(bob)
+    connection = bob.transport.ws
+    for make in (lambda: x.new_ones([1] * 65), lambda: x.new_zeros([1] * 65), lambda: x[:1].repeat([1] * 65),
+                 lambda: bob._request({"c": "run", "op": "aten.ones.default", "a": [[1] * 65], "k": None})):
+        with pytest.raises(RemoteError, match=r"would return a tensor of 65 dimensions \(the wire carries at most "
+                                              r"64\): nothing ran") as info:
+            make()
+        assert isinstance(info.value, WireError)
+    with pytest.raises(WireError, match=SIXTY_FIVE):  # sent: refused by the worker's decoder, answered
+        torch.ones([1] * 65).send(bob)
+    assert bob.transport.ws is connection  # never dropped
+    assert torch.equal(x.get(), torch.tensor([1.0, 2.0]))
+
+
+def _two_outputs_graph():
+    from syft_lab.plans.graph import Node, PlanGraph, Value
+
+    aten = torch.ops.aten
+    nodes = [Node(aten.mul.Tensor, [Value("input", 0), 2.0], {}, [((2,), "float32")]),
+             Node(aten.neg.default, [Value("input", 0)], {}, [((2,), "float32")])]
+    return PlanGraph("two", [{"name": "x", "role": "input", "shape": [2], "dtype": "float32"}], [], nodes,
+                     [Value("node", 0), Value("node", 1)], False).to_json()
+
+
+def test_run_graph_with_repeated_or_out_of_range_output_ids_stores_nothing(remote):
+    bob, _ = remote
+    x = torch.tensor([1.0, 2.0]).send(bob)
+    connection, before = bob.transport.ws, set(bob.objects)
+    for outputs in ([7, 7], [-5, 2**64 - 1], [0, 8]):
+        with pytest.raises(RemoteError, match="one new, distinct object id per output .*nothing ran"):
+            bob._request({"c": "run_graph", "g": _two_outputs_graph(), "i": [x.id_at_location], "o": outputs})
+        assert set(bob.objects) == before
+    assert bob.transport.ws is connection
+    kept = bob._request({"c": "run_graph", "g": _two_outputs_graph(), "i": [x.id_at_location], "o": [7, 8]})
+    assert [k.id for k in kept] == [7, 8]
+    bob._request({"c": "release", "ids": [7, 8]})
+    assert set(bob.objects) == before

@@ -15,8 +15,9 @@ import syft_lab as sy
 from syft_lab.dtypes import DTYPES
 from syft_lab.wire import allowlist
 from syft_lab.wire.format import (CHUNK_SIZE, EXT_TENSOR, MAX_NESTING, WIRE_VERSION, Decoder, PointerSpec,
-                                  WireError, decode, encode, encode_bytes)
+                                  RejectedMessage, WireError, decode, encode, encode_bytes)
 from syft_lab.commands import NewObject, Ref, SameAsArg
+from syft_lab.errors import QuotaExceededError
 
 PREFIX = struct.Struct(">2sBBII")
 
@@ -214,6 +215,76 @@ def test_streamed_rejections():
     d = Decoder()
     d.feed(enc.frames[0])
     rejects("text", "binary", d)
+
+
+@pytest.mark.parametrize("bad", [
+    tensor_ext(0, "float32", [1] * 65), tensor_ext(0, "float32", [2**41, 0]), tensor_ext(0, "float128", [1]),
+    msgpack.ExtType(99, b""), tensor_ext(0, "float32", [3])])
+def test_a_well_formed_frame_with_bad_content_is_rejected_by_request_id_and_the_decoder_stays_in_step(bad):
+    d = Decoder()
+    with pytest.raises(RejectedMessage) as info:
+        d.feed(frame(msgpack.packb({"c": "store", "r": 41, "o": bad}), [b"\x00" * 4]))
+    assert info.value.rid == 41 and isinstance(info.value.error, WireError) and not d.broken
+    assert d.feed(encode_bytes({"c": "ping", "r": 42})) == {"c": "ping", "r": 42}
+    # without a request id there is nobody to answer: the connection is out of step, as before
+    d = Decoder()
+    with pytest.raises(WireError) as info:
+        d.feed(frame(msgpack.packb({"c": "store", "o": bad}), [b"\x00" * 4]))
+    assert not isinstance(info.value, RejectedMessage) and d.broken
+
+
+def test_a_rejected_streamed_message_has_its_chunks_skipped():
+    n = CHUNK_SIZE // 4 + 10
+    bad = frame(msgpack.packb({"c": "store", "r": 5, "o": tensor_ext(0, "float32", [1] * 64 + [n, 1] )}),
+                lengths=[4 * n], flags=1)
+    d = Decoder()
+    with pytest.raises(RejectedMessage, match="at most 64 sizes") as info:
+        d.feed(bad)
+    assert info.value.rid == 5 and d.in_message and not d.broken
+    assert d.feed(b"\x00" * CHUNK_SIZE) is None
+    assert d.feed(b"\x00" * (4 * n - CHUNK_SIZE)) is None and not d.in_message
+    assert torch.equal(roundtrip_with(d, {"r": 6, "o": torch.ones(2)})["o"], torch.ones(2))
+    # a bool tensor with bytes other than 0/1: known only once every byte arrived, still in step
+    with pytest.raises(RejectedMessage, match="bool") as info:
+        d.feed(frame(msgpack.packb({"r": 7, "o": tensor_ext(0, "bool", [2])}), [b"\x01\x07"]))
+    assert info.value.rid == 7 and not d.broken
+
+
+def roundtrip_with(d, header):
+    return d.feed(encode_bytes(header))
+
+
+class Budget:
+    def __init__(self, free):
+        self.free, self.log = free, []
+
+    def reserve(self, n, what):
+        if n > self.free:
+            raise QuotaExceededError(f"{what} of {n} bytes does not fit")
+        self.free -= n
+        self.log.append(n)
+
+    def release(self, n):
+        self.free += n
+
+
+def test_a_decoder_reserves_a_message_before_allocating_it_and_gives_it_back():
+    budget = Budget(CHUNK_SIZE)
+    d = Decoder(budget=budget)
+    big = encode({"c": "store", "r": 1, "o": torch.zeros(CHUNK_SIZE // 4 + 1)})
+    with pytest.raises(RejectedMessage, match="does not fit") as info:
+        d.feed(big.frames[0])  # nothing allocated: refused on its declared length
+    assert info.value.rid == 1 and isinstance(info.value.error, QuotaExceededError)
+    for f in big.frames[1:]:
+        assert d.feed(bytes(f)) is None
+    assert budget.free == CHUNK_SIZE and not d.in_message
+    msg = d.feed(encode_bytes({"c": "store", "r": 2, "o": torch.zeros(1024)}))
+    assert msg["r"] == 2 and budget.free == CHUNK_SIZE - 4096 == CHUNK_SIZE - d.reserved
+    d.release()  # the receiver handed the message on
+    assert budget.free == CHUNK_SIZE
+    d.feed(encode_bytes({"c": "store", "r": 3, "o": torch.zeros(1024)}))
+    d.feed(encode_bytes({"c": "ping", "r": 4}))  # a new message gives back the last one's
+    assert budget.free == CHUNK_SIZE
 
 
 def test_a_decoder_dropped_mid_message_keeps_nothing():
