@@ -93,6 +93,8 @@ def _sub_items(value):
         return ((f"[{i}]", v) for i, v in enumerate((list if issubclass(t, list) else tuple).__iter__(value)))
     if issubclass(t, nn.Module):  # segment_1.0.weight: the module's qualified names
         return _module_items(value)
+    if issubclass(t, torch.optim.Optimizer):  # the parameters it updates (shared ones too)
+        return _optimizer_items(value)
     parts = getattr(t, "_inspection_items", None)  # a syft object saying what it holds (datasets)
     if callable(parts):
         return parts(value)
@@ -105,6 +107,13 @@ def _module_items(module):
             for name, v in dict.items(store):
                 if v is not None:
                     yield (f".{prefix}.{name}" if prefix else f".{name}"), v
+
+
+def _optimizer_items(opt):
+    for g, group in enumerate(opt.__dict__.get("param_groups") or ()):
+        params = dict.get(group, "params") if issubclass(type(group), dict) else None
+        for i, v in enumerate(params if issubclass(type(params), list) else ()):
+            yield f".param_groups[{g}]['params'][{i}]", v
 
 
 def container_items(namespace: dict | None):
@@ -309,8 +318,23 @@ def lane_of(w, names: Names, namespace_objects: bool = True) -> dict:
     if w.id == LOCAL_OWNER:
         objects = [local_pointer_entry(r) for r in local_pointers(names)] + objects
         local = [e for e in (_safe_local_entry(key, t, names) for key, t in names.local) if e is not None]
+    mark_plan_state(objects)
     lane["objects"] = [finish_entry(w.id, o, names) for o in objects] + local
     return lane
+
+
+def mark_plan_state(objects: list) -> None:
+    """The tensors a stored plan runs on (its state, sent with it) say so: ``state_of`` is the
+    plan's name and ``state_of_id`` its id, so a view shows "state of train_step", not a
+    tensor nobody named (which reads as leaked model weights)."""
+    plans = {i: o for o in objects if o.get("kind") == "plan" for i in o.get("state_ids") or ()}
+    if not plans:
+        return
+    for o in objects:
+        plan = plans.get(o.get("id"))
+        if plan is not None and o is not plan:
+            o["state_of"] = plan.get("name") or "a plan"
+            o["state_of_id"] = plan["id"]
 
 
 def local_entry(key: int, t, names: Names) -> dict:

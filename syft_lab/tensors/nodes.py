@@ -346,6 +346,9 @@ def object_entry(obj_id: int, obj, worker_id: str, refcount: int, held: bool = F
     entry = {"id": obj_id, **object_meta(obj), "refcount": refcount, "names": []}
     if held:  # the worker keeps it itself (worker.load): it outlives every pointer
         entry["held"] = True
+    state_ids = getattr(obj, "state_ids", None)  # a stored plan: the copies of its state it runs on
+    if isinstance(state_ids, (list, tuple)) and state_ids:
+        entry["state_ids"] = [int(i) for i in state_ids]
     ref = getattr(obj, "__dict__", {}).get("_ref")
     if ref is not None and hasattr(ref, "location"):  # a pointer held by this worker
         entry.update(location=ref.location.id, id_at_location=ref.id, owning=ref.owning,
