@@ -1,10 +1,16 @@
 """The crypto provider (a trusted dealer): correlated randomness made on its own worker.
 
 The provider is a worker like any other; it runs no special code, only allow-listed ops
-this process sends it (randint, sums, the bilinear op of a triple, XOR, AND). For one protocol
-step it generates every item the step needs in one program, packs each party's part of each
+this process sends it (sums, the bilinear op of a triple, XOR, AND, shifts). For one protocol
+step it computes every item the step needs in one program, packs each party's part of each
 item into one row of an (n, L) int64 tensor, and that tensor comes here in one fetch; each
-party then receives only its own row's pieces (inline in its next program). The provider never
+party then receives only its own row's pieces (inline in its next program).
+
+Randomness: every random word of an item (the uniform a, b, r and the shares that split them)
+comes from the cryptographic generator (``csprng``: AES-256-CTR keyed from the OS), drawn here
+and carried in the provider's program, never from torch's ``randint`` (a Mersenne Twister: a
+party given 312 of its raw int64 draws recovers its state and predicts every later draw, the
+other parties' pieces included; tests/smpc/test_security.py runs that attack). The provider never
 sees a share of an input (it is never sent one: tests/smpc/test_security.py checks its store),
 and no party sees another's row.
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import torch
 
 from ..tensors.pointer import PointerTensor
+from .csprng import random_below, random_words
 from .runtime import Program, RowPiece, run, stats
 
 # A party's row above this size is stored on it once, as raw bytes (one message per party, all in
@@ -37,7 +44,12 @@ from .runtime import Program, RowPiece, run, stats
 DELIVER_BYTES = 32 * 1024
 
 aten = torch.ops.aten
-_LOW, _HIGH = -2**63, 2**63 - 1  # randint's high is exclusive: one value of 2^64 never drawn
+FULL = 64  # a draw of 64 bits: a uniform ring element
+
+
+def draw(shape, bits: int = FULL) -> torch.Tensor:
+    """Uniform words of ``shape``: ring elements (64 bits) or integers in [0, 2^bits)."""
+    return random_words(shape) if bits == FULL else random_below(shape, bits)
 
 
 class Dealer:
@@ -50,6 +62,7 @@ class Dealer:
         self.blocks = []  # Vals of shape (n, L_i)
         self.items: list[list[tuple]] = []  # per item: [(shape, offset, numel), ...] per piece
         self._width = 0
+        self.draws: list[tuple] = []  # (shape, bits) of each random value, in the order of the program's constants
         self.packed = None
         self.rows = None  # per party: a pointer to its stored row, or None (pieces travel inline)
         self._programmed = False
@@ -57,8 +70,9 @@ class Dealer:
     @classmethod
     def planned(cls, provider, n_parties: int, key, build):
         """A dealer whose items ``build(dealer)`` records; for a remote provider the recorded
-        program (ops on no value: randint and arithmetic on its draws) is kept per ``key`` and
-        reused, so a step of the same shape records nothing. Returns (dealer, build's result)."""
+        program (its ops, and the shapes of its random draws: never the draws) is kept per
+        ``key`` and reused with fresh draws, so a step of the same shape records nothing.
+        Returns (dealer, build's result)."""
         d = cls(provider, n_parties)
         if d.prog.local:
             return d, build(d)
@@ -68,16 +82,25 @@ class Dealer:
             d.program()
             if len(_templates) >= TEMPLATE_KEYS:
                 _templates.pop(next(iter(_templates)))
-            _templates[key] = (d.prog.nodes, d.prog._open[0], d.items, d._width, made)
+            _templates[key] = (d.prog.nodes, d.prog._open[0], d.items, d._width, made, d.draws)
             return d, made
-        nodes, out, items, width, made = t
+        nodes, out, items, width, made, draws = t
         d.prog.nodes, d.prog._open = nodes, [out]  # read only from here on: the template's lists
-        d.items, d._width, d._programmed = items, width, True
+        d.prog.constants = [draw(shape, bits) for shape, bits in draws]  # fresh randomness, the same shapes
+        d.items, d._width, d._programmed, d.draws = items, width, True, draws
         return d, made
 
     # --- helpers on the provider ------------------------------------------------------------
-    def _rand(self, shape, low=_LOW, high=_HIGH):
-        return self.prog.op(aten.randint.low, low, high, list(shape), dtype=torch.int64)
+    def _rand(self, shape, bits: int = FULL):
+        """A random value of the program: words from the CSPRNG, drawn here, the program's next
+        constant (remote: its index is the draw's index in ``draws``, which templates rely on)."""
+        words = draw(shape, bits)
+        if self.prog.local:  # in process the provider's store takes the words themselves (no copy)
+            return self.prog.op(aten.alias.default, words)
+        if self.prog.constant(words) != len(self.draws):
+            raise RuntimeError("a dealer program's constants are its random draws only")
+        self.draws.append((tuple(shape), bits))
+        return words
 
     def _xor_all(self, stacked, count):
         p = self.prog
@@ -125,7 +148,7 @@ class Dealer:
 
     def _xored(self, secret, shape, bits=False):
         p, n = self.prog, self.n
-        rest = self._rand([n - 1, *shape], 0, 2) if bits else self._rand([n - 1, *shape])
+        rest = self._rand([n - 1, *shape], 1) if bits else self._rand([n - 1, *shape])
         last = p.op(aten.bitwise_xor.Tensor, secret, self._xor_all(rest, n - 1))
         return p.op(aten.cat.default, [rest, p.op(aten.unsqueeze.default, last, 0)], 0)
 
@@ -184,7 +207,7 @@ class Dealer:
 
     def bit_pair(self, shape, masked: bool = False) -> int:
         """<r> and [r] for a uniform bit r; ``masked``: also [a] and [a * r] for a uniform a."""
-        r = self._rand(shape, 0, 2)
+        r = self._rand(shape, 1)
         pieces = [self._piece(self._xored(r, shape, bits=True), shape),
                   self._piece(self._additive(r, shape), shape)]
         if masked:
@@ -196,7 +219,7 @@ class Dealer:
 
     def trunc_pair(self, shape, d: int) -> int:
         p = self.prog
-        r = self._rand(shape, 0, 2**62)
+        r = self._rand(shape, 62)
         rt = p.op(aten.div.Tensor_mode, r, d, rounding_mode="floor")
         self.items.append([self._piece(self._additive(r, shape), shape),
                            self._piece(self._additive(rt, shape), shape)])

@@ -6,15 +6,14 @@ read as a signed int64 in [-2^63, 2^63) is the integer it encodes.
 
 Fixed point (syft_lab/tensors/fixed_precision.py) encodes a real x as round(x * 10**3).
 
-Randomness: shares made in this process come from the operating system's CSPRNG
-(``os.urandom``); randomness a worker makes (the crypto provider's triples) comes from that
-worker's torch generator (see docs/secure-computation.md).
+Randomness: every random ring element (shares made here, the dealer's triples, masks and
+bits) comes from ``csprng`` (AES-256-CTR keyed from the OS), never from torch's generator.
 """
 from __future__ import annotations
 
-import os
-
 import torch
+
+from .csprng import random_words
 
 
 RING_BITS = 64
@@ -22,14 +21,8 @@ INT64 = torch.int64
 RING_MIN, RING_MAX = -2**63, 2**63 - 1
 
 def random_ring(shape) -> torch.Tensor:
-    """Uniform ring elements from the OS CSPRNG (shares made in this process)."""
-    shape = tuple(shape)
-    n = 1
-    for s in shape:
-        n *= int(s)
-    if n == 0:
-        return torch.empty(shape, dtype=INT64)
-    return torch.frombuffer(bytearray(os.urandom(8 * n)), dtype=INT64).reshape(shape)
+    """Uniform ring elements from the cryptographic generator (``csprng``)."""
+    return random_words(shape)
 
 
 def split(secret: torch.Tensor, n: int) -> list[torch.Tensor]:

@@ -126,6 +126,11 @@ class Program:
             return [p[0] for p in pairs], ("l", tuple(p[1] for p in pairs))
         return a, ("v", a)
 
+    def constant(self, t: torch.Tensor) -> int:
+        """Register ``t`` as a public value this program carries (remote only); its index."""
+        self._arg(t)
+        return self._const_index[id(t)]
+
     def _piece(self, piece: RowPiece) -> Val:
         key = (id(piece.row), piece.offset)
         v = self._pieces.get(key)
