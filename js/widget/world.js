@@ -75,6 +75,8 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   if (names.length) main += `<span class="syft-names" title="notebook variables">${esc(names.join(", "))}</span>`;
   else if (held.length) main += `<span class="syft-names syft-held-in" title="held in a notebook container">${esc(held.join(", "))}</span>`;
   else if (opts.shareOf) main += `<span class="syft-names syft-held-in" title="one share of the secret ${esc(opts.shareOf)}">share of ${esc(opts.shareOf)}</span>`;
+  else if (o.state_of) main += `<span class="syft-names syft-held-in" title="a copy of the state (parameters) plan ${esc(o.state_of)} runs on, sent with it; it goes with the plan">state of ${esc(o.state_of)}</span>`;
+  else if (o.description) main += `<span class="syft-names syft-held-in" title="its description">${esc(o.description)}</span>`;
   else if (o.kind === "pointer" && laneId === "me") main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
   if (o.group !== undefined && o.group !== null) main += shareHTML(o); // before the rest: a narrow row keeps it
   if (type) main += `<span class="syft-type">${esc(type)}</span>`;
@@ -599,6 +601,7 @@ export function createWorldView(ctx) {
     for (const o of (w.workers || []).find((l) => l.id === "me")?.objects || []) {
       const name = (o.names?.length ? o.names : o.held_in || [])[0];
       if (o.group !== undefined && o.group !== null && o.kind !== "pointer" && name && !secretName.has(o.group)) secretName.set(o.group, name);
+      else if (o.secret && o.group !== undefined && o.group !== null && !secretName.has(o.group)) secretName.set(o.group, o.secret);
       if (o.crypto_provider) providers.set(o.crypto_provider, [...(providers.get(o.crypto_provider) || []), name || "a shared tensor"]);
     }
     for (const lane of w.workers || []) {
@@ -613,7 +616,7 @@ export function createWorldView(ctx) {
         const to = objKey(o.location, o.id_at_location);
         const secret = o.group !== undefined && o.group !== null ? secretName.get(o.group) : undefined;
         const label = (o.names && o.names[0]) || (o.held_in && o.held_in[0]) || (secret && `${secret}'s share`)
-          || (lane.id === "me" ? "a pointer" : `${lane.id}'s pointer`);
+          || o.description || (lane.id === "me" ? "a pointer" : `${lane.id}'s pointer`);
         if (!pointedBy.has(to)) { pointedBy.set(to, []); pointersTo.set(to, []); }
         pointedBy.get(to).push(label);
         pointersTo.get(to).push(objKey(lane.id, o.id));
@@ -946,7 +949,7 @@ export function createWorldView(ctx) {
     const m = replaying < 0 ? marks.get(key) : undefined;
     return { pointedBy: pointedBy.get(key), colour: rowColour, mark: m?.mark, dangling: danglingRow(o),
       pending: pending.has(key) || !!disabled || replaying >= 0, gone: goneSeen.get(key),
-      shareOf: o.group !== undefined && o.group !== null && o.kind === "pointer" ? secretName.get(o.group) : undefined };
+      shareOf: o.group !== undefined && o.group !== null && !o.crypto ? o.secret ?? secretName.get(o.group) : undefined };
   }
 
   /** What a row shows besides its entry: redrawn when it changes. */

@@ -86,6 +86,13 @@ def render_world(world: dict) -> str:
         lines.append(f"{w['id']} ({w['kind']}){state}: {len(w['objects'])} object(s)")
         for o in w["objects"]:
             names = f"  = {', '.join(o['names'])}" if o.get("names") else ""
+            if not names and o.get("held_in"):
+                names = f"  in {', '.join(o['held_in'])}"
+            if o.get("share") is not None:  # one share of a secret: never its value
+                names += (f"  (share {o['share']['index'] + 1}/{o['share']['of']}"
+                          f"{' of ' + o['secret'] if o.get('secret') else ''})")
+            if o.get("state_of"):
+                names += f"  (state of plan {o['state_of']})"
             tags = f" {' '.join(o['tags'])}" if o.get("tags") else ""
             where = ""
             if o["kind"] == "pointer":
