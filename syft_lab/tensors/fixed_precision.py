@@ -26,42 +26,71 @@ aten = torch.ops.aten
 _CPU = torch.device("cpu")
 INT64 = torch.int64
 RING_MAX = 2**63 - 1
+RING = 2**63  # an encoding (and every product before its truncation) lies strictly within (-2^63, 2^63)
 DEFAULT_BASE, DEFAULT_PRECISION = 10, 3
+# A product of two encodings carries the scale twice: |x * y| * scale^2 < 2^63. The largest scale
+# accepted leaves products up to 2^16 in magnitude (base 10: precision <= 7; base 2: <= 23).
+MIN_PRODUCT_RANGE = 2**16
+MAX_SCALE = math.isqrt(RING // MIN_PRODUCT_RANGE)
+
+
+def product_bound(scale: int) -> float:
+    """The exact bound on |x * y| for a product of two encodings at ``scale``: 2^63 / scale^2."""
+    return RING / scale ** 2
 
 
 def check_precision(base, precision) -> int:
-    """The scale base**precision, after checking both (integers; the scale below 2^31)."""
+    """The scale base**precision, after checking both (integers; products keep a range of 2^16)."""
     if type(base) is not int or base < 2:
         raise SyftError(f"fix_precision takes an integer base >= 2, got {base!r}")
     if type(precision) is not int or precision < 0:
         raise SyftError(f"fix_precision takes an integer precision >= 0, got {precision!r}")
-    scale = base ** precision
-    if scale >= 2**31:
-        raise SyftError(f"base**precision = {scale} is too large: a product of two encodings carries the scale "
-                        f"twice and must fit the 64-bit ring; keep base**precision below 2^31")
-    return scale
+    if precision > 64 or base ** precision > MAX_SCALE:
+        scale = base ** min(precision, 64)
+        raise SyftError(f"base**precision = {base}**{precision} is too large: a product of two encodings carries "
+                        f"the scale twice and must fit the 64-bit ring (|x * y| < 2^63 / scale^2 = "
+                        f"{product_bound(scale):.3g}); keep base**precision <= {MAX_SCALE} (products up to "
+                        f"{MIN_PRODUCT_RANGE}): base 10 up to precision 7, base 2 up to 23")
+    return base ** precision
 
 
 def encode(x, scale: int) -> torch.Tensor:
-    """round(x * scale) as int64, with a clear error for values the ring cannot hold."""
+    """round(x * scale) as int64, with a clear error for values the ring cannot hold:
+    |round(x * scale)| < 2^63 (so -x is an encoding too)."""
     if not isinstance(x, torch.Tensor):
         x = torch.tensor(x)
     if x.is_complex():
         raise SyftError("fix_precision encodes real tensors, not complex ones")
-    limit = RING_MAX / scale
-    if x.dtype == INT64:
-        if x.numel() and x.abs().max().item() >= limit:
-            raise SyftError(f"a value does not fit fixed precision with scale {scale}: the ring holds |x| < {limit:.3g}")
-        return x.detach() * scale  # exact for integers beyond 2^53
+    bound = RING_MAX // scale
+    if x.dtype == torch.bool or not x.is_floating_point():
+        x = x.detach().to(INT64)
+        if x.numel():
+            lo, hi = int(x.min()), int(x.max())  # not abs(): abs(-2^63) wraps to -2^63
+            if lo < -bound or hi > bound:
+                raise SyftError(f"a value of {lo if lo < -bound else hi} does not fit fixed precision with scale "
+                                f"{scale}: the ring holds |x| <= {bound}")
+        return x * scale  # exact for integers beyond 2^53
     xd = x.detach().to(torch.float64)
-    if xd.numel():
-        if not torch.isfinite(xd).all():
-            raise SyftError("fix_precision cannot encode NaN or infinite values")
-        big = xd.abs().max().item()
-        if big >= limit:
-            raise SyftError(f"a value of magnitude {big:.3g} does not fit fixed precision with scale {scale}: "
-                            f"the ring holds |x| < {limit:.3g}")
-    return torch.round(xd * scale).to(INT64)
+    if not xd.numel():
+        return xd.to(INT64)
+    if not torch.isfinite(xd).all():
+        raise SyftError("fix_precision cannot encode NaN or infinite values")
+    y = torch.round(xd * scale)
+    big = y.abs().max().item()
+    if big >= RING:  # float64 rounding of x * scale checked after it happens: 2^63 itself does not fit
+        raise SyftError(f"a value of magnitude {xd.abs().max().item():.3g} does not fit fixed precision with scale "
+                        f"{scale}: the ring holds |x| < {RING / scale:.4g}")
+    return y.to(INT64)
+
+
+def check_fits(value: torch.Tensor, what: str, scale: int) -> None:
+    """A ring result computed exactly in float64 from public operands (``value``) must lie within
+    (-2^63, 2^63), or the int64 result has wrapped: a SyftError instead of a wrong number."""
+    if value.numel() and value.abs().max().item() >= RING:
+        raise SyftError(f"{what} overflows the 64-bit ring at scale {scale}: a product of two encodings needs "
+                        f"|x * y| < 2^63 / scale^2 = {product_bound(scale):.4g}, a product with an integer k "
+                        f"|x * k| < 2^63 / scale = {RING / scale:.4g} (docs/secure-computation.md, 'Fixed-precision "
+                        f"error'); shared operands cannot be checked")
 
 
 def decode(v: torch.Tensor, scale: int, dtype=torch.float32) -> torch.Tensor:
@@ -87,12 +116,28 @@ def _is_shared(child) -> bool:
     return isinstance(child, AdditiveSharingTensor)
 
 
+def _exact(v):
+    return v.double() if isinstance(v, torch.Tensor) else float(v)
+
+
 def product(op, a, b, d: int, extra=()):
     """op(a, b, *extra) / d for a bilinear op (mul, mm, conv): on shared operands the division
-    travels in the product's own last message."""
+    travels in the product's own last message. Public operands are checked for ring overflow
+    (the product in float64 beside the int64 one: cheap next to the op)."""
     if _is_shared(a) or _is_shared(b):
         return engine().product(op, a, b, extra, d)
-    return truncate(op(a, b, *extra), d)
+    out = op(a, b, *extra)
+    check_fits(op(_exact(a), _exact(b), *extra) if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor)
+               else torch.tensor(float(a) * float(b)), f"{op.overloadpacket.__name__} of fixed precision values",
+               d)
+    return truncate(out, d)
+
+
+def scale_by(child, k: int, scale: int):
+    """child * k for a public integer k (exact: no truncation), checked on a public child."""
+    if not _is_shared(child):
+        check_fits(child.double() * float(k), f"a fixed precision value times {k}", scale)
+    return child * k
 
 
 @register_layer
@@ -237,7 +282,7 @@ def _mul_public_number(t: FPT, s: float):
     """t * s for a public number: exact for integers and for 1/integer, else one truncation."""
     child = t.child
     if float(s).is_integer():
-        return child * int(s)
+        return scale_by(child, int(s), t.scale)
     inv = 1.0 / s
     k = round(inv)
     if k != 0 and abs(inv - k) <= 1e-9 * abs(inv):
@@ -257,6 +302,8 @@ def _mul(func, args, kwargs):
     if s is not None:
         return _wrap(t, _mul_public_number(a, s))
     if isinstance(b, torch.Tensor) and not b.is_floating_point():
+        if not a.shared:
+            check_fits(a.child.double() * b.double(), "a fixed precision value times an integer tensor", t.scale)
         return _wrap(t, a.child * b.to(INT64))
     return _wrap(t, product(aten.mul.Tensor, a.child, encode(b, t.scale), t.scale))
 
