@@ -9,7 +9,9 @@ import importlib
 import logging
 import os
 import sys
+import stat
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import SyftError
 from ..workers.registry import all_workers
@@ -43,6 +45,37 @@ class RayRuntime:
 _runtime: RayRuntime | None = None
 
 
+def ray_token_files() -> list[Path]:
+    """The files Ray reads its cluster token from: ~/.ray/auth_token (where a new local Ray
+    writes one) and ``RAY_AUTH_TOKEN_PATH`` when set."""
+    paths = [Path.home() / ".ray" / "auth_token"]
+    custom = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if custom:
+        paths.append(Path(custom))
+    return paths
+
+
+def protect_ray_token() -> None:
+    """Ray's token lets its holder join the cluster as a driver and run code in every actor (a
+    RayWorker's store and secrets included): keep it this user's own. The folder of the token
+    Ray writes is made 0700 before Ray starts (Ray writes the file with the process's umask,
+    usually 0644), and every token file of ours is made 0600 after."""
+    default = ray_token_files()[0]
+    try:
+        default.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if stat.S_IMODE(default.parent.stat().st_mode) & 0o077:
+            os.chmod(default.parent, 0o700)  # ~/.ray holds Ray's own files only
+    except OSError:  # no writable home: Ray says so itself if it needs to write a token there
+        pass
+    for path in ray_token_files():
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(path, 0o600)
+
+
 def _nodes(ray) -> list:
     return [{"node": n.get("NodeManagerAddress"), "host": n.get("NodeManagerHostname"),
              "cpus": n.get("Resources", {}).get("CPU", 0)} for n in ray.nodes() if n.get("Alive")]
@@ -52,8 +85,8 @@ def init(address: str | None = None, *, num_cpus: int | None = None, object_stor
          namespace: str | None = None, runtime_env: dict | None = None, quiet: bool = True, **ray_kwargs):
     """Start a local Ray, or join a cluster; returns a RayRuntime. Calling it again is a no-op.
 
-    - ``sy.ray.init()``: a local Ray on this machine, bound to 127.0.0.1 only (Ray has no
-      authentication: whoever reaches its ports can run code in it), no dashboard,
+    - ``sy.ray.init()``: a local Ray on this machine, bound to 127.0.0.1 only (whoever holds
+      Ray's token, ``~/.ray/auth_token``, kept 0600 in a 0700 folder, can run code in it), no dashboard,
       ``num_cpus`` = the machine's cores (Ray workers ask for a fraction of one each), an object
       store of 2 GiB (``object_store_memory``).
     - ``sy.ray.init(address="ray://head:10001")``: Ray's client to a remote cluster;
@@ -69,6 +102,15 @@ def init(address: str | None = None, *, num_cpus: int | None = None, object_stor
         if _runtime is None:  # the user started Ray themselves: use it as it is
             _runtime = RayRuntime(_address(ray), local=False, nodes=_nodes(ray))
         return _runtime
+    protect_ray_token()
+    try:
+        return _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, quiet, ray_kwargs)
+    finally:
+        protect_ray_token()  # the token a new local Ray wrote: 0600
+
+
+def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, quiet, ray_kwargs):
+    global _runtime
     address = address or os.environ.get("RAY_ADDRESS") or None
     kwargs = dict(namespace=namespace, runtime_env=runtime_env, **ray_kwargs)
     if quiet:
