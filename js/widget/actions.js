@@ -96,11 +96,14 @@ export function actionBar(worker, entry, ctx, label = "") {
   for (const a of acts) {
     const what = `${a.action} ${label || `${entry.type || entry.kind} ${shortId(entry.id)}`}`;
     if (!a.menu) {
+      // getting a value no one holds reconstructs it from every share (issue 26.7)
+      const rebuild = a.action === "get" && entry.distributed?.length;
       bar.append(
         h("button", {
           class: "syft-btn", type: "button", "data-action": a.action, "aria-label": what,
+          title: rebuild ? `reconstruct the value here: ${entry.distributed.join(" and ")} each send their share` : null,
           onclick: (ev) => { ev.stopPropagation(); runDisabled(bar, () => ctx.run(a.action, target, {})); },
-        }, a.label),
+        }, rebuild ? "Reconstruct" : a.label),
       );
       continue;
     }

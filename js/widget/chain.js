@@ -62,7 +62,11 @@ function metaLine(node) {
   if (shape) parts.push(h("span", { class: "syft-shape" }, shape));
   if (node.grad_fn) parts.push(h("span", { class: "syft-grad" }, `grad_fn=${node.grad_fn}`));
   else if (node.requires_grad) parts.push(h("span", { class: "syft-grad" }, "requires_grad"));
-  if (node.kind !== "pointer" && node.owner) parts.push(h("span", { class: "syft-owner" }, `on ${node.owner}`));
+  if (node.distributed?.length) {
+    // a shared value: its box lives in the notebook, its value on no worker (issue 26.7)
+    parts.push(h("span", { class: "syft-owner syft-nobody", title: `no one holds this value: it exists only as shares`
+      + ` on ${node.distributed.join(", ")}, each of which alone reveals nothing` }, "held by nobody"));
+  } else if (node.kind !== "pointer" && node.owner) parts.push(h("span", { class: "syft-owner" }, `on ${node.owner}`));
   return parts.length ? h("div", { class: "syft-meta" }, parts) : null;
 }
 
@@ -250,6 +254,8 @@ export function nodeBox(node, ctx, actions = null) {
   }, head, body);
 }
 
+const BRANCHES_PER_ROW = 4; // more shares than this take several rows of equal length
+
 const hasButtons = (node) => (node.actions || []).some((a) => a !== "oplog");
 
 /**
@@ -278,16 +284,22 @@ function subtree(node, ctx, opts, home) {
     const kids = n.children || [];
     first = false;
     if (kids.length > 1) {
+      const parties = n.distributed || [];
+      const note = parties.length ? h("div", { class: "syft-reconstruct-note" },
+        `reconstructing needs every share: ${parties.join(" + ")} (alone, each reveals nothing)`) : null;
+      // the branches side by side, evenly: rows of equal width, never one share alone on a row
+      const rows = Math.ceil(kids.length / BRANCHES_PER_ROW);
+      const cols = Math.ceil(kids.length / rows);
       const row = h("div", { class: "syft-branches", role: "group", "aria-label": `${kids.length} branches`,
-        style: { display: "flex", gap: "8px", "flex-wrap": "wrap", "align-items": "flex-start" } },
+        style: { display: "grid", gap: "8px", "grid-template-columns": `repeat(${cols}, minmax(0, 1fr))`, "align-items": "start" } },
       kids.map((k, i) => {
         const where = k.location ?? k.owner ?? "me";
         return h("div", { class: `syft-branch ${hueClass(where)}`, "data-branch": i, "data-worker": where,
-          "data-group": k.group !== undefined ? String(k.group) : null, style: { flex: "1 1 200px", "min-width": "0" } },
+          "data-group": k.group !== undefined ? String(k.group) : null, style: { "min-width": "0" } },
         h("div", { class: "syft-link", "aria-hidden": "true" }, "↓"),
         subtree(k, ctx, { ...opts, buttons: false }, owner));
       }));
-      (run || { append: (...x) => pieces.push(...x) }).append(row);
+      (run || { append: (...x) => pieces.push(...x) }).append(...[note, row].filter(Boolean));
       break;
     }
     n = kids[0];

@@ -79,6 +79,10 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   else if (o.description) main += `<span class="syft-names syft-held-in" title="its description">${esc(o.description)}</span>`;
   else if (o.kind === "pointer" && laneId === "me") main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
   if (o.group !== undefined && o.group !== null) main += shareHTML(o); // before the rest: a narrow row keeps it
+  if (o.distributed?.length && o.kind !== "pointer") {
+    main += `<span class="syft-nobody" title="no one holds this value: it exists only as shares on ${esc(o.distributed.join(", "))}`
+      + ` (reconstructing needs every share)">held by nobody</span>`;
+  }
   if (type) main += `<span class="syft-type">${esc(type)}</span>`;
   main += `<span class="syft-id" title="id ${esc(o.id)}">${shortId(o.id)}</span>`;
   if (shape) main += `<span class="syft-shape">${esc(shape)}</span>`;
@@ -133,7 +137,16 @@ export function goneWhere(o, seen) {
 
 // One share of a secret (#17): the shares of one secret carry one group id; a mark in one hue
 // per group (so siblings match across lanes), never a value.
-function groupHue(g) {
+// Share groups get clearly distinct hues: in the order the world lists them, from hues far
+// apart (then the golden angle); a group the view has not indexed falls back to a hash.
+const GROUP_HUES = [210, 30, 130, 290, 0, 60, 170, 330];
+let groupOrder = new Map();
+export function setGroupOrder(groups) {
+  groupOrder = new Map([...new Set(groups)].map((g, i) => [String(g), i]));
+}
+export function groupHue(g) {
+  const i = groupOrder.get(String(g));
+  if (i !== undefined) return i < GROUP_HUES.length ? GROUP_HUES[i] : Math.round((i * 137.508) % 360);
   let hash = 2166136261;
   for (const ch of String(g)) { hash ^= ch.codePointAt(0); hash = Math.imul(hash, 16777619) >>> 0; }
   return (hash % 24) * 15;
@@ -598,6 +611,7 @@ export function createWorldView(ctx) {
     keyGroup = new Map();
     secretName = new Map();
     providers = new Map();
+    setGroupOrder((w.workers || []).flatMap((l) => (l.objects || []).map((o) => o.group).filter((g) => g !== undefined && g !== null)));
     for (const o of (w.workers || []).find((l) => l.id === "me")?.objects || []) {
       const name = (o.names?.length ? o.names : o.held_in || [])[0];
       if (o.group !== undefined && o.group !== null && o.kind !== "pointer" && name && !secretName.has(o.group)) secretName.set(o.group, name);

@@ -341,12 +341,17 @@ def local_entry(key: int, t, names: Names) -> dict:
     """A local tensor, layer or plan bound to a notebook name: a layer offers what it declares."""
     o = finish_entry(LOCAL_OWNER, {"id": key, **object_meta(t), "names": []}, names)
     if isinstance(t, ChainLayer):
+        parties = next((layer.node_fields().get("parties") for layer in iter_chain(t)
+                        if isinstance(layer, ChainLayer) and layer.node_fields().get("parties")), None)
+        if parties:  # a shared value: held by nobody, its shares on these workers
+            o["distributed"] = list(parties)
         o["actions"] = offered(type(t).node_actions, o, held=True)
         for layer in iter_chain(t):  # a fixed precision tensor over a shared one: its secret's group
             if isinstance(layer, ChainLayer) and layer is not t and not hasattr(layer, "_ref"):
                 for k, v in object_meta(layer).items():
                     if k in ("group", "crypto_provider") and v is not None:
                         o.setdefault(k, v)
+
     return o
 
 

@@ -153,8 +153,23 @@ def _finish(node: dict, declared, held: bool, children: list[dict], display: dic
         for c in children:
             c.setdefault("group", group)
     node["children"] = children
+    parties = distributed_over(children)
+    if parties:  # the value exists only as pieces on these workers: no one holds it
+        node["distributed"] = parties
     node["actions"] = offered(declared, node, held=held)
     return node
+
+
+def distributed_over(children: list[dict]) -> list[str]:
+    """The workers a node's value is spread over: its children point to two or more workers
+    (the shares of a secret), or its one child's value is spread so (a fixed precision tensor
+    over a shared one); [] when some worker holds the value."""
+    if len(children) == 1:
+        return list(children[0].get("distributed") or [])
+    where = [c.get("location") for c in children if c.get("kind") == "pointer"]
+    if len(children) > 1 and len(where) == len(children) and len(set(where)) > 1:
+        return where
+    return []
 
 
 def tensor_node(t: torch.Tensor, owner: str, with_values: bool, held: bool = True) -> dict:

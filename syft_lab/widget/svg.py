@@ -58,7 +58,9 @@ def node_lines(node: dict) -> list[str]:
     badge = f"  [{display['badge']}]" if display.get("badge") else ""
     head = f"{label}  {short(node['id']) if isinstance(node.get('id'), int) else ''}".rstrip() + badge
     lines = [head]
-    meta = " ".join(x for x in (shape_text(node), f"on {node.get('owner')}" if node.get("owner") else "") if x)
+    # a shared value lives on no worker: its box says so, not "on me" (issue 26.7)
+    where = "held by nobody" if node.get("distributed") else f"on {node.get('owner')}" if node.get("owner") else ""
+    meta = " ".join(x for x in (shape_text(node), where) if x)
     if meta:
         lines.append(meta)
     if "display" in node:

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import syft_lab as sy
+from syft_lab.widget import svg
 
 
 @pytest.fixture
@@ -88,3 +89,17 @@ def test_an_object_names_what_it_holds_by_the_paths_a_person_writes(bob):
     lanes = lanes_of(sy.world({"fds": Holder({"bob": p})}))
     (row,) = [o for o in lanes["me"]["objects"] if o["kind"] == "pointer"]
     assert row["held_in"] == ["fds['bob'].data"]
+
+
+def test_a_shared_value_is_held_by_nobody_in_every_view(workers, carol):
+    bob, alice = workers
+    sx = torch.tensor([1.5, -2.0]).fix_precision().share(bob, alice, crypto_provider=carol)
+    root = sy.chain(sx).root
+    assert root["distributed"] == ["bob", "alice"]  # the head: its value is on no worker
+    assert root["children"][0]["distributed"] == ["bob", "alice"]
+    assert all("distributed" not in c for c in root["children"][0]["children"])  # a share is on its worker
+    assert "distributed" not in sy.chain(torch.ones(1).send(bob)).root  # a pointer's value is on bob
+    (row,) = [o for o in lanes_of(sy.world({"sx": sx}))["me"]["objects"] if o["names"] == ["sx"]]
+    assert row["distributed"] == ["bob", "alice"]
+    picture = svg.chain_svg(root, "sx")
+    assert picture.count("held by nobody") == 2  # the fixed precision and the shared box; the share pointers are on me
