@@ -1,155 +1,155 @@
-"""The op allow-list: which ops a worker runs for a client, and the checks on their arguments.
+"""The op policy: which aten ops a worker runs for a client, and the checks before and after.
 
-PyTorch promises no memory safety for bad arguments to aten ops (its SECURITY.md): ops that
-take sizes, strides, offsets or indices can read or write outside a tensor's storage, and some
-internal overloads crash on ordinary arguments. So the list is curated: the op names below,
-grouped by purpose, and of their overloads only those that pass every rule:
+The op set is derived from torch's own schemas, not hand-picked: every aten overload with a
+kernel that computes on strided CPU tensors (a CPU kernel or a composite one),
+less what a structural rule or the short deny-list below excludes. What keeps it safe are checks
+that apply to whole classes of ops, decided from the schema (``check_call``):
 
-- no ``out=`` overload (an ``out=`` op resizes its output, freeing storage that another
-  reply may be reading), no ``inplace_view`` op (``t_``, ``squeeze_``, ``as_strided_``: they
-  rewrite a stored tensor's sizes and strides in place);
-- no overload that neither takes nor returns a tensor (TorchScript helpers on ints, strings, lists);
-- no overload taking a Storage, Stream, Event, Dimname, or a sparse, quantized or nested tensor;
-- no ``_unsafe`` op, no ``set_``, no ``resize_``, no fft, no special polynomials (their degree
-  ``n`` is unbounded: ``special_laguerre_polynomial_l(x, n=2**40)`` runs for seconds);
-- ``_``-prefixed ops only where a comment says why (autograd or ``make_fx`` emits them).
+- arguments by type: devices are the CPU, layouts strided, dtypes the ones a worker holds;
+- sizes and strides of views (``as_strided``, ``_reshape_alias``...) stay inside the storage;
+- a meta run first (shapes, strides and dtypes, no data; memoised per signature): it refuses
+  bad argument combinations before a real kernel sees them, and an op that would resize a
+  tensor argument in place;
+- a bound on the work (``op_cost.op_work``): super-linear families (windows, convolutions,
+  contractions, linear algebra, sorting, degrees) are bounded from shapes and arguments;
+- per-family argument checks for kernels that trust their arguments (``op_checks``).
 
-``check_call(op, args, kwargs)`` then checks arguments that name sizes, strides, offsets or
-indices, on the resolved values, before the op runs; ``check_result`` refuses a result that is
-a meta or sparse tensor or reaches outside its own storage. docs/op-allowlist.md says what the
-list leaves out and what remains a token holder's power (CPU time, memory up to the quotas).
+PyTorch promises no memory safety for bad arguments (its SECURITY.md): these checks, the deny-
+list and the fuzzer (benchmarks/fuzz_ops.py, tests/network/test_op_fuzz.py) are what stand
+between a client and the worker's memory. docs/op-allowlist.md states the policy; its tables
+are generated from this module (``python -m syft_lab.wire.policy_doc``).
 """
 from __future__ import annotations
 
-import math
+import importlib.util
 import operator
+import os
 import re
 
 import torch
 
-from ..errors import SyftError
+from ..dtypes import DTYPES
+from ..errors import QuotaExceededError
+from . import op_checks, op_cost
+from .op_checks import OpNotAllowedError
 
 aten = torch.ops.aten
 _NAME = re.compile(r"^aten\.([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)$")
+__all__ = ["OpNotAllowedError", "ALLOWED", "ALLOWED_OPS", "resolve", "is_allowed", "op_name", "check_call",
+           "check_result"]
 
+# A CPU kernel, or a composite one written once for every backend in terms of other ops (a
+# pointer's ops arrive decomposed; plans and secure computation also name composites such as
+# reshape and matmul). A composite's inner calls skip this module's per-op checks, so the
+# checks that matter are by family name (batch_norm covers _batch_norm_impl_index...) and
+# its meta run goes through the inner ops' meta kernels.
+KERNEL_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+               "CompositeImplicitAutograd")
 
-class OpNotAllowedError(SyftError):
-    """An op name that is not on the allow-list, or arguments it refuses (nothing ran)."""
+# --- the deny-list: what is unsafe by nature (regex on the op's base name, why) ---------------
+DENIED = (
+    (r"^(set_|set_data|resize_|resize_as_|resize_as_sparse_|_resize_output_|_copy_from|_copy_from_and_resize"
+     r"|_lazy_clone|_efficientzerotensor)$",
+     "storage manipulation: replaces, resizes or shares a stored tensor's storage (a reply may be streaming it)"),
+    (r"^_unsafe(?!_view$)", "`_unsafe*` internals skip their kernels' own checks (`_unsafe_view` is checked instead)"),
+    (r"sparse|spdiags|^_?to_dense|coalesce|^_?(crow_|col_|ccol_|row_)?(indices|values)(_copy)?$|^_dim[IV]$"
+     r"|^_nnz$|^dense_dim$|^_validate_.*(csr|csc|bsr|bsc|compressed)",
+     "sparse layouts and their constructors (index arrays that kernels trust)"),
+    (r"quant|^q_|^_make_per_|^int_repr|qparams|obs_fq|prepack|^_?fbgemm|int4pack|int8pack|^_dyn_quant",
+     "quantized tensors and their packers"),
+    (r"nested|jagged|^_padded_dense|^to_padded_tensor", "nested tensors (offsets that kernels trust)"),
+    (r"mkldnn|^_?mkl_|cudnn|miopen|^_mps|vulkan|^_cufft|^_cuda|xnnpack|nnpack|^_cslt|^_use_|^_triton|^_fused_sdp",
+     "other backends' internals"),
+    (r"^(from_file|_print|save|_assert.*|_functional_assert.*|_record_function.*|record_stream|_?pin_memory"
+     r"|is_pinned|_async_error|_test_.*|_debug.*|sym_constrain_range.*|_functional_sym_constrain_range.*"
+     r"|_make_dep_token|_sobol_engine_.*)$",
+     "host side effects (file I/O, printing, profiler records, aborting asserts, pinned memory), torch's test "
+     "ops, and the Sobol engine's state machine"),
+    (r"^(_add_batch_dim|_remove_batch_dim|_vmap.*|_wrap_for_grad|_unwrap_for_grad|_functionalize.*"
+     r"|_propagate_xla_data|_backward|_fw_primal.*|_make_dual.*|_unpack_dual|retain_grad|requires_grad_"
+     r"|_coalesced_|_new_zeros_with_same_feature_meta)$",
+     "autograd, vmap and functionalization internals: they act on a tensor's wrapper state, not its values"),
+)
+_DENIED_RES = [(re.compile(p), why) for p, why in DENIED]
 
+# Overloads the fuzzer found crashing a worker on CPU with arguments no check can rule out
+# cheaply (benchmarks/fuzz_report.md): name -> what it did.
+FUZZ_CRASHES: dict[str, str] = {}
 
-# --- the list, by purpose ------------------------------------------------------------------
-
-POINTWISE = """
-    abs abs_ neg neg_ sign sign_ sgn exp exp_ exp2 expm1 log log_ log2 log10 log1p sqrt sqrt_ rsqrt rsqrt_
-    sin cos tan asin acos atan sinh cosh tanh tanh_ asinh acosh atanh sigmoid sigmoid_ logit erf erfc erfinv
-    floor ceil round trunc frac reciprocal reciprocal_ square lgamma digamma sinc deg2rad rad2deg
-    nan_to_num clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ clip
-    add add_ sub sub_ rsub mul mul_ div div_ true_divide floor_divide remainder fmod pow pow_ float_power
-    atan2 hypot maximum minimum fmax fmin copysign xlogy logaddexp lerp lerp_ addcmul addcmul_ addcdiv addcdiv_
-    where bitwise_not bitwise_and bitwise_or bitwise_xor logical_not logical_and logical_or logical_xor
-    isnan isinf isfinite signbit
-    bitwise_left_shift bitwise_right_shift __lshift__ __rshift__
-"""
-# bitwise_left_shift, bitwise_right_shift (and __lshift__/__rshift__, what `x << k` reaches): the binary circuits of secret sharing (syft_lab/smpc:
-# the sign bit's carry-lookahead adder). Torch defines every shift amount (0 past the width, the
-# sign past it to the right); a scalar amount is checked to lie in 0..63 for a clear error.
-COMPARISONS = "eq ne lt le gt ge equal isclose sort argsort topk kthvalue"
-REDUCTIONS = """
-    sum mean prod amax amin max min argmax argmin std var std_mean var_mean norm linalg_vector_norm
-    logsumexp cumsum cumprod cummax cummin all any count_nonzero median mode nansum aminmax
-"""
-LINEAR_ALGEBRA = "mm bmm matmul mv dot addmm addmv addbmm baddbmm addr outer trace tril triu diag diag_embed cross"
-NN_FORWARD = """
-    relu relu_ gelu silu mish elu leaky_relu hardtanh hardtanh_ hardsigmoid hardswish softplus threshold
-    log_sigmoid_forward glu convolution max_pool2d_with_indices avg_pool2d
-    _softmax _log_softmax
-    nll_loss_forward nll_loss2d_forward mse_loss l1_loss smooth_l1_loss huber_loss
-    binary_cross_entropy binary_cross_entropy_with_logits
-    native_batch_norm _native_batch_norm_legit _native_batch_norm_legit_no_training
-    _batch_norm_with_update _batch_norm_no_update native_layer_norm native_group_norm
-    native_dropout embedding constant_pad_nd upsample_nearest2d
-    _adaptive_avg_pool2d
-"""
-# Reasons for the internal ones: _softmax, _log_softmax and _adaptive_avg_pool2d are what
-# F.softmax, F.log_softmax and nn.AdaptiveAvgPool2d reach at the dispatcher (their public names
-# decompose); _native_batch_norm_legit, _native_batch_norm_legit_no_training,
-# _batch_norm_with_update and _batch_norm_no_update are what nn.BatchNorm reaches in training
-# and in eval mode, traced or eager (each is checked: see _batch_norm).
-NN_BACKWARD = """
-    threshold_backward gelu_backward silu_backward mish_backward elu_backward leaky_relu_backward
-    hardtanh_backward hardsigmoid_backward hardswish_backward softplus_backward sigmoid_backward
-    tanh_backward log_sigmoid_backward glu_backward convolution_backward max_pool2d_with_indices_backward
-    avg_pool2d_backward _softmax_backward_data _log_softmax_backward_data
-    nll_loss_backward nll_loss2d_backward mse_loss_backward smooth_l1_loss_backward huber_loss_backward
-    binary_cross_entropy_backward native_batch_norm_backward batch_norm_backward native_layer_norm_backward
-    native_group_norm_backward native_dropout_backward embedding_dense_backward upsample_nearest2d_backward
-    _adaptive_avg_pool2d_backward
-    slice_backward select_backward
-"""
-# _softmax_backward_data, _log_softmax_backward_data, _adaptive_avg_pool2d_backward: the
-# backward ops autograd emits for the forward ops above.
-SHAPE_AND_VIEW = """
-    view _unsafe_view _reshape_alias reshape as_strided expand permute transpose t unsqueeze squeeze
-    flatten unflatten select slice narrow split split_with_sizes chunk unbind cat stack flip roll
-    repeat repeat_interleave alias detach clone contiguous _to_copy view_as expand_as movedim unsafe_split unsafe_chunk
-    lift_fresh lift_fresh_copy slice_scatter select_scatter diagonal diagonal_scatter
-"""
-# unsafe_split, unsafe_chunk: what LSTM and GRU cells split their gates with. "unsafe" there
-# means autograd does not track the pieces as views; they are ordinary in-bounds slices.
-# _unique2: what torch.unique reaches.
-# _to_copy: what .to(dtype) and .float() reach. _reshape_alias and _unsafe_view: what reshape
-# and matmul emit; both are checked (their view stays inside the input's storage).
-FACTORIES = """
-    empty zeros ones full arange linspace eye rand randn randint randperm scalar_tensor empty_strided
-    empty_like zeros_like ones_like full_like rand_like randn_like
-    new_empty new_empty_strided new_zeros new_ones new_full
-    zero_ fill_ copy_ normal normal_ uniform_ bernoulli bernoulli_
-"""
-INDEXING = """
-    index index_put index_put_ index_select gather scatter scatter_ scatter_add scatter_add_ index_add index_add_
-    index_fill index_fill_ masked_fill masked_fill_ masked_select take nonzero _unique2
-"""
-
-ALLOWED_NAMES = frozenset(" ".join([POINTWISE, COMPARISONS, REDUCTIONS, LINEAR_ALGEBRA, NN_FORWARD, NN_BACKWARD,
-                                    SHAPE_AND_VIEW, FACTORIES, INDEXING]).split())
-
-_DENIED_TYPES = ("Storage", "Stream", "Event", "Dimname", "Generator ", "Generator[")
+_DENIED_TYPES = ("Storage", "Stream", "Event", "Dimname")
 _OUT_OVERLOAD = re.compile(r"(^|_)out($|_)|grad_input")
 
 
-def _overload_ok(op) -> bool:
+def _has_kernel(op) -> bool:
     schema = op._schema
-    if torch.Tag.inplace_view in op.tags:
+    full = schema.name + ("." + schema.overload_name if schema.overload_name else "")
+    try:
+        return any(torch._C._dispatch_has_kernel_for_dispatch_key(full, k) for k in KERNEL_KEYS)
+    except RuntimeError:  # a TorchScript-only operator (``mul.left_t``): no dispatcher entry
         return False
-    if _OUT_OVERLOAD.search(schema.overload_name):
-        return False
+
+
+def structural_refusal(op) -> str | None:
+    """Why the schema alone rules an overload out (None: it passes)."""
+    schema = op._schema
+    if _OUT_OVERLOAD.search(schema.overload_name) or any(
+            a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return "out= overloads (they resize their output, freeing storage a reply may be streaming)"
+    if not _has_kernel(op):
+        return "no CPU or composite kernel (another backend's op, or a TorchScript helper)"
     types = [str(a.type) for a in schema.arguments] + [str(r.type) for r in schema.returns]
     if not any("Tensor" in t for t in types):
-        return False  # a TorchScript helper on ints, strings or lists (``mul.left_t`` repeats a list)
+        return "takes and returns no tensor"
     for a in schema.arguments:
         t = str(a.type)
-        if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write:
-            return False  # an out= argument
-        if any(bad in t + " " for bad in _DENIED_TYPES):
-            return False
-    return True
+        if any(bad in t for bad in _DENIED_TYPES):
+            return "takes a Storage, Stream, Event or Dimname"
+        if t == "Generator":  # an optional generator must be None (checked): none travels
+            return "needs a Generator (none travels)"
+        if a.name == "unsafe" and t == "bool":
+            return "takes an `unsafe` flag that skips its kernel's checks"
+    return None
 
 
-def _build() -> dict[str, torch._ops.OpOverload]:
-    ops = {}
-    for base in sorted(ALLOWED_NAMES):
+def denial(name: str) -> str | None:
+    """Why the deny-list refuses an overload ('aten.<base>.<overload>'), or None."""
+    if name in FUZZ_CRASHES:
+        return "crashed the fuzzer: " + FUZZ_CRASHES[name]
+    base = name.split(".")[1]
+    for pattern, why in _DENIED_RES:
+        if pattern.search(base):
+            return why
+    return None
+
+
+def _every_overload():
+    for full in sorted(torch._C._dispatch_get_all_op_names()):
+        if not full.startswith("aten::"):
+            continue
+        base, _, overload = full[6:].partition(".")
         packet = getattr(aten, base, None)
-        if not isinstance(packet, torch._ops.OpOverloadPacket):
-            continue  # not in this torch build (tests/wire/test_allowlist.py checks every name exists)
-        for overload in packet.overloads():
-            op = getattr(packet, overload)
-            if _overload_ok(op):
-                ops[str(op)] = op
-    return ops
+        if packet is None:
+            continue
+        op = getattr(packet, overload or "default", None)
+        if isinstance(op, torch._ops.OpOverload):
+            yield op
 
 
-ALLOWED: dict[str, torch._ops.OpOverload] = _build()
+def _build():
+    allowed, refused = {}, {}
+    for op in _every_overload():
+        name = str(op)
+        why = structural_refusal(op) or denial(name)
+        if why is None:
+            allowed[name] = op
+        else:
+            refused[name] = why
+    return allowed, refused
+
+
+ALLOWED, REFUSED = _build()  # name -> OpOverload; name -> why not
 ALLOWED_OPS = frozenset(ALLOWED.values())
+ALLOWED_NAMES = frozenset(n.split(".")[1] for n in ALLOWED)
 
 
 def resolve(name) -> torch._ops.OpOverload:
@@ -161,13 +161,15 @@ def resolve(name) -> torch._ops.OpOverload:
         raise OpNotAllowedError(f"an op is named by a string such as 'aten.add.Tensor', got {type(name).__name__}")
     if not _NAME.match(name):
         raise OpNotAllowedError(f"op {name!r} is not allowed: only aten.<op>.<overload> names are")
-    base = name.split(".")[1]
-    if base in ALLOWED_NAMES:
-        raise OpNotAllowedError(f"op {name!r} is not allowed: out=, in-place view and internal overloads never "
-                                f"run on a worker (allowed overloads of aten.{base}: "
-                                f"{', '.join(n for n in ALLOWED if n.split('.')[1] == base)})")
-    raise OpNotAllowedError(f"op {name!r} is denied: it is not on the worker's curated allow-list "
-                            f"(docs/op-allowlist.md lists the ops a worker runs)")
+    why = REFUSED.get(name)
+    if why is not None:
+        base = name.split(".")[1]
+        others = [n for n in ALLOWED if n.split(".")[1] == base]
+        also = f" (allowed overloads of aten.{base}: {', '.join(others)})" if others else ""
+        raise OpNotAllowedError(f"op {name!r} is denied: it is not on the worker's curated allow-list: {why}{also} "
+                                f"(docs/op-allowlist.md states the policy)")
+    raise OpNotAllowedError(f"op {name!r} is denied: it is not on the worker's curated allow-list (no such aten "
+                            f"overload in this torch build)")
 
 
 def is_allowed(name) -> bool:
@@ -179,248 +181,250 @@ def op_name(op) -> str:
     return str(op)
 
 
-# --- argument checks -------------------------------------------------------------------------
+# --- per-op plans: what check_call does for each allowed overload, decided once ----------------
 
-def _storage_elements(t: torch.Tensor) -> int:
-    return t.untyped_storage().nbytes() // t.element_size()
-
-
-def _sizes(x, what: str, name) -> list:
-    if type(x) not in (list, tuple) or not all(type(s) is int for s in x):
-        raise OpNotAllowedError(f"{name}: {what} must be a list of integers")
-    return list(x)
+_TENSOR_OR_SCALAR = re.compile(r"^(Tensor|Scalar|Tensor\?|Scalar\?|bool)$")
+_META = torch.device("meta")
+_CPU = torch.device("cpu")
+_HELD_DTYPES = frozenset(DTYPES.values())
 
 
-def _check_view(name, t, size, stride, offset) -> None:
-    """A view of ``t``'s storage with these sizes, strides and offset stays inside it."""
-    size, stride = _sizes(size, "size", name), _sizes(stride, "stride", name)
-    if len(size) != len(stride):
-        raise OpNotAllowedError(f"{name}: size and stride must have the same length")
-    if any(s < 0 for s in size) or any(s < 0 for s in stride) or offset < 0:
-        raise OpNotAllowedError(f"{name}: sizes, strides and the storage offset must not be negative")
-    if 0 in size:
-        return
-    last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-    if last >= _storage_elements(t):
-        raise OpNotAllowedError(f"{name}: a view reaching element {last} lies outside the input's storage of "
-                                f"{_storage_elements(t)} elements")
+class _Plan:
+    """What ``check_call`` does for one overload (built lazily, once)."""
+
+    __slots__ = ("op", "name", "fast", "arg_check", "typed", "meta", "writes", "inplace_view", "view", "family")
+
+    def __init__(self, op):
+        schema = op._schema
+        self.op, self.name = op, str(op)
+        args = schema.arguments
+        # Pointwise ops on tensors and scalars only: TensorIterator checks their shapes itself,
+        # and their work is their output's size, so no meta run is needed (the tiny add's path).
+        self.arg_check = op_checks.check_for(self.name, op)
+        self.fast = self.arg_check is None and torch.Tag.pointwise in op.tags and all(
+            _TENSOR_OR_SCALAR.match(str(a.real_type)) for a in args)
+        # arguments checked by type: (position, keyword, kind)
+        self.typed = tuple((i, a.name, kind) for i, a in enumerate(args)
+                           for kind in [_type_kind(str(a.real_type), a.name)] if kind)
+        self.meta = None if self.fast else _meta_source(op)
+        self.writes = tuple(i for i, a in enumerate(args) if a.alias_info is not None and a.alias_info.is_write
+                            and "Tensor" in str(a.type) and "[]" not in str(a.type))
+        self.inplace_view = torch.Tag.inplace_view in op.tags
+        self.view = self.inplace_view or any(r.alias_info is not None and not r.alias_info.is_write
+                                             for r in schema.returns)
+        self.family = op_cost.family_of(self.name, op)
 
 
-def _as_strided(name, args, kwargs):
-    t, size, stride = _arg(args, kwargs, 0, "self"), _arg(args, kwargs, 1, "size"), _arg(args, kwargs, 2, "stride")
-    offset = _arg(args, kwargs, 3, "storage_offset")
-    _check_view(name, t, size, stride, t.storage_offset() if offset is None else _int(offset, name))
+_structured: set | None = None
 
 
-def _reshape_alias(name, args, kwargs):
-    t = _arg(args, kwargs, 0, "self")
-    _check_view(name, t, _arg(args, kwargs, 1, "size"), _arg(args, kwargs, 2, "stride"), t.storage_offset())
+def _structured_ops() -> set:
+    """Names ('mm', 'add.Tensor') of the ops whose CPU kernel is a structured kernel: it runs its
+    meta function (the shape and argument checks) before computing. Read once from the
+    native_functions.yaml that ships inside the torch wheel (torchgen/packaged)."""
+    global _structured
+    if _structured is None:
+        spec = importlib.util.find_spec("torchgen")
+        path = os.path.join(os.path.dirname(spec.origin), "packaged", "ATen", "native", "native_functions.yaml") \
+            if spec is not None and spec.origin else None
+        try:
+            text = open(path).read() if path else ""
+        except OSError:
+            text = ""
+        _structured = {entry.split("(", 1)[0] for entry in text.split("\n- func: ")[1:]
+                       if "structured_delegate:" in entry or "structured: True" in entry}
+    return _structured
 
 
-def _unsafe_view(name, args, kwargs):
-    t, size = _arg(args, kwargs, 0, "self"), _sizes(_arg(args, kwargs, 1, "size"), "size", name)
-    if size.count(-1) > 1 or any(s < -1 for s in size):
-        raise OpNotAllowedError(f"{name}: bad size {size}")
-    known = math.prod(s for s in size if s != -1)
-    if (-1 not in size and known != t.numel()) or (-1 in size and (known == 0 or t.numel() % known)):
-        raise OpNotAllowedError(f"{name}: size {size} does not hold the input's {t.numel()} elements")
+def _meta_source(op) -> str:
+    """'kernel' when the op's CPU kernel checks what its meta run checks, first: a structured
+    kernel (its meta function runs before it), or a Meta kernel registered from the same C++
+    function as the CPU one. 'separate' otherwise: then a meta run's refusal is final."""
+    schema = op._schema
+    if (schema.name[6:] + ("." + schema.overload_name if schema.overload_name else "")) in _structured_ops():
+        return "kernel"
+    full = schema.name + ("." + schema.overload_name if schema.overload_name else "")
+    try:
+        table = torch._C._dispatch_dump_table(full)
+    except RuntimeError:
+        return "separate"
+    line = next((ln for ln in table.splitlines() if ln.startswith("Meta:")), "")
+    return "kernel" if "RegisterMeta" in line else "separate"
 
 
-def _strided_factory(first: int):
-    def check(name, args, kwargs):
-        size, stride = _arg(args, kwargs, first, "size"), _arg(args, kwargs, first + 1, "stride")
-        size, stride = _sizes(size, "size", name), _sizes(stride, "stride", name)
-        if len(size) != len(stride) or any(s < 0 for s in size + stride):
-            raise OpNotAllowedError(f"{name}: sizes and strides must be non-negative and of the same length")
-    return check
+def _type_kind(t: str, name: str) -> str | None:
+    if "Device" in t:
+        return "device"
+    if "Layout" in t:
+        return "layout"
+    if "ScalarType" in t:
+        return "dtype"
+    if "Generator" in t:
+        return "generator"
+    return None
 
 
-_NORM_ARGS = ("weight", "bias", "running_mean", "running_var", "save_mean", "save_invstd", "save_var")
-
-
-def _batch_norm(name, args, kwargs):
-    """Per-channel tensors must be 1-d with one entry per channel (else the kernel reads past them)."""
-    schema_args = _SCHEMA_ARGS[name]
-    backward = schema_args[0] == "grad_out"
-    x = _arg(args, kwargs, 1 if backward else 0, schema_args[1 if backward else 0])
-    if not isinstance(x, torch.Tensor) or x.dim() < 2:
-        raise OpNotAllowedError(f"{name}: the input must be a tensor of at least 2 dimensions (N, C, ...)")
-    channels = x.shape[1]
-    if backward:
-        g = _arg(args, kwargs, 0, "grad_out")
-        if not isinstance(g, torch.Tensor) or g.shape != x.shape:
-            raise OpNotAllowedError(f"{name}: grad_out must have the input's shape {list(x.shape)}")
-    given = {}
-    for i, arg_name in enumerate(schema_args):
-        if arg_name in _NORM_ARGS:
-            v = given[arg_name] = _arg(args, kwargs, i, arg_name)
-            if v is not None and (not isinstance(v, torch.Tensor) or v.dim() != 1 or v.shape[0] != channels):
-                raise OpNotAllowedError(f"{name}: {arg_name} must be None or a 1-d tensor of {channels} "
-                                        f"(the input's channels)")
-    # The kernels read the statistics their mode needs without checking that they were given.
-    flag = next((i for i, n in enumerate(schema_args) if n in ("training", "train", "update")), None)
-    training = bool(_arg(args, kwargs, flag, schema_args[flag])) if flag is not None else "no_update" not in name
-    if backward:
-        save = ("save_mean", "save_invstd" if "save_invstd" in schema_args else "save_var")
-        needed = save if training else ("running_mean", "running_var")
-    elif name.endswith(".no_stats"):
-        if not training:
-            raise OpNotAllowedError(f"{name}: runs in training mode only (training=True): it has no running "
-                                    f"statistics to evaluate with")
-        needed = ()
-    else:
-        needed = () if training else ("running_mean", "running_var")
-    missing = [n for n in needed if given.get(n) is None]
-    if missing:
-        raise OpNotAllowedError(f"{name}: {' and '.join(missing)} must be given "
-                                f"({'training' if training else 'evaluation'} mode needs them)")
-
-
-def _max_pool_backward(name, args, kwargs):
-    """The kernel writes grad_input[index] unchecked: every index must lie in its input plane."""
-    grad, x, indices = _arg(args, kwargs, 0, "grad_output"), _arg(args, kwargs, 1, "self"), _arg(args, kwargs, 7, "indices")
-    if not all(isinstance(v, torch.Tensor) for v in (grad, x, indices)) or x.dim() not in (3, 4):
-        raise OpNotAllowedError(f"{name}: takes tensors grad_output, self (3-d or 4-d) and indices")
-    if indices.dtype != torch.int64 or indices.shape != grad.shape or grad.shape[:-2] != x.shape[:-2]:
-        raise OpNotAllowedError(f"{name}: indices must be int64 with grad_output's shape, and grad_output must "
-                                f"match self in all but the last two dimensions")
-    plane = x.shape[-1] * x.shape[-2]
-    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= plane):
-        raise OpNotAllowedError(f"{name}: an index lies outside the input plane of {plane} elements")
-
-
-def _embedding_backward(name, args, kwargs):
-    indices, n = _arg(args, kwargs, 1, "indices"), _int(_arg(args, kwargs, 2, "num_weights"), name)
-    if not isinstance(indices, torch.Tensor) or indices.is_floating_point() or indices.is_complex():
-        raise OpNotAllowedError(f"{name}: indices must be an integer tensor")
-    if n < 0 or (indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= n)):
-        raise OpNotAllowedError(f"{name}: every index must lie in [0, num_weights={n})")
-
-
-def _tensors(name, *ts) -> None:
-    if not all(isinstance(t, torch.Tensor) for t in ts):
-        raise OpNotAllowedError(f"{name}: expected tensors")
-
-
-def _softmax_backward(name, args, kwargs):
-    """The kernel reads ``output`` with ``grad_output``'s sizes."""
-    grad, out = _arg(args, kwargs, 0, "grad_output"), _arg(args, kwargs, 1, "output")
-    _tensors(name, grad, out)
-    if grad.shape != out.shape:
-        raise OpNotAllowedError(f"{name}: grad_output {list(grad.shape)} and output {list(out.shape)} must have "
-                                f"the same shape")
-
-
-def _group_norm(name, args, kwargs):
-    """N, C and HxW are given apart from the input: they must describe it."""
-    backward = name.startswith("aten.native_group_norm_backward")
-    x = _arg(args, kwargs, 1 if backward else 0, "input")
-    first = 5 if backward else 3
-    n, c, hxw = (_int(_arg(args, kwargs, first + i, key), name) for i, key in enumerate(("N", "C", "HxW")))
-    group = _int(_arg(args, kwargs, first + 3, "group"), name)
-    _tensors(name, x)
-    if min(n, c, hxw) < 0 or group <= 0 or n * c * hxw != x.numel() or (x.dim() >= 2 and x.shape[1] != c):
-        raise OpNotAllowedError(f"{name}: N, C, HxW must describe the input {list(x.shape)} (N*C*HxW elements, "
-                                f"C its channels), and group must be positive")
-    weight = _arg(args, kwargs, 4 if backward else 1, "weight")
-    if weight is not None and (not isinstance(weight, torch.Tensor) or weight.numel() != c):
-        raise OpNotAllowedError(f"{name}: weight must be None or hold C={c} elements")
-    if backward:
-        grad, mean, rstd = _arg(args, kwargs, 0, "grad_out"), _arg(args, kwargs, 2, "mean"), _arg(args, kwargs, 3, "rstd")
-        _tensors(name, grad, mean, rstd)
-        if grad.shape != x.shape or mean.numel() != n * group or rstd.numel() != n * group:
-            raise OpNotAllowedError(f"{name}: grad_out must have the input's shape, mean and rstd N*group elements")
-
-
-def _layer_norm_backward(name, args, kwargs):
-    grad, x, shape = _arg(args, kwargs, 0, "grad_out"), _arg(args, kwargs, 1, "input"), _arg(args, kwargs, 2, "normalized_shape")
-    mean, rstd = _arg(args, kwargs, 3, "mean"), _arg(args, kwargs, 4, "rstd")
-    _tensors(name, grad, x, mean, rstd)
-    shape = _sizes(shape, "normalized_shape", name)
-    if not shape or len(shape) > x.dim() or list(x.shape[x.dim() - len(shape):]) != shape or grad.shape != x.shape:
-        raise OpNotAllowedError(f"{name}: normalized_shape must be the input's trailing sizes, grad_out its shape")
-    rows = math.prod(x.shape[:x.dim() - len(shape)])
-    if mean.numel() != rows or rstd.numel() != rows:
-        raise OpNotAllowedError(f"{name}: mean and rstd must hold one value per normalized row ({rows})")
-    for i, key in ((5, "weight"), (6, "bias")):
-        v = _arg(args, kwargs, i, key)
-        if v is not None and (not isinstance(v, torch.Tensor) or list(v.shape) != shape):
-            raise OpNotAllowedError(f"{name}: {key} must be None or of shape {shape}")
-
-
-def _int(v, name) -> int:
-    if type(v) is not int:
-        raise OpNotAllowedError(f"{name}: expected an integer, got {type(v).__name__}")
-    return v
-
-
-def _arg(args, kwargs, i, key):
-    if i < len(args):
-        return args[i]
-    return kwargs.get(key) if kwargs else None
-
-
-def _checks_for(prefix: str, check) -> dict:
-    return {n: check for n in ALLOWED if n.startswith(prefix + ".")}
-
-
-def _shift(name, args, kwargs):
-    amount = _arg(args, kwargs, 1, "other")
-    if isinstance(amount, torch.Tensor):
-        if amount.dtype.is_floating_point or amount.dtype.is_complex:
-            raise OpNotAllowedError(f"{name}: a shift amount is an integer")
-        return
-    if type(amount) is not int or not 0 <= amount < 64:
-        raise OpNotAllowedError(f"{name}: a shift amount is an integer in 0..63, got {amount!r:.40}")
-
-
-CHECKS = {
-    **_checks_for("aten.bitwise_left_shift", _shift),
-    **_checks_for("aten.bitwise_right_shift", _shift),
-    **_checks_for("aten.__lshift__", _shift),
-    **_checks_for("aten.__rshift__", _shift),
-    **_checks_for("aten.as_strided", _as_strided),
-    **_checks_for("aten._reshape_alias", _reshape_alias),
-    **_checks_for("aten._unsafe_view", _unsafe_view),
-    **_checks_for("aten.empty_strided", _strided_factory(0)),
-    **_checks_for("aten.new_empty_strided", _strided_factory(1)),
-    **_checks_for("aten.max_pool2d_with_indices_backward", _max_pool_backward),
-    **_checks_for("aten.embedding_dense_backward", _embedding_backward),
-    **_checks_for("aten._softmax_backward_data", _softmax_backward),
-    **_checks_for("aten._log_softmax_backward_data", _softmax_backward),
-    **_checks_for("aten.native_group_norm", _group_norm),
-    **_checks_for("aten.native_group_norm_backward", _group_norm),
-    **_checks_for("aten.native_layer_norm_backward", _layer_norm_backward),
-    **{n: c for base in ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-                         "_batch_norm_with_update", "_batch_norm_no_update", "native_batch_norm_backward",
-                         "batch_norm_backward")
-       for n, c in _checks_for("aten." + base, _batch_norm).items()},
-}
-_SCHEMA_ARGS = {n: [a.name for a in ALLOWED[n]._schema.arguments] for n in CHECKS}
-# Keyed by id(op): OpOverload hashes in Python (0.2 us a lookup), an id in a set of ints does not,
-# and this runs on every in-process pointer op. The ops live as long as ALLOWED holds them.
+_plans: dict[int, _Plan] = {}  # id(op) -> plan; the plan holds the op, so its id is never reused
 _ALLOWED_IDS = frozenset(id(op) for op in ALLOWED_OPS)
-_CHECK_BY_ID = {id(ALLOWED[n]): c for n, c in CHECKS.items()}
-_LAYOUT_IDS = frozenset(id(op) for op in ALLOWED_OPS if any(a.name == "layout" for a in op._schema.arguments))
-# ops returning a view of an input (not an in-place result): their results are bounds-checked
-_VIEW_IDS = frozenset(id(op) for op in ALLOWED_OPS
-                      if any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns))
 
+
+def _plan(op) -> _Plan:
+    plan = _plans.get(id(op))
+    if plan is None:
+        plan = _plans[id(op)] = _Plan(op)
+    return plan
+
+
+def _check_typed(plan: _Plan, args, kwargs) -> None:
+    for i, key, kind in plan.typed:
+        v = args[i] if i < len(args) else (kwargs.get(key) if kwargs else None)
+        if v is None:
+            continue
+        if kind == "device":
+            if not isinstance(v, torch.device) or v.type != "cpu":
+                raise OpNotAllowedError(f"{plan.name}: a worker makes tensors on its CPU only (device={v!r:.40})")
+        elif kind == "layout":
+            if v is not torch.strided:
+                raise OpNotAllowedError(f"{plan.name}: only strided (dense) tensors are made on a worker")
+        elif kind == "dtype":
+            if v not in _HELD_DTYPES:
+                raise OpNotAllowedError(f"{plan.name}: dtype {v!r:.40} is not one a worker holds "
+                                        f"({', '.join(DTYPES)})")
+        else:
+            raise OpNotAllowedError(f"{plan.name}: a generator cannot travel; the worker uses its own")
+
+
+# --- the meta run ------------------------------------------------------------------------------
+
+_MEMO_SIZE = 8192
+_memo: dict = {}
+
+
+class _Verdict:
+    """A meta run's outcome for one signature: refused (why) or the output sizes it found."""
+
+    __slots__ = ("refusal", "out_numels", "work", "always")
+
+    def __init__(self, refusal, out_numels, always=False):
+        self.refusal, self.out_numels, self.work, self.always = refusal, out_numels, None, always
+
+
+def _key(a):
+    if isinstance(a, torch.Tensor):
+        return (a.shape, a.stride(), a.dtype)
+    t = type(a)
+    if t is list or t is tuple:
+        return tuple([_key(b) for b in a])
+    if t is float and a != a:
+        return (t, "nan")
+    return (t, a)
+
+
+def _to_meta(a):
+    if isinstance(a, torch.Tensor):
+        return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
+    if type(a) in (list, tuple):
+        return [_to_meta(b) for b in a]
+    return a
+
+
+def _data_independent_failure(e: BaseException) -> bool:
+    """A meta run that failed because it cannot tell (no meta kernel, data-dependent sizes)."""
+    if isinstance(e, NotImplementedError):
+        return True
+    text = str(e)
+    return "meta" in text or "Meta" in text or "data-dependent" in text or "data dependent" in text
+
+
+def _meta_run(plan: _Plan, args, kwargs) -> _Verdict:
+    op = plan.op
+    margs = [_to_meta(a) for a in args]
+    mkw = {k: _to_meta(v) for k, v in kwargs.items()} if kwargs else {}
+    for i, a in enumerate(op._schema.arguments):  # factories: make the result on meta
+        if a.name == "device":
+            if i < len(margs) and not a.kwarg_only:
+                margs[i] = _META
+            else:
+                mkw["device"] = _META
+    before = [margs[i].shape if i < len(margs) and isinstance(margs[i], torch.Tensor) else None for i in plan.writes]
+    try:
+        out = op(*margs, **mkw)
+    except (RuntimeError, IndexError, ValueError, TypeError, OverflowError, NotImplementedError) as e:
+        if _data_independent_failure(e):
+            return _Verdict(None, None)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return _Verdict(f"{type(e).__name__}: {first[:300]}", None)
+    except Exception:  # anything else: the real run decides, behind the other checks
+        return _Verdict(None, None)
+    if not plan.inplace_view:
+        for i, shape in zip(plan.writes, before):
+            if shape is not None and margs[i].shape != shape:
+                return _Verdict(f"it would resize argument {op._schema.arguments[i].name!r} in place", None, True)
+    outs = out if type(out) in (list, tuple) else (out,)
+    return _Verdict(None, [o.numel() for o in outs if isinstance(o, torch.Tensor)])
+
+
+def _verdict(plan: _Plan, args, kwargs) -> _Verdict:
+    try:
+        key = (plan.name, _key(args), tuple((k, _key(v)) for k, v in kwargs.items()) if kwargs else None)
+        hash(key)
+    except (TypeError, RuntimeError):
+        key = None
+    if key is not None:
+        hit = _memo.get(key)
+        if hit is not None:
+            return hit
+    verdict = _meta_run(plan, args, kwargs)
+    if key is not None:
+        if len(_memo) >= _MEMO_SIZE:
+            _memo.clear()
+        _memo[key] = verdict
+    return verdict
+
+
+# --- the checks --------------------------------------------------------------------------------
 
 def check_call(op, args, kwargs) -> None:
-    """Refuse (OpNotAllowedError) an op off the list, or arguments that would reach outside a
-    tensor's storage. ``args``/``kwargs`` are the resolved values the op is about to run on."""
-    key = id(op)
-    if key not in _ALLOWED_IDS:
-        raise OpNotAllowedError(f"op {op} is not on the worker's allow-list")
-    check = _CHECK_BY_ID.get(key)
-    if check is not None:
-        check(str(op), args, kwargs)
-    if kwargs and key in _LAYOUT_IDS and kwargs.get("layout") not in (None, torch.strided):
-        raise OpNotAllowedError(f"{op}: only strided (dense) tensors are made on a worker")
+    """Refuse an op off the list (OpNotAllowedError), arguments that would reach outside a
+    tensor's storage or that shape inference rejects (OpNotAllowedError), or an op whose work
+    exceeds ``op_cost.MAX_OP_WORK`` (QuotaExceededError); nothing has run then. ``args``/``kwargs`` are
+    the resolved values the op is about to run on."""
+    plan = _plans.get(id(op))
+    if plan is None:
+        if id(op) not in _ALLOWED_IDS:
+            raise OpNotAllowedError(f"op {op} is not on the worker's allow-list")
+        plan = _plan(op)
+    if plan.fast:
+        op_cost.check_pointwise(plan.name, args)
+        return
+    if plan.typed:
+        _check_typed(plan, args, kwargs)
+    if plan.arg_check is not None:
+        plan.arg_check(plan.name, args, kwargs)
+    verdict = _verdict(plan, args, kwargs)
+    if verdict.refusal is not None and (plan.meta == "separate" or verdict.always):
+        # (where the CPU kernel checks what the meta run checks, first, the op's own error is left
+        # to it: a client sees the error type and words plain torch gives)
+        raise OpNotAllowedError(f"{plan.name}: refused before it ran, by shape inference: {verdict.refusal}")
+    if plan.view:
+        return  # a view computes nothing (its bounds are checked above and on its result)
+    work = verdict.work
+    if work is None or plan.family.data_sized:
+        work = op_cost.op_work(plan.family, plan.name, op, args, kwargs, verdict.out_numels)
+        if not plan.family.data_sized:
+            verdict.work = work
+    if work > op_cost.MAX_OP_WORK:
+        raise QuotaExceededError(
+            f"{plan.name} would cost about {work:.3g} element operations ({plan.family.name}), more than the "
+            f"{op_cost.MAX_OP_WORK:.3g} one op may take on a worker (a broadcast view counts every element it "
+            f"shows): nothing ran. Work in smaller pieces (a smaller window, fewer rows, a materialised input)")
 
 
 _Tensor, _Parameter, _strided = torch.Tensor, torch.nn.Parameter, torch.strided  # read on every result
+# ops returning a view of an input (not an in-place result): their results are bounds-checked
+_VIEW_IDS = frozenset(id(op) for op in ALLOWED_OPS
+                      if any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
+                      or torch.Tag.inplace_view in op.tags)
 
 
 def _in_bounds(t: torch.Tensor) -> bool:
@@ -438,10 +442,10 @@ def _in_bounds(t: torch.Tensor) -> bool:
 
 
 def check_result(op, t) -> None:
-    """Refuse a result that no worker should hold: a meta or sparse tensor, or a view that
-    reaches outside its storage (a backstop behind the argument checks; only view ops share
-    another tensor's storage, the others allocate their own). A chain layer is judged by its
-    innermost tensor; a pointer (meta by design) holds no data here."""
+    """Refuse a result that no worker should hold: a meta, sparse or non-CPU tensor, a dtype a
+    worker does not hold, or a view that reaches outside its storage (a backstop behind the
+    argument checks). A chain layer is judged by its innermost tensor; a pointer (meta by
+    design) holds no data here."""
     while type(t) is not _Tensor and type(t) is not _Parameter:
         t = getattr(t, "__dict__", {}).get("child")
         if t is None:
@@ -450,5 +454,8 @@ def check_result(op, t) -> None:
         raise OpNotAllowedError(f"{op} made a meta tensor: a worker holds data only (use device='cpu')")
     if t.layout is not _strided:
         raise OpNotAllowedError(f"{op} made a {t.layout} tensor: a worker holds dense tensors only")
+    if t.dtype not in _HELD_DTYPES:
+        raise OpNotAllowedError(f"{op} made a {t.dtype} tensor: a worker holds {', '.join(DTYPES)} only")
     if id(op) in _VIEW_IDS and not _in_bounds(t):
         raise OpNotAllowedError(f"{op} made a view outside its storage: refused")
+

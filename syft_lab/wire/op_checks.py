@@ -1,0 +1,282 @@
+"""Argument checks for op families whose kernels trust their arguments (see allowlist.py).
+
+Each check is chosen by the op's schema (argument names and types) or its family's name, so a
+new overload of a family gets its family's check; ``check_for(name, op)`` returns the check of
+an allowed overload, or None. The checks read the *resolved* arguments (stored tensors, not
+ids) before the op runs and raise OpNotAllowedError.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+
+from ..errors import SyftError
+
+
+class OpNotAllowedError(SyftError):
+    """An op that is not on the allow-list, or arguments it refuses (nothing ran)."""
+
+
+class _Args:
+    """An op's arguments by schema name, whether given by position or keyword."""
+
+    __slots__ = ("pos", "args", "kwargs")
+
+    def __init__(self, pos, args, kwargs):
+        self.pos, self.args, self.kwargs = pos, args, kwargs
+
+    def __getitem__(self, key):
+        i = self.pos.get(key)
+        if i is not None and i < len(self.args):
+            return self.args[i]
+        return self.kwargs.get(key) if self.kwargs else None
+
+    def __contains__(self, key):
+        return key in self.pos
+
+
+def _storage_elements(t: torch.Tensor) -> int:
+    return t.untyped_storage().nbytes() // t.element_size()
+
+
+def _tensor(name, v, what) -> torch.Tensor:
+    if not isinstance(v, torch.Tensor):
+        raise OpNotAllowedError(f"{name}: {what} must be a tensor")
+    return v
+
+
+def _int(v, name) -> int:
+    if type(v) is not int:
+        raise OpNotAllowedError(f"{name}: expected an integer, got {type(v).__name__}")
+    return v
+
+
+def _sizes(x, what: str, name) -> list:
+    if type(x) not in (list, tuple) or not all(type(s) is int for s in x):
+        raise OpNotAllowedError(f"{name}: {what} must be a list of integers")
+    return list(x)
+
+
+# --- views: sizes, strides and offsets ------------------------------------------------------------
+
+def _check_view(name, elements: int, size, stride, offset) -> None:
+    """A view with these sizes, strides and offset stays inside ``elements`` elements."""
+    size, stride = _sizes(size, "size", name), _sizes(stride, "stride", name)
+    if len(size) != len(stride):
+        raise OpNotAllowedError(f"{name}: size and stride must have the same length")
+    if any(s < 0 for s in size) or any(s < 0 for s in stride) or offset < 0:
+        raise OpNotAllowedError(f"{name}: sizes, strides and the storage offset must not be negative")
+    if 0 in size:
+        return
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+    if last >= elements:
+        raise OpNotAllowedError(f"{name}: a view reaching element {last} lies outside the input's storage of "
+                                f"{elements} elements")
+
+
+def _view_check(kind: str):
+    """Ops taking ``size`` and ``stride`` lists: a view of self's storage (as_strided, _reshape_alias
+    and their copies), a scatter into a copy of self (as_strided_scatter), or a factory."""
+    def check(name, a: _Args):
+        if kind == "factory":
+            size, stride = _sizes(a["size"], "size", name), _sizes(a["stride"], "stride", name)
+            if len(size) != len(stride) or any(s < 0 for s in size + stride):
+                raise OpNotAllowedError(f"{name}: sizes and strides must be non-negative and of the same length")
+            return
+        t = _tensor(name, a["self"], "self")
+        offset = a["storage_offset"]
+        if kind == "scatter":  # the view is taken of a fresh, contiguous copy of self
+            _check_view(name, t.numel(), a["size"], a["stride"], 0 if offset is None else _int(offset, name))
+        else:
+            _check_view(name, _storage_elements(t), a["size"], a["stride"],
+                        t.storage_offset() if offset is None else _int(offset, name))
+    return check
+
+
+def _unsafe_view(name, a: _Args):
+    t, size = _tensor(name, a["self"], "self"), _sizes(a["size"], "size", name)
+    if size.count(-1) > 1 or any(s < -1 for s in size):
+        raise OpNotAllowedError(f"{name}: bad size {size}")
+    known = math.prod(s for s in size if s != -1)
+    if (-1 not in size and known != t.numel()) or (-1 in size and (known == 0 or t.numel() % known)):
+        raise OpNotAllowedError(f"{name}: size {size} does not hold the input's {t.numel()} elements")
+
+
+# --- normalisation: per-channel tensors and the statistics a mode reads --------------------------
+
+_NORM_ARGS = ("weight", "bias", "running_mean", "running_var", "save_mean", "save_invstd", "save_var")
+
+
+def _batch_norm(name, a: _Args):
+    """Per-channel tensors must be 1-d with one entry per channel (else the kernel reads past
+    them), and the statistics the mode reads must be given (the kernels read them unchecked)."""
+    backward = "grad_out" in a or "grad_output" in a
+    x = a["input"] if "input" in a else a["self"]
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        raise OpNotAllowedError(f"{name}: the input must be a tensor of at least 2 dimensions (N, C, ...)")
+    channels = x.shape[1]
+    if backward:
+        g = a["grad_out"] if "grad_out" in a else a["grad_output"]
+        if not isinstance(g, torch.Tensor) or g.shape != x.shape:
+            raise OpNotAllowedError(f"{name}: grad_out must have the input's shape {list(x.shape)}")
+    given = {}
+    for key in _NORM_ARGS:
+        if key in a:
+            v = given[key] = a[key]
+            if v is not None and (not isinstance(v, torch.Tensor) or v.dim() != 1 or v.shape[0] != channels):
+                raise OpNotAllowedError(f"{name}: {key} must be None or a 1-d tensor of {channels} "
+                                        f"(the input's channels)")
+    flag = next((k for k in ("training", "train", "update") if k in a), None)
+    training = bool(a[flag]) if flag is not None else "no_update" not in name
+    if backward:
+        needed = ("save_mean", "save_invstd" if "save_invstd" in a else "save_var") if training \
+            else ("running_mean", "running_var")
+    elif name.endswith(".no_stats"):
+        if not training:
+            raise OpNotAllowedError(f"{name}: runs in training mode only (training=True): it has no running "
+                                    f"statistics to evaluate with")
+        needed = ()
+    else:
+        needed = () if training else ("running_mean", "running_var")
+    missing = [n for n in needed if n in a and given.get(n) is None]
+    if missing:
+        raise OpNotAllowedError(f"{name}: {' and '.join(missing)} must be given "
+                                f"({'training' if training else 'evaluation'} mode needs them)")
+
+
+def _group_norm(name, a: _Args):
+    """N, C and HxW are given apart from the input: they must describe it."""
+    x = _tensor(name, a["input"], "input")
+    n, c, hxw, group = (_int(a[k], name) for k in ("N", "C", "HxW", "group"))
+    if min(n, c, hxw) < 0 or group <= 0 or n * c * hxw != x.numel() or (x.dim() >= 2 and x.shape[1] != c) \
+            or c % group:
+        raise OpNotAllowedError(f"{name}: N, C, HxW must describe the input {list(x.shape)} (N*C*HxW elements, "
+                                f"C its channels), and group must be positive and divide C")
+    weight = a["weight"]
+    if weight is not None and (not isinstance(weight, torch.Tensor) or weight.numel() != c):
+        raise OpNotAllowedError(f"{name}: weight must be None or hold C={c} elements")
+    if "bias" in a and a["bias"] is not None and (not isinstance(a["bias"], torch.Tensor) or a["bias"].numel() != c):
+        raise OpNotAllowedError(f"{name}: bias must be None or hold C={c} elements")
+    if "grad_out" in a:
+        grad, mean, rstd = (_tensor(name, a[k], k) for k in ("grad_out", "mean", "rstd"))
+        if grad.shape != x.shape or mean.numel() != n * group or rstd.numel() != n * group:
+            raise OpNotAllowedError(f"{name}: grad_out must have the input's shape, mean and rstd N*group elements")
+
+
+def _layer_norm_backward(name, a: _Args):
+    grad, x = _tensor(name, a["grad_out"], "grad_out"), _tensor(name, a["input"], "input")
+    mean, rstd = _tensor(name, a["mean"], "mean"), _tensor(name, a["rstd"], "rstd")
+    shape = _sizes(a["normalized_shape"], "normalized_shape", name)
+    if not shape or len(shape) > x.dim() or list(x.shape[x.dim() - len(shape):]) != shape or grad.shape != x.shape:
+        raise OpNotAllowedError(f"{name}: normalized_shape must be the input's trailing sizes, grad_out its shape")
+    rows = math.prod(x.shape[:x.dim() - len(shape)])
+    if mean.numel() != rows or rstd.numel() != rows:
+        raise OpNotAllowedError(f"{name}: mean and rstd must hold one value per normalized row ({rows})")
+    for key in ("weight", "bias"):
+        v = a[key]
+        if v is not None and (not isinstance(v, torch.Tensor) or list(v.shape) != shape):
+            raise OpNotAllowedError(f"{name}: {key} must be None or of shape {shape}")
+
+
+def _softmax_backward(name, a: _Args):
+    """The kernel reads ``output`` with ``grad_output``'s sizes."""
+    grad, out = _tensor(name, a["grad_output"], "grad_output"), _tensor(name, a["output"], "output")
+    if grad.shape != out.shape:
+        raise OpNotAllowedError(f"{name}: grad_output {list(grad.shape)} and output {list(out.shape)} must have "
+                                f"the same shape")
+
+
+# --- index tensors that kernels use unchecked ------------------------------------------------------
+
+def _pool_backward(dims: int):
+    """max-pool backward writes grad_input[index] unchecked: every index must lie in its input plane."""
+    def check(name, a: _Args):
+        grad, x, indices = a["grad_output"], a["self"], a["indices"]
+        if not all(isinstance(v, torch.Tensor) for v in (grad, x, indices)) or x.dim() not in (dims + 1, dims + 2):
+            raise OpNotAllowedError(f"{name}: takes tensors grad_output, self ({dims + 1}-d or {dims + 2}-d) and "
+                                    f"indices")
+        if indices.dtype != torch.int64 or indices.shape != grad.shape or grad.shape[:-dims] != x.shape[:-dims]:
+            raise OpNotAllowedError(f"{name}: indices must be int64 with grad_output's shape, and grad_output must "
+                                    f"match self in all but the last {dims} dimensions")
+        plane = math.prod(x.shape[-dims:])
+        if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= plane):
+            raise OpNotAllowedError(f"{name}: an index lies outside the input plane of {plane} elements")
+    return check
+
+
+def _embedding_backward(name, a: _Args):
+    """Embedding backward kernels add into grad_weight[index] unchecked."""
+    indices, n = a["indices"], _int(a["num_weights"], name)
+    if not isinstance(indices, torch.Tensor) or indices.is_floating_point() or indices.is_complex():
+        raise OpNotAllowedError(f"{name}: indices must be an integer tensor")
+    if n < 0 or (indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= n)):
+        raise OpNotAllowedError(f"{name}: every index must lie in [0, num_weights={n})")
+
+
+def _shift(name, a: _Args):
+    amount = a["other"]
+    if isinstance(amount, torch.Tensor):
+        if amount.dtype.is_floating_point or amount.dtype.is_complex:
+            raise OpNotAllowedError(f"{name}: a shift amount is an integer")
+        return
+    if type(amount) is not int or not 0 <= amount < 64:
+        raise OpNotAllowedError(f"{name}: a shift amount is an integer in 0..63, got {amount!r:.40}")
+
+
+# (pattern on the base name, check, what it guards): the families of checks, in the order tried
+FAMILIES = (
+    (r"batch_norm", _batch_norm, "per-channel tensors of the input's channels; the statistics the mode reads"),
+    (r"^native_group_norm", _group_norm, "N, C, HxW and group describe the input; weight, mean, rstd sized"),
+    (r"^native_layer_norm_backward$", _layer_norm_backward, "normalized_shape, mean and rstd describe the input"),
+    (r"^_(log_)?softmax_backward_data$", _softmax_backward, "grad_output and output of one shape"),
+    (r"^max_pool2d_with_indices_backward$", _pool_backward(2), "every index inside its input plane"),
+    (r"^max_pool3d_with_indices_backward$", _pool_backward(3), "every index inside its input volume"),
+    (r"^(embedding_dense_backward|_embedding_bag_dense_backward|_embedding_bag_backward"
+     r"|_embedding_bag_sparse_backward|embedding_backward)$", _embedding_backward,
+     "every index in [0, num_weights)"),
+    (r"^(bitwise_left_shift|bitwise_right_shift|__lshift__|__rshift__|__ilshift__|__irshift__"
+     r"|bitwise_left_shift_|bitwise_right_shift_)$", _shift, "an integer shift amount, a scalar one in 0..63"),
+    (r"^_unsafe_view$", _unsafe_view, "the new size holds exactly the input's elements"),
+)
+_FAMILY_RES = [(re.compile(p), check, what) for p, check, what in FAMILIES]
+VIEW_RULE = "ops taking `size` and `stride` lists: non-negative, and the view's last element " \
+            "(offset + sum((size-1)*stride)) inside the input's storage (factories: non-negative, same length)"
+
+
+def _view_kind(base: str, names: set) -> str | None:
+    if not {"size", "stride"} <= names:
+        return None
+    if "self" not in names or "empty" in base or base.startswith("new_"):
+        return "factory"
+    return "scatter" if base.endswith("_scatter") else "view"
+
+
+def check_for(name: str, op):
+    """The argument check of an allowed overload, or None."""
+    base = name.split(".")[1]
+    names = [a.name for a in op._schema.arguments]
+    pos = {n: i for i, n in enumerate(names)}
+    checks = []
+    kind = _view_kind(base, set(names))
+    if kind is not None:
+        checks.append(_view_check(kind))
+    for pattern, check, _ in _FAMILY_RES:
+        if pattern.search(base):
+            checks.append(check)
+            break
+    if not checks:
+        return None
+
+    def run(op_name, args, kwargs):
+        a = _Args(pos, args, kwargs)
+        for check in checks:
+            try:
+                check(op_name, a)
+            except OpNotAllowedError:
+                raise
+            except (TypeError, IndexError, AttributeError, ValueError, RuntimeError, OverflowError) as e:
+                raise OpNotAllowedError(f"{op_name}: arguments of the wrong kind ({type(e).__name__}: "
+                                        f"{str(e)[:200]})") from None
+    return run
