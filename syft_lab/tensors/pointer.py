@@ -26,6 +26,7 @@ from ..ids import new_id, short
 from .base import ChainLayer, flat_layers
 from .nodes import tree_from_list
 from .registry import register_layer, wire_int, wire_shape, wire_text
+from .strides import ColumnMajor, TensorMeta, constant_key, infer, intern, memo_get as _memo_get
 from .transfer import GetWithGrad, MoveWithGrad
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
@@ -35,6 +36,8 @@ _META = torch.device("meta")
 _strided = torch.strided
 _CPU = torch.device("cpu")
 _device = torch.device
+_no_python_dispatch = torch._C._DisableTorchDispatch
+_MISSING = object()
 aten = torch.ops.aten
 
 # Ops whose result is a Python value computed from the data: they would move values off the
@@ -54,12 +57,14 @@ class RemoteRef(Ref):
     """A pointer's hold on one remote object. Dropping the last owning one releases the object."""
 
     __slots__ = ("location", "owning", "released", "pointer_id", "owner_id", "target_kind", "shape", "dtype",
-                 "gone_how", "gone_to", "group", "__weakref__")
+                 "meta", "gone_how", "gone_to", "group", "__weakref__")
 
-    def __init__(self, location, obj_id: int, owning: bool, target_kind: str = "tensor", shape=None, dtype=None):
+    def __init__(self, location, obj_id: int, owning: bool, target_kind: str = "tensor", shape=None, dtype=None,
+                 meta: int = -1):
         self.id = obj_id
         self.target_kind = target_kind
         self.shape, self.dtype = shape, dtype  # known for tensor targets; sy.batch needs them
+        self.meta = meta  # the interned (shape, stride, offset, dtype) of the remote tensor (strides.py)
         self.location = location
         self.owning = owning
         self.released = False
@@ -219,9 +224,14 @@ class PointerTensor(ChainLayer, RemoteHandle):
 
     @staticmethod
     def __new__(cls, location, id_at_location: int, shape, dtype, requires_grad: bool = False,
-                owning: bool = True):
-        r = _make_wrapper(cls, shape, None, None, None, dtype, _strided, _META, False, requires_grad)
-        ref = r._ref = RemoteRef(location, id_at_location, owning, "tensor", r.shape, dtype)
+                owning: bool = True, stride=None, storage_offset: int = 0):
+        """A pointer to object ``id_at_location`` on ``location``, a tensor of ``shape`` and
+        ``dtype``; contiguous unless ``stride``/``storage_offset`` say otherwise (what a worker
+        stores when it is sent or moved a tensor is contiguous: strides.py)."""
+        r = _make_wrapper(cls, shape, stride, storage_offset if stride is not None else None, None, dtype,
+                          _strided, _META, False, requires_grad)
+        ref = r._ref = RemoteRef(location, id_at_location, owning, "tensor", r.shape, dtype,
+                                 intern(r.shape, r.stride(), r.storage_offset(), dtype))
         if events._subscribers:
             events.emit("pointer_created", ref.owner_id, r.id, location=location.id, id_at_location=id_at_location)
         return r
@@ -273,10 +283,12 @@ class PointerTensor(ChainLayer, RemoteHandle):
     @classmethod
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
         # One function, the whole body in the try (free in Python 3.11): a helper call costs
-        # ~0.1 us on every op.
+        # ~0.1 us on every op. ``key``: the op and its arguments' metadata, the memo key of the
+        # results' strides (strides.py).
         try:
             loc = None
             wire_args = []
+            key = [id(func)]
             for a in args:
                 if isinstance(a, PointerTensor):
                     ref = a._ref
@@ -285,12 +297,16 @@ class PointerTensor(ChainLayer, RemoteHandle):
                     elif ref.location is not loc:
                         raise _mixed_error(f"worker {loc.id!r}", f"worker {ref.location.id!r}")
                     wire_args.append(ref)
+                    key.append(ref.meta)
                 elif isinstance(a, _Tensor):
                     wire_args.append(_local_constant(a, func))
+                    key.append(constant_key(a.dtype))
                 elif type(a) is _device:
                     wire_args.append(_worker_device(a))
+                    key.append(a)
                 elif type(a) in _seq:
                     inner = []
+                    inner_key = []
                     for b in a:
                         if isinstance(b, PointerTensor):
                             if loc is None:
@@ -298,31 +314,53 @@ class PointerTensor(ChainLayer, RemoteHandle):
                             elif b._ref.location is not loc:
                                 raise _mixed_error(f"worker {loc.id!r}", f"worker {b._ref.location.id!r}")
                             inner.append(b._ref)
+                            inner_key.append(b._ref.meta)
                         elif isinstance(b, _Tensor):
                             inner.append(_local_constant(b, func))
+                            inner_key.append(constant_key(b.dtype))
                         else:
                             inner.append(b)
+                            inner_key.append(b)
                     wire_args.append(inner)
+                    key.append(tuple(inner_key))
                 else:
                     wire_args.append(a)
+                    key.append(a)
             wire_kwargs = None
             if kwargs:
                 wire_kwargs = {}
                 for k, v in kwargs.items():
+                    key.append(k)
                     if isinstance(v, PointerTensor):
                         if loc is None:
                             loc = v._ref.location
                         elif v._ref.location is not loc:
                             raise _mixed_error(f"worker {loc.id!r}", f"worker {v._ref.location.id!r}")
+                        key.append(v._ref.meta)
                         v = v._ref
                     elif isinstance(v, _Tensor):
+                        key.append(constant_key(v.dtype))
                         v = _local_constant(v, func)
                     elif type(v) is _device:
+                        key.append(v)
                         v = _worker_device(v)
+                    elif type(v) in _seq:
+                        key.append(tuple(v))
+                    else:
+                        key.append(v)
                     wire_kwargs[k] = v
             if id(func) in _VALUE_OP_IDS:
                 raise _value_error(func, loc)
-            return wrap_result(cls, loc._run(func, wire_args, wire_kwargs), loc, args)
+            out = loc._run(func, wire_args, wire_kwargs)
+            key = tuple(key)
+            try:
+                desc = _memo_get(key, _MISSING)
+            except TypeError:  # an unhashable argument: no memo, the worker's shape, contiguous
+                desc = None
+            else:
+                if desc is _MISSING:
+                    desc = infer(func, key, args, kwargs)
+            return wrap_result(cls, out, loc, args, desc)
         except _MixedLocal as e:
             where = flat_layers(PointerTensor, list(args) + list((kwargs or {}).values()))
             raise _mixed_error(f"this process (a local {e.args[0]})",
@@ -354,7 +392,8 @@ class PointerTensor(ChainLayer, RemoteHandle):
         """A pointer to a pointer (in-process workers): a new owning reference to the same object."""
         self._check_alive()
         self.location._incref(self.id_at_location)
-        return type(self)(self.location, self.id_at_location, self.shape, self.dtype)
+        return type(self)(self.location, self.id_at_location, self.shape, self.dtype, stride=self.stride(),
+                          storage_offset=self.storage_offset())
 
     def wire_fields(self) -> dict:
         ref = self._ref
@@ -423,16 +462,40 @@ class _MixedLocal(Exception):
     pass
 
 
-def wrap_result(cls, out, loc, args=()):
+def wrap_result(cls, out, loc, args=(), desc=None):
     """Pointers for a worker's reply: new objects become owning pointers, in-place results
-    give back the caller's own argument, other values pass through."""
+    give back the caller's own argument, other values pass through. ``desc``: the results'
+    metadata from the meta run (strides.py), which gives each new pointer its strides and
+    storage offset and brings an argument changed in place (``t_``, ``unsqueeze_``) up to date."""
     if type(out) is NewObject:
-        # positional: torch parses keyword arguments here ~0.2 us slower, on every op's result
-        r = _make_wrapper(cls, out.shape, None, None, None, out.dtype, _strided, _META)
-        r._ref = RemoteRef(loc, out.id, True, "tensor", out.shape, out.dtype)
+        shape, dtype = out.shape, out.dtype
+        if type(desc) is TensorMeta and desc.dtype is dtype and (desc.shape == shape or desc.shape == tuple(shape)):
+            # positional: torch parses keyword arguments here ~0.2 us slower, on every op's result
+            r = _make_wrapper(cls, shape, desc.stride, desc.offset, None, dtype, _strided, _META)
+            meta = desc.mkey
+        else:  # meta could not tell (data-dependent shapes): contiguous, as most such kernels give
+            stride = desc.stride(shape) if type(desc) is ColumnMajor else None
+            r = _make_wrapper(cls, shape, stride, None if stride is None else 0, None, dtype, _strided, _META)
+            meta = intern(r.shape, r.stride(), 0, dtype)
+        r._ref = RemoteRef(loc, out.id, True, "tensor", out.shape, dtype, meta)
         return r
     if type(out) is SameAsArg:
-        return args[out.index]
+        r = args[out.index]
+        if type(desc) is TensorMeta and isinstance(r, PointerTensor) and desc.mkey is not r._ref.meta:
+            _restride(r, desc)
+        return r
     if type(out) in _seq:
-        return type(out)(wrap_result(cls, o, loc, args) for o in out)
+        if type(desc) is not tuple or len(desc) != len(out):
+            desc = (None,) * len(out)
+        return type(out)(wrap_result(cls, o, loc, args, d) for o, d in zip(out, desc))
     return out
+
+
+def _restride(p: PointerTensor, desc: TensorMeta) -> None:
+    """An in-place op changed the remote tensor's metadata (``t_``, ``squeeze_``, ``resize_``):
+    the wrapper takes it over, so later ops see what the worker holds."""
+    with _no_python_dispatch():  # set_ on the wrapper itself, not an op for the worker
+        _Tensor.set_(p, _make_wrapper(type(p), desc.shape, desc.stride, desc.offset, None, desc.dtype,
+                                      _strided, _META))
+    ref = p._ref
+    ref.shape, ref.meta = p.shape, desc.mkey

@@ -23,7 +23,9 @@ import torch
 
 from ..commands import current_holder
 from ..errors import SyftError
-from ..tensors.registry import stored_copy
+from ..tensors.base import ChainLayer
+from ..tensors.pointer import PointerTensor
+from ..tensors.registry import iter_chain, stored_copy
 from . import registry
 from .base import BaseWorker, check_worker_id
 from .protocol import Transport, WorkerClient
@@ -31,6 +33,24 @@ from .service import Session, WorkerService
 
 
 _set_holder, _reset_holder = current_holder.set, current_holder.reset
+
+
+def _contiguous(obj):
+    """``obj`` as the wire would deliver it: every tensor in its chain contiguous (a pointer's
+    wrapper describes an object that arrived by send or move as contiguous). A copy only where
+    one is not contiguous already."""
+    if type(obj) is torch.Tensor:
+        return obj if obj.layout is not torch.strided or obj.is_contiguous() else obj.contiguous()
+    if isinstance(obj, ChainLayer) and not isinstance(obj, PointerTensor) and any(
+            not t.is_contiguous() for t in iter_chain(obj) if type(t) is torch.Tensor and t.layout is torch.strided):
+        new = obj.stored_copy(_contiguous)
+        d = obj.__dict__
+        if "tags" in d:
+            new.tags = set(d["tags"])
+        if "description" in d:
+            new.description = d["description"]
+        return new
+    return obj
 
 
 def _copied(result):
@@ -71,13 +91,15 @@ class InProcessTransport(Transport):
     def exchange(self, msg: dict, *, detach: bool = False, label=None):
         token = _set_holder(self.holder)
         try:
+            o = msg.get("o")
             if detach:  # the payload is still the caller's: the store gets its own copy
-                o = msg.get("o")
                 if o is not None:
-                    msg["o"] = stored_copy(o)
+                    msg["o"] = _contiguous(stored_copy(o))
                 s = msg.get("s")
                 if s:
                     msg["s"] = [stored_copy(t) for t in s]
+            elif o is not None and isinstance(o, torch.Tensor):  # a move between in-process workers
+                msg["o"] = _contiguous(o)
             result, then = self._call(msg, self.session)
         finally:
             _reset_holder(token)
