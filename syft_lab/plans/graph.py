@@ -111,16 +111,30 @@ def decode_arg(a, n_inputs: int, n_consts: int, n_nodes_so_far: int):
     raise PlanFormatError(f"malformed plan argument {a!r:.80}")
 
 
-def _encode_tensor(t: torch.Tensor) -> dict:
+def _encode_tensor(t: torch.Tensor, name: str | None = None) -> dict:
     t = t.detach().contiguous().cpu()
-    return {"shape": list(t.shape), "dtype": dtype_name(t.dtype),
-            "data": base64.b64encode(t.numpy().tobytes() if t.dtype != torch.bfloat16
-                                     else t.view(torch.int16).numpy().tobytes()).decode("ascii")}
+    d = {"shape": list(t.shape), "dtype": dtype_name(t.dtype),
+         "data": base64.b64encode(t.numpy().tobytes() if t.dtype != torch.bfloat16
+                                  else t.view(torch.int16).numpy().tobytes()).decode("ascii")}
+    if name is not None:
+        d["name"] = name
+    return d
+
+
+_CONSTANT_KEYS = {"shape", "dtype", "data"}
+_MAX_NAME = 200
+
+
+def _constant_name(d) -> str | None:
+    name = d.get("name") if isinstance(d, dict) else None
+    if name is not None and not (isinstance(name, str) and 0 < len(name) <= _MAX_NAME):
+        raise PlanFormatError(f"a plan constant's name is a string of at most {_MAX_NAME} characters")
+    return name
 
 
 def _decode_tensor(d) -> torch.Tensor:
-    if not isinstance(d, dict) or set(d) != {"shape", "dtype", "data"}:
-        raise PlanFormatError("a plan constant is {shape, dtype, data}")
+    if not isinstance(d, dict) or not _CONSTANT_KEYS <= set(d) <= _CONSTANT_KEYS | {"name"}:
+        raise PlanFormatError("a plan constant is {shape, dtype, data} and, optionally, its name")
     dtype = DTYPES.get(d["dtype"])
     shape = d["shape"]
     if dtype is None or not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
@@ -177,12 +191,30 @@ SHAPE_OPS = {
 SHAPE_OP_NAMES = {fn: name for name, (fn, _) in SHAPE_OPS.items()}
 
 
+def manual_seed(seed: int) -> None:
+    """``torch.manual_seed`` inside a plan, as a node: replay seeds the generator the plan draws
+    from (the trace records it, plans/trace.py; ``PlanGraph.run`` keeps it to the replay)."""
+    torch.default_generator.manual_seed(seed)
+
+
+SEED_OP = "rng.manual_seed"
+_SEED_RANGE = (-(2 ** 63), 2 ** 64)  # what torch.manual_seed accepts
+_SEEDED = torch.Tag.nondeterministic_seeded
+
+
+def is_random(op) -> bool:
+    """An op that draws from the random generator (aten's ``nondeterministic_seeded`` tag: rand*,
+    bernoulli, dropout, normal_, randperm ...) or seeds it."""
+    return op is manual_seed or (type(op) is torch._ops.OpOverload and _SEEDED in op.tags)
+
+
 class Node:
     __slots__ = ("op", "name", "args", "kwargs", "outputs", "source")
 
     def __init__(self, op, args, kwargs, outputs, source=None):
-        self.op = op  # an OpOverload, a SHAPE_OPS callable, or the string "getitem"
-        self.name = "getitem" if op == "getitem" else SHAPE_OP_NAMES.get(op) or str(op)
+        self.op = op  # an OpOverload, a SHAPE_OPS callable, manual_seed, or the string "getitem"
+        self.name = ("getitem" if op == "getitem" else SEED_OP if op is manual_seed
+                     else SHAPE_OP_NAMES.get(op) or str(op))
         self.args = args
         self.kwargs = kwargs
         self.outputs = outputs  # [(shape, dtype_name)] or [] for non-tensor; -1 for a size that depends on N
@@ -194,14 +226,25 @@ class Node:
     def is_shape_op(self) -> bool:
         return self.name in SHAPE_OPS
 
+    @property
+    def is_op(self) -> bool:
+        """An aten op (not getitem, shape arithmetic or a seed)."""
+        return type(self.op) is torch._ops.OpOverload
+
 
 class PlanGraph:
     """What a plan computes. ``inputs`` carry a name, a role ("input" or "state"), a shape and a dtype."""
 
     def __init__(self, name: str, inputs: list[dict], constants: list[torch.Tensor], nodes: list[Node],
-                 outputs: list, single_output: bool, batch_sizes: tuple | None = None):
+                 outputs: list, single_output: bool, batch_sizes: tuple | None = None,
+                 constant_names: list | None = None):
         self.name = name
         self.inputs = inputs
+        # what each constant was called where the plan's function found it ("bias"), or None
+        self.constant_names = list(constant_names) if constant_names is not None else [None] * len(constants)
+        # replay draws from a generator (a random op) / seeds it (torch.manual_seed in the plan)
+        self.random = any(is_random(n.op) for n in nodes)
+        self.seeded = any(n.op is manual_seed for n in nodes)
         # (lowest, highest or None) batch size N of the -1 dims this graph was traced for; None
         # when every input has a fixed shape
         self.batch_sizes = (batch_sizes or (1, None)) if any(BATCH in i["shape"] for i in inputs) else None
@@ -250,7 +293,7 @@ class PlanGraph:
                             fills.append((i, j, slot(b)))
             kw_fills = [(name, slot(v)) for name, v in node.kwargs.items() if isinstance(v, Value)]
             fn = _getitem if node.op == "getitem" else node.op
-            is_op = type(fn) is torch._ops.OpOverload  # not getitem or shape arithmetic
+            is_op = type(fn) is torch._ops.OpOverload  # not getitem, shape arithmetic or a seed
             # an op runs through its C++ overload packet: OpOverload.__call__ is a Python frame
             call = fn._op if is_op else fn
             dead = [(base["node"] + d, d) for d in frees[k]]
@@ -259,16 +302,40 @@ class PlanGraph:
         self._program = program, outputs
         return self._program
 
-    def run(self, inputs: list, guard=None, check=None) -> list:
+    def run(self, inputs: list, guard=None, check=None, generator: torch.Generator | None = None) -> list:
         """Replay the graph on real values; returns the output values in order.
 
         Each node's value is dropped after its last use, so a long chain holds only what is
         still needed. On a worker, ``guard(op, args, kwargs, live_bytes)`` runs before each op
         (the allow-list's argument checks and the quota, given the bytes the replay holds) and
-        returns the op's estimated new bytes; ``check(op, value)`` refuses a bad result."""
+        returns the op's estimated new bytes; ``check(op, value)`` refuses a bad result.
+
+        Random ops draw from ``generator`` (a worker's own), or from the process's default
+        generator; a plan that seeds (``torch.manual_seed`` inside it) seeds only its replay:
+        the generator it drew from is as before afterwards."""
         if len(inputs) != len(self.inputs):
             raise SyftError(f"plan {self.name!r} takes {len(self.inputs)} values (state and inputs), "
                             f"got {len(inputs)}")
+        if self.random and (generator is not None or self.seeded):
+            return self._run_on_generator(inputs, guard, check, generator)
+        return self._replay(inputs, guard, check)
+
+    def _run_on_generator(self, inputs, guard, check, generator):
+        """Replay with the default generator standing for ``generator`` (aten's random ops take
+        no generator argument of their own), then put both back."""
+        default = torch.default_generator
+        saved = default.get_state()
+        if generator is not None:
+            default.set_state(generator.get_state())
+        try:
+            out = self._replay(inputs, guard, check)
+            if generator is not None and not self.seeded:  # a seeded plan leaves the worker's stream alone
+                generator.set_state(default.get_state())
+            return out
+        finally:
+            default.set_state(saved)
+
+    def _replay(self, inputs, guard, check) -> list:
         program, outputs = self._program or self._compile()
         slots = [*inputs, *self.constants, *([None] * len(program))]
         sizes = [0] * len(program) if guard is not None else None
@@ -344,9 +411,18 @@ class PlanGraph:
             return False
         return True
 
+    def grad_matches(self, values: list) -> bool:
+        """Whether the inputs that require grad are those the graph was built with (the third
+        part of a build's key, after shape and dtype)."""
+        specs = [i for i in self.inputs if i["role"] == "input"]
+        args = values[len(values) - len(specs):] if specs else []
+        return all(bool(i.get("requires_grad")) == bool(getattr(v, "requires_grad", False))
+                   for i, v in zip(specs, args))
+
     def signature(self) -> str:
         """The inputs this graph runs on, e.g. ``(x: float32[N, 4], N >= 2)``."""
         text = ", ".join(f"{i['name']}: {i['dtype']}{format_shape(i['shape'])}"
+                         + (" requires_grad" if i.get("requires_grad") else "")
                          for i in self.inputs if i["role"] == "input")
         if self.batch_sizes is not None:
             lo, hi = self.batch_sizes
@@ -386,8 +462,10 @@ class PlanGraph:
             nodes.append({"id": f"in{i}", "role": s["role"], "label": s["name"], "op": None,
                           "shape": shown(s["shape"]), "dtype": s["dtype"]})
         for i, c in enumerate(self.constants):
-            nodes.append({"id": f"c{i}", "role": "constant", "label": f"const {dtype_name(c.dtype)}{list(c.shape)}",
-                          "op": None, "shape": list(c.shape), "dtype": dtype_name(c.dtype)})
+            name = self.constant_names[i]
+            kind = f"{dtype_name(c.dtype)}{list(c.shape)}"
+            nodes.append({"id": f"c{i}", "role": "constant", "label": f"{name}: const {kind}" if name else f"const {kind}",
+                          "name": name, "op": None, "shape": list(c.shape), "dtype": dtype_name(c.dtype)})
 
         def shape_of(v: Value):
             if v.kind == "input":
@@ -425,7 +503,7 @@ class PlanGraph:
         if self.batch_sizes is not None:
             d["batch_sizes"] = list(self.batch_sizes)
         d.update({
-            "constants": [_encode_tensor(c) for c in self.constants],
+            "constants": [_encode_tensor(c, n) for c, n in zip(self.constants, self.constant_names)],
             "nodes": [{"op": n.name, "args": [encode_arg(a) for a in n.args],
                        "kwargs": {k: encode_arg(v) for k, v in n.kwargs.items()},
                        "outputs": [{"shape": list(s), "dtype": d} for s, d in n.outputs]} for n in self.nodes],
@@ -467,7 +545,11 @@ class PlanGraph:
                 raise PlanFormatError(f"a plan has at most {MAX_NODES} nodes")
             clean_inputs = [_clean_input(i) for i in inputs]
             batch_sizes = _clean_batch_sizes(b.get("batch_sizes"), clean_inputs)
-            constants = [_decode_tensor(c) for c in b.get("constants", [])]
+            raw_constants = b.get("constants", [])
+            if not isinstance(raw_constants, list):
+                raise TypeError("constants is a list")
+            constants = [_decode_tensor(c) for c in raw_constants]
+            constant_names = [_constant_name(c) for c in raw_constants]
             nodes: list[Node] = []
             scalar_nodes: set[int] = set()  # results of shape ops: integers, not tensors
             for k, rn in enumerate(raw_nodes):
@@ -483,6 +565,12 @@ class PlanGraph:
                     op = "getitem"
                     if len(args) != 2 or not isinstance(args[0], Value) or type(args[1]) is not int:
                         raise PlanFormatError(f"plan node {k}: getitem takes a value and an index")
+                elif name_k == SEED_OP:
+                    op = manual_seed
+                    if kwargs or len(args) != 1 or type(args[0]) is not int or not (
+                            _SEED_RANGE[0] <= args[0] < _SEED_RANGE[1]):
+                        raise PlanFormatError(f"plan node {k}: {SEED_OP} takes one integer seed")
+                    scalar_nodes.add(k)  # returns nothing a tensor op could read
                 elif name_k in SHAPE_OPS:
                     op, takes_tensor = SHAPE_OPS[name_k]
                     _check_shape_op_args(k, name_k, args, kwargs, takes_tensor, scalar_nodes)
@@ -505,7 +593,7 @@ class PlanGraph:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise PlanFormatError(f"malformed plan: {type(e).__name__} {e}") from None
-        return cls(name, clean_inputs, constants, nodes, outputs, bool(single), batch_sizes)
+        return cls(name, clean_inputs, constants, nodes, outputs, bool(single), batch_sizes, constant_names)
 
     def copy(self) -> "PlanGraph":
         """An independent, validated copy (what a worker stores)."""
@@ -529,14 +617,19 @@ class PlanBuilds:
     def latest(self) -> PlanGraph:
         return self.graphs[-1]
 
-    def find(self, values: list) -> PlanGraph | None:
+    def find(self, values: list, strict: bool = False) -> PlanGraph | None:
+        """The graph for these inputs: by shape and dtype, preferring one built with the same
+        inputs requiring grad (``strict``: only such a one)."""
         try:
-            key = tuple([(v.shape, v.dtype) for v in values])
+            key = (tuple([(v.shape, v.dtype, v.requires_grad) for v in values]), strict)
         except AttributeError:  # not all tensors: check_inputs says what is wrong
             key = None
         graph = self._found.get(key)
         if graph is None:
-            graph = next((g for g in self.graphs if g.matches(values)), None)
+            fits = [g for g in self.graphs if g.matches(values)]
+            graph = next((g for g in fits if g.grad_matches(values)), None)
+            if graph is None and not strict and fits:
+                graph = fits[0]  # its ops are explicit: they replay whatever requires grad
             if graph is not None and key is not None and len(self._found) < 256:
                 self._found[key] = graph
         return graph
@@ -620,7 +713,13 @@ def _clean_input(i) -> dict:
             or not all(type(s) is int and (s >= 0 or (s == BATCH and i["role"] == "input")) for s in i["shape"])):
         raise PlanFormatError(f"malformed plan input {i!r:.80}")
     parse_dtype(i.get("dtype"))
-    return {"name": i["name"], "role": i["role"], "shape": i["shape"], "dtype": i["dtype"]}
+    clean = {"name": i["name"], "role": i["role"], "shape": i["shape"], "dtype": i["dtype"]}
+    rg = i.get("requires_grad", False)
+    if type(rg) is not bool:
+        raise PlanFormatError(f"malformed plan input {i!r:.80}: requires_grad is true or false")
+    if rg:
+        clean["requires_grad"] = True
+    return clean
 
 
 def _clean_batch_sizes(raw, inputs) -> tuple | None:
@@ -654,7 +753,7 @@ def _check_shape_op_args(k, name, args, kwargs, takes_tensor, scalar_nodes) -> N
 
 def _written_args(node: Node) -> list:
     """The arguments an op writes to (in-place and out= ops), from its schema."""
-    if node.op == "getitem" or node.is_shape_op:
+    if not node.is_op:
         return []
     written = []
     for i, arg in enumerate(node.op._schema.arguments):

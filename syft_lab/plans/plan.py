@@ -16,6 +16,7 @@ its state, as in PySyft's Part 8.
 """
 from __future__ import annotations
 
+import hashlib
 import inspect as _inspect
 import weakref
 
@@ -33,13 +34,14 @@ from .view import view_graph
 
 
 def _args_key(args) -> tuple:
-    """How a call finds its graph without scanning: the inputs' shapes and dtypes."""
-    return tuple((tuple(a.shape), dtype_name(a.dtype)) for a in args), None
+    """How a call finds its graph without scanning: the inputs' shapes, dtypes and requires_grad."""
+    return tuple((tuple(a.shape), dtype_name(a.dtype), a.requires_grad) for a in args), None
 
 
 def _graph_key(graph: PlanGraph) -> tuple:
-    return (tuple((tuple(i["shape"]), i["dtype"]) for i in graph.inputs if i["role"] == "input"),
-            graph.batch_sizes)
+    """A build's key: shape, dtype and requires_grad of each input (and the batch sizes it serves)."""
+    return (tuple((tuple(i["shape"]), i["dtype"], bool(i.get("requires_grad"))) for i in graph.inputs
+                  if i["role"] == "input"), graph.batch_sizes)
 
 
 def _parse_args_shape(name, args_shape, args_dtype) -> tuple[list, list]:
@@ -54,6 +56,55 @@ def _parse_args_shape(name, args_shape, args_dtype) -> tuple[list, list]:
     return shapes, [parse_dtype(d) for d in dtypes]
 
 
+def _parse_requires_grad(name, requires_grad, n: int) -> list[bool]:
+    if requires_grad is None:
+        return [False] * n
+    if isinstance(requires_grad, bool):
+        return [requires_grad] * n
+    grads = list(requires_grad)
+    if len(grads) != n or not all(isinstance(g, bool) for g in grads):
+        raise SyftError(f"plan {name!r}: requires_grad is True, False or one of them per argument "
+                        f"(requires_grad=[True, False]), got {requires_grad!r}")
+    return grads
+
+
+class _TupleState(nn.Module):
+    """PySyft's ``state=(tensor, ...)``: the tensors are the plan's state, and the function's last
+    argument, ``state``, reads them (``bias, = state.read()``)."""
+
+    def __init__(self, tensors):
+        super().__init__()
+        for i, t in enumerate(tensors):
+            self.register_buffer(f"state_{i}", t)
+
+    def read(self) -> tuple:
+        return tuple(self._buffers.values())
+
+
+def _tuple_state(fn, state):
+    """(the function without its ``state`` argument, the module holding the tensors) for
+    PySyft's ``state=(tensor, ...)``; the same ``state`` otherwise."""
+    if not isinstance(state, (tuple, list)):
+        return fn, state
+    if not all(isinstance(t, torch.Tensor) and not isinstance(t, PointerTensor) for t in state):
+        raise SyftError("a plan's state is an nn.Module (sy.plan(fn, state=model)) or, as in PySyft, a tuple "
+                        "of local tensors read with state.read() inside the function")
+    params = list(_inspect.signature(fn).parameters)
+    if not params or params[-1] != "state":
+        raise SyftError(f"state=(tensor, ...) is PySyft's spelling for a function whose last argument is "
+                        f"`state` (bias, = state.read()); {getattr(fn, '__name__', 'the function')} takes "
+                        f"({', '.join(params)}). Here: give a module, sy.plan(fn, state=model)")
+    holder = _TupleState(state)
+
+    def with_state(*args):
+        return fn(*args, holder)
+
+    with_state.__signature__ = _inspect.Signature(list(_inspect.signature(fn).parameters.values())[:-1])
+    with_state.__name__ = getattr(fn, "__name__", "plan")
+    with_state.__wrapped_plan_fn__ = fn
+    return with_state, holder
+
+
 _OWN_ATTRIBUTES = {"fn", "name", "origin", "state", "id", "fixed", "sent_to", "tags", "description"}
 
 
@@ -65,8 +116,9 @@ class Plan:
     kind = "plan"
 
     def __init__(self, fn=None, *, name: str | None = None, state: torch.nn.Module | None = None,
-                 args_shape=None, args_dtype=None, graphs: PlanBuilds | None = None, origin: str | None = None):
-        self._holder = None  # a subclass's modules and parameters (its state), set in __setattr__
+                 args_shape=None, args_dtype=None, requires_grad=None, graphs: PlanBuilds | None = None,
+                 origin: str | None = None):
+        self._holder = None  # a subclass's modules, parameters and tensors (its state), set in __setattr__
         if fn is None and graphs is None:
             if getattr(type(self), "forward", None) is None:
                 raise TypeError("sy.Plan wraps a function (sy.plan(fn)), or is subclassed with a "
@@ -78,6 +130,8 @@ class Plan:
             origin = f"class {type(self).__name__}"
         elif fn is not None and not callable(fn):
             raise TypeError(f"sy.plan wraps a function, got {type(fn).__name__}")
+        elif fn is not None:
+            fn, state = _tuple_state(fn, state)
         if name is None:
             name = (type(self).__name__ if self._holder is not None
                     else getattr(fn, "__name__", None) or (graphs.name if graphs else "plan"))
@@ -102,16 +156,23 @@ class Plan:
                 self._builds[_graph_key(g)] = g
             self._graph = graphs.latest
         if args_shape is not None:
-            self.build(args_shape=args_shape, args_dtype=args_dtype)
+            self.build(args_shape=args_shape, args_dtype=args_dtype, requires_grad=requires_grad)
             self.fixed = True
+        elif requires_grad is not None:
+            raise SyftError(f"plan {self.name!r}: requires_grad= goes with args_shape= (example tensors "
+                            f"say it themselves)")
 
-    # --- a subclass's modules are its state ----------------------------------------------
+    # --- a subclass's modules and tensors are its state --------------------------------------
     def __setattr__(self, name, value):
         holder = self.__dict__.get("_holder")
-        if holder is not None and isinstance(value, (nn.Module, nn.Parameter)) and name not in _OWN_ATTRIBUTES:
-            setattr(holder, name, value)
-        else:
-            object.__setattr__(self, name, value)
+        if holder is not None and name not in _OWN_ATTRIBUTES:
+            if isinstance(value, (nn.Module, nn.Parameter)):
+                setattr(holder, name, value)
+                return
+            if isinstance(value, torch.Tensor) and not isinstance(value, PointerTensor) and not name.startswith("_"):
+                holder.register_buffer(name, value)  # a tensor attribute (self.bias = ...) is state too
+                return
+        object.__setattr__(self, name, value)
 
     def __getattr__(self, name):  # only for names not found the usual way: a subclass's modules
         holder = self.__dict__.get("_holder")
@@ -127,9 +188,10 @@ class Plan:
         return iter(()) if self.state is None else self.state.parameters()
 
     # --- building -----------------------------------------------------------------------
-    def build(self, *example_args, args_shape=None, args_dtype=None) -> "Plan":
-        """Trace the function for inputs shaped like ``example_args`` (their values are not used),
-        or for ``args_shape`` (-1: a batch dimension of any size)."""
+    def build(self, *example_args, args_shape=None, args_dtype=None, requires_grad=None) -> "Plan":
+        """Trace the function for inputs shaped like ``example_args`` (their values are not used;
+        their ``requires_grad`` is), or for ``args_shape`` (-1: a batch dimension of any size)
+        with ``requires_grad`` (one bool per argument, or one for all) saying which require grad."""
         if self.fn is None:
             raise SyftError(f"plan {self.name!r} was {self.origin}: it holds only its traced graphs, "
                             f"with no function to trace again")
@@ -141,12 +203,18 @@ class Plan:
             if len(shapes) != n:
                 raise SyftError(f"plan {self.name!r} takes {n} argument(s) ({', '.join(self._arg_names)}), "
                                 f"args_shape has {len(shapes)}")
+            grads = _parse_requires_grad(self.name, requires_grad, n)
+            if any(g and not d.is_floating_point for g, d in zip(grads, dtypes)):
+                raise SyftError(f"plan {self.name!r}: only floating-point inputs can require grad")
             if any(BATCH in s for s in shapes):
-                graphs = trace_batched(self.fn, self.name, shapes, dtypes, self._arg_names, self.state)
+                graphs = trace_batched(self.fn, self.name, shapes, dtypes, self._arg_names, self.state, grads)
             else:
-                examples = [torch.empty(s, dtype=d) for s, d in zip(shapes, dtypes)]
+                examples = [torch.empty(s, dtype=d).requires_grad_(g) for s, d, g in zip(shapes, dtypes, grads)]
                 graphs = [trace(self.fn, self.name, examples, self._arg_names, self.state)]
         else:
+            if requires_grad is not None:
+                raise SyftError(f"plan {self.name!r}.build: requires_grad= goes with args_shape= (example "
+                                f"tensors say it themselves: torch.ones(3, requires_grad=True))")
             if not example_args or not all(isinstance(a, torch.Tensor) for a in example_args):
                 raise SyftError(f"plan {self.name!r}.build takes example tensors, one per argument")
             if len(example_args) != n:
@@ -188,7 +256,9 @@ class Plan:
         values = self._state_values() + list(args)
         if self._graph is not None:
             builds = self.builds()
-            graph = builds.find(values)  # a batch-generic graph
+            # a graph for these shapes and dtypes: built with the same inputs requiring grad if there
+            # is one, else another (its backward ops, if any, are explicit: they replay all the same)
+            graph = builds.find(values)
             if graph is not None:
                 return graph
             if self.fixed or self.fn is None:
@@ -284,23 +354,66 @@ class Plan:
         return ": ".join(parts[:2]) + "".join(f"; {p}" for p in parts[2:]) + ">"
 
     # --- sending ------------------------------------------------------------------------------
-    def send(self, worker):
+    def send(self, worker, *, keep: bool = False):
         """Send the built plan, every signature of it (and copies of its state), to ``worker`` in one
-        message; returns a PlanPointer."""
+        message; returns a PlanPointer.
+
+        ``keep=True``: the worker keeps the plan when every pointer to it is gone, as data left
+        with ``worker.load`` (``bob.search("#inc")`` finds it later). Sending the same plan (same
+        graphs, state, tags) to a worker that still holds it stores nothing new: the new pointer
+        runs the copy there."""
+        if keep:
+            return self._send_to(worker, keep=True)
         return worker.send(self)
 
-    def _send_to(self, worker):
+    def _content_key(self, builds: PlanBuilds, state: list) -> str:
+        """What makes two sends the same plan: its document, its state's values, tags, description."""
+        h = hashlib.sha256(builds.to_json().encode())
+        for t in state:
+            if isinstance(t, PointerTensor):
+                h.update(f"ptr:{t.location.id}:{t.id_at_location}".encode())
+            else:
+                t = t.detach().contiguous().cpu()
+                h.update(f"{dtype_name(t.dtype)}{list(t.shape)}".encode())
+                h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(repr((sorted(self.tags), self.description)).encode())
+        return h.hexdigest()
+
+    def _send_to(self, worker, keep: bool = False):
         builds = self.builds()
-        state = [t for t in self._state_values()]
-        obj_id = worker._store_plan(builds, state, sorted(self.tags), self.description)
+        state = self._state_values()
+        key = self._content_key(builds, state)
+        same = _live_copy(worker, key)
+        if same is not None:  # the worker holds this very plan: one more pointer to it
+            worker._incref(same.id)
+            obj_id = same.id
+        else:
+            obj_id = worker._store_plan(builds, state, sorted(self.tags), self.description)
+        if keep:  # a reference no pointer releases: the plan stays until unloaded
+            worker._incref(obj_id)
         if worker.id not in self.sent_to:
             self.sent_to.append(worker.id)
         pointer = PlanPointer(worker, obj_id, self._object_meta(), plan=self)
         self._copies = [(w, r) for w, r in self._copies if r() is not None] + [(worker.id, weakref.ref(pointer._ref))]
+        _SENT.setdefault(worker, {}).setdefault(key, []).append(weakref.ref(pointer._ref))
         return pointer
 
     def __reduce_ex__(self, protocol):
         raise SyftError("a Plan is saved with plan.to_json() and loaded with sy.Plan.from_json(text)")
+
+
+# worker -> content key -> the RemoteRefs of pointers sent to its copy (plan.send stores a plan
+# once per worker while one of them is alive)
+_SENT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _live_copy(worker, key: str):
+    refs = _SENT.get(worker, {}).get(key)
+    if not refs:
+        return None
+    alive = [r for r in refs if r() is not None and not r().released]
+    refs[:] = alive
+    return alive[0]() if alive else None
 
 
 MAX_VIEW_NODES = 5000  # over the graphs of every signature that a plan node carries for the view
@@ -360,10 +473,14 @@ class StoredPlan:
             core.decref(i)
 
 
-def plan(fn=None, *, name=None, state=None, args_shape=None, args_dtype=None):
-    """Decorator: ``@sy.plan`` or ``@sy.plan(args_shape=[(-1, 3)], state=model)`` (-1: any batch size)."""
-    if fn is None:
-        return lambda f: Plan(f, name=name, state=state, args_shape=args_shape, args_dtype=args_dtype)
-    return Plan(fn, name=name, state=state, args_shape=args_shape, args_dtype=args_dtype)
+def plan(fn=None, *, name=None, state=None, args_shape=None, args_dtype=None, requires_grad=None):
+    """Decorator: ``@sy.plan`` or ``@sy.plan(args_shape=[(-1, 3)], state=model)`` (-1: any batch
+    size; ``requires_grad=[True, False]``: which arguments require grad)."""
+    def make(f):
+        return Plan(f, name=name, state=state, args_shape=args_shape, args_dtype=args_dtype,
+                    requires_grad=requires_grad)
+
+    return make if fn is None else make(fn)
 
 
+func2plan = plan  # PySyft 0.2's name: @sy.func2plan(args_shape=[(1,)]) is @sy.plan(args_shape=[(1,)])

@@ -20,13 +20,14 @@ import sympy
 import torch
 import torch.fx.proxy as _fx_proxy
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.proxy_tensor import make_fx
+import torch.fx.experimental._config as _fx_config
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 from torch.nn.utils.stateless import _reparametrize_module
 
 from ..dtypes import dtype_name
 from ..errors import SyftError
-from .graph import BATCH, SHAPE_OPS, Node, PlanGraph, Value
+from .graph import BATCH, SHAPE_OPS, Node, PlanGraph, Value, _refs, _written_args, is_random, manual_seed
 
 # fx targets of symbolic shape arithmetic -> their names in the plan format (graph.SHAPE_OPS)
 _SHAPE_TARGETS = {
@@ -100,11 +101,39 @@ def _flat_fn(fn, state, state_names):
     return flat_fn
 
 
+_torch_manual_seed = torch.manual_seed
+
+
+def _recorded_seed(seed):
+    """``torch.manual_seed`` while a plan is traced: a node of the plan (replay seeds), not a
+    change to this process's generator."""
+    mode = get_proxy_mode()
+    if mode is None:  # not inside the trace (e.g. another thread)
+        return _torch_manual_seed(seed)
+    if isinstance(seed, torch.Tensor) or not isinstance(seed, int) or isinstance(seed, bool):
+        raise TraceError(f"a plan seeds with a Python integer (torch.manual_seed(1)), got {type(seed).__name__}")
+    mode.tracer.create_proxy("call_function", manual_seed, (int(seed),), {})
+    return torch.default_generator
+
+
+@contextlib.contextmanager
+def _seeds_recorded():
+    # the names user code calls; restored at once (a trace is short and single-threaded)
+    torch.manual_seed = torch.random.manual_seed = _recorded_seed
+    try:
+        yield
+    finally:
+        torch.manual_seed = torch.random.manual_seed = _torch_manual_seed
+
+
 def _make_fx(fn, name, flat_fn, examples, mode, batched=False):
     if _register_anchor is not None:
         _register_anchor(fn)
     try:
-        return make_fx(flat_fn, tracing_mode=mode, record_stack_traces=_register_anchor is not None)(*examples)
+        # real tensors the function closes over become constants of the graph
+        with _seeds_recorded():
+            return make_fx(flat_fn, tracing_mode=mode, _allow_non_fake_inputs=True,
+                           record_stack_traces=_register_anchor is not None)(*examples)
     except SyftError:
         raise
     except Exception as e:
@@ -118,12 +147,38 @@ def _make_fx(fn, name, flat_fn, examples, mode, batched=False):
         raise TraceError(f"plan {name!r} could not be traced{where}: {type(e).__name__}: {text}") from None
 
 
-def _input_specs(state_names, state_values, arg_names, shapes, dtypes) -> list[dict]:
+def _input_specs(state_names, state_values, arg_names, shapes, dtypes, requires_grad=None) -> list[dict]:
     inputs = [{"name": n, "role": "state", "shape": list(t.shape), "dtype": dtype_name(t.dtype)}
               for n, t in zip(state_names, state_values)]
     inputs += [{"name": n, "role": "input", "shape": list(s), "dtype": dtype_name(d)}
                for n, s, d in zip(arg_names, shapes, dtypes)]
+    for spec, rg in zip(inputs[len(state_names):], requires_grad or ()):
+        if rg:
+            spec["requires_grad"] = True
     return inputs
+
+
+def _tensor_names(fn) -> dict:
+    """id -> name of the tensors ``fn`` can reach by name: its closure, the globals it names, a
+    bound method's attributes (what a constant of its plan is called in the view)."""
+    code = getattr(fn, "__code__", None)
+    found = {}
+    if code is None:
+        return found
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            found.setdefault(id(cell.cell_contents), name)
+        except ValueError:  # an empty cell
+            pass
+    glob = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        if name in glob:
+            found.setdefault(id(glob[name]), name)
+    owner = getattr(fn, "__self__", None)
+    for name, value in getattr(owner, "__dict__", {}).items():
+        if isinstance(value, torch.Tensor):
+            found.setdefault(id(value), f"self.{name}")
+    return found
 
 
 def trace(fn, name: str, example_args: list, arg_names: list[str], state=None) -> PlanGraph:
@@ -133,17 +188,19 @@ def trace(fn, name: str, example_args: list, arg_names: list[str], state=None) -
     examples += [torch.empty(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad) for t in example_args]
     gm = _make_fx(fn, name, _flat_fn(fn, state, state_names), examples, "fake")
     inputs = _input_specs(state_names, state_values, arg_names, [t.shape for t in example_args],
-                          [t.dtype for t in example_args])
-    return graph_from_fx(gm, name, inputs)
+                          [t.dtype for t in example_args], [t.requires_grad for t in example_args])
+    return graph_from_fx(gm, name, inputs, _tensor_names(fn))
 
 
-def trace_batched(fn, name: str, shapes: list, dtypes: list, arg_names: list[str], state=None) -> list[PlanGraph]:
+def trace_batched(fn, name: str, shapes: list, dtypes: list, arg_names: list[str], state=None,
+                  requires_grad=None) -> list[PlanGraph]:
     """Graphs that together serve every batch size N >= 1 of the -1 dims of ``shapes``."""
+    grads = list(requires_grad) if requires_grad is not None else [False] * len(shapes)
     graphs: list[PlanGraph] = []
     covered: list[tuple] = []  # (lo, hi or None) ranges of N that graphs serve
     hint, floor = BATCH_HINT, 2
     while True:
-        graph, (lo, hi) = _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint, floor)
+        graph, (lo, hi) = _trace_symbolic(fn, name, shapes, dtypes, grads, arg_names, state, hint, floor)
         graph.batch_sizes = (lo, hi)
         graphs.append(graph)
         covered.append((lo, hi))
@@ -152,11 +209,12 @@ def trace_batched(fn, name: str, shapes: list, dtypes: list, arg_names: list[str
             break
         if len(graphs) == _MAX_PIECES:  # e.g. int(x.shape[0]): every size would need its own graph
             raise TraceError(f"plan {name!r} cannot serve every batch size: its trace depends on the batch "
-                             f"size N (it served {', '.join(_range_text(c) for c in covered)} in "
-                             f"{_MAX_PIECES} traces). Give a fixed size instead of -1 in args_shape")
+                             f"size N, {_batch_dims(arg_names, shapes)} (it served "
+                             f"{', '.join(_range_text(c) for c in covered)} in {_MAX_PIECES} traces). Give a "
+                             f"fixed size instead of -1 in args_shape")
     # N = 1: symbolic tracing assumed N >= 2; keep its own graph when it traces differently.
     ones = [tuple(1 if s == BATCH else s for s in shape) for shape in shapes]
-    examples = [torch.empty(s, dtype=d) for s, d in zip(ones, dtypes)]
+    examples = [torch.empty(s, dtype=d).requires_grad_(g) for s, d, g in zip(ones, dtypes, grads)]
     try:
         single = trace(fn, name, examples, arg_names, state)
     except TraceError:
@@ -167,6 +225,12 @@ def trace_batched(fn, name: str, shapes: list, dtypes: list, arg_names: list[str
     else:
         graphs.insert(0, single)
     return graphs
+
+
+def _batch_dims(arg_names, shapes) -> str:
+    """Where the batch dimension is, e.g. "dim 0 of x and y"."""
+    where = [f"dim {s.index(BATCH)} of {n!r}" for n, s in zip(arg_names, shapes) if BATCH in s]
+    return "the -1 at " + ", ".join(where)
 
 
 def _first_uncovered(covered) -> int | None:
@@ -185,9 +249,23 @@ def _range_text(r) -> str:
     return f"N >= {lo}" if hi is None else (f"N = {lo}" if lo == hi else f"{lo} <= N <= {hi}")
 
 
-def _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint, floor):
+def _trace_symbolic(fn, name, shapes, dtypes, grads, arg_names, state, hint, floor):
     """One graph traced with N symbolic (size ``hint`` while tracing) and the range of N, from
-    ``floor`` up, that its guards allow."""
+    ``floor`` up, that its guards allow.
+
+    First with size-oblivious reasoning on N (what torch's export does): an op that only
+    computes with N (``x.view(4, -1)``, ``x[: N // 2]``) then adds no guard on it; code that
+    cannot be traced so is traced again with ordinary guards."""
+    if floor == 2 and hint == BATCH_HINT:
+        try:
+            with _fx_config.patch(backed_size_oblivious=True):
+                return _trace_symbolic_once(fn, name, shapes, dtypes, grads, arg_names, state, hint, floor)
+        except TraceError:
+            pass
+    return _trace_symbolic_once(fn, name, shapes, dtypes, grads, arg_names, state, hint, floor)
+
+
+def _trace_symbolic_once(fn, name, shapes, dtypes, grads, arg_names, state, hint, floor):
     state_names, state_values = _state_tensors(state)
     shape_env = ShapeEnv()
     mode = FakeTensorMode(shape_env=shape_env)
@@ -200,7 +278,7 @@ def _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint, floor):
                                 ).requires_grad_(requires_grad)
 
     examples = [fake(t.shape, t.dtype, t.requires_grad) for t in state_values]
-    args = [fake(s, d, False) for s, d in zip(shapes, dtypes)]
+    args = [fake(s, d, g) for s, d, g in zip(shapes, dtypes, grads)]
     symbols = {d.node.expr for a in args for d in a.shape if isinstance(d, torch.SymInt)}
     if len(symbols) != 1:
         raise TraceError(f"plan {name!r}: the batch dimensions (-1) were not traced as one size N")
@@ -230,8 +308,8 @@ def _trace_symbolic(fn, name, shapes, dtypes, arg_names, state, hint, floor):
         hi = hint
         while hi < hint + _PROBE and broken(hi + 1) is None:
             hi += 1
-    inputs = _input_specs(state_names, state_values, arg_names, shapes, dtypes)
-    return graph_from_fx(gm, name, inputs), (lo, hi)
+    inputs = _input_specs(state_names, state_values, arg_names, shapes, dtypes, grads)
+    return graph_from_fx(gm, name, inputs, _tensor_names(fn)), (lo, hi)
 
 
 def _solved_range(guards, n, hint: int, floor: int) -> tuple | None:
@@ -309,9 +387,11 @@ def _meta_outputs(val):
     return []
 
 
-def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict]) -> PlanGraph:
+def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict], names: dict | None = None) -> PlanGraph:
+    """The plan graph of a trace: ``names`` (id -> name) names the tensors it closed over."""
     env: dict = {}
     constants: list[torch.Tensor] = []
+    constant_names: list = []
     nodes: list[Node] = []
     n_inputs = 0
 
@@ -322,7 +402,13 @@ def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict]) -> Pl
             return [conv(b) for b in a]
         if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             raise TraceError(f"plan {name!r} uses the batch size in a way plans cannot record ({a})")
+        if isinstance(a, torch.Generator):
+            raise TraceError(own_generator)
         return a
+
+    own_generator = (f"plan {name!r} draws from a torch.Generator of its own: a plan's random ops draw from "
+                     f"the generator of the worker that runs it; seed it inside the plan with "
+                     f"torch.manual_seed(n) for the same numbers on every run")
 
     outputs, single = [], True
     for fx_node in gm.graph.nodes:
@@ -331,14 +417,27 @@ def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict]) -> Pl
             n_inputs += 1
         elif fx_node.op == "get_attr":
             t = getattr(gm, fx_node.target)
+            if isinstance(t, torch.Generator):
+                raise TraceError(own_generator)
+            label = (names or {}).get(id(t))
+            if t.requires_grad:  # a parameter of a module the plan was not given as its state
+                raise TraceError(f"plan {name!r} uses {label or 'a tensor'} ({dtype_name(t.dtype)}{list(t.shape)}), "
+                                 f"which requires grad, from outside: it would be frozen into the plan as a "
+                                 f"constant. Give its module as the plan's state (sy.plan(fn, state=model)) or "
+                                 f"pass it as an argument")
             constants.append(t.detach().clone())
+            constant_names.append(label)
             env[fx_node] = Value("const", len(constants) - 1)
         elif fx_node.op == "call_function":
             target = fx_node.target
+            if isinstance(target, torch._ops.OpOverload) and target.namespace == "profiler":
+                continue  # record_function markers (an optimizer's step): nothing to replay
             if target is operator.getitem:
                 op = "getitem"
             elif target in _SHAPE_TARGETS:
                 op = SHAPE_OPS[_SHAPE_TARGETS[target]][0]
+            elif target is manual_seed:
+                op = manual_seed
             elif isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
                 op = target
             else:
@@ -356,4 +455,56 @@ def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict]) -> Pl
                 raise TraceError(f"plan {name!r} must return tensors")
     if n_inputs != len(inputs):
         raise TraceError(f"plan {name!r}: traced {n_inputs} inputs, expected {len(inputs)}")
-    return PlanGraph(name, inputs, constants, nodes, outputs, single)
+    nodes, constants, constant_names, outputs = _pruned(nodes, constants, constant_names, outputs)
+    return PlanGraph(name, inputs, constants, nodes, outputs, single, constant_names=constant_names)
+
+
+def _has_effect(node: Node) -> bool:
+    """A node kept whether or not its value is read: it writes an argument (an in-place update
+    of the state), or it draws from or seeds the generator (dropping it would change what the
+    random ops after it draw)."""
+    return is_random(node.op) or bool(_written_args(node))
+
+
+def _pruned(nodes, constants, constant_names, outputs):
+    """The graph without the ops nothing reads (a trace keeps, e.g., the ``detach`` autograd
+    saves for backward when no backward runs): what outputs need, and what has an effect."""
+    live = [False] * len(nodes)
+    for o in outputs:
+        if isinstance(o, Value) and o.kind == "node":
+            live[o.index] = True
+    for k in range(len(nodes) - 1, -1, -1):  # a node reads only nodes before it
+        if live[k] or _has_effect(nodes[k]):
+            live[k] = True
+            for v in _refs(nodes[k]):
+                if v.kind == "node":
+                    live[v.index] = True
+    used_consts = {v.index for k, n in enumerate(nodes) if live[k] for v in _refs(n) if v.kind == "const"}
+    used_consts |= {o.index for o in outputs if isinstance(o, Value) and o.kind == "const"}
+    if all(live) and len(used_consts) == len(constants):
+        return nodes, constants, constant_names, outputs
+    node_at, const_at = {}, {}
+    for k, alive in enumerate(live):
+        if alive:
+            node_at[k] = len(node_at)
+    for i in range(len(constants)):
+        if i in used_consts:
+            const_at[i] = len(const_at)
+
+    def renumber(a):
+        if isinstance(a, Value):
+            if a.kind == "node":
+                return Value("node", node_at[a.index])
+            if a.kind == "const":
+                return Value("const", const_at[a.index])
+            return a
+        return [renumber(b) for b in a] if isinstance(a, list) else a
+
+    kept = []
+    for k, n in enumerate(nodes):
+        if live[k]:
+            n.args = [renumber(a) for a in n.args]
+            n.kwargs = {key: renumber(v) for key, v in n.kwargs.items()}
+            kept.append(n)
+    return (kept, [constants[i] for i in sorted(const_at)], [constant_names[i] for i in sorted(const_at)],
+            [renumber(o) for o in outputs])

@@ -32,7 +32,7 @@ def _is_number(a) -> bool:
 
 def _named_args(node: Node) -> list[tuple[str, object, bool]]:
     """(name, value, whether a number there is an operand) for every argument of an op node, positional first."""
-    schema = None if node.op == "getitem" or node.is_shape_op else node.op._schema.arguments
+    schema = node.op._schema.arguments if node.is_op else None
     out = []
     for i, a in enumerate(node.args):
         arg = schema[i] if schema is not None and i < len(schema) else None

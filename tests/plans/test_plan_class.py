@@ -36,7 +36,7 @@ def test_build_describes_a_class_plan_truthfully(net):
     assert repr(net) == "<Plan Net (class Net): not built>"
     built = net.build(torch.tensor([1., 2.]))  # was: SyftError "loaded from JSON"
     assert built is net and net.is_built
-    assert repr(net) == ("<Plan Net (class Net): built for (x: float32[2]); 12 ops; "
+    assert repr(net) == ("<Plan Net (class Net): built for (x: float32[2]); 10 ops; "
                          "state fc1.weight, fc1.bias, fc2.weight, fc2.bias>")
     node = sy.chain(net).nodes[0]
     assert node["origin"] == "class Net" and node["signatures"] == ["(x: float32[2])"]

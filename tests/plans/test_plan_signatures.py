@@ -199,7 +199,8 @@ def test_a_convolution_plan_serves_every_batch_size(bob):
 
 def test_a_plan_that_needs_one_exact_batch_size_fails_at_build_time():
     with pytest.raises(TraceError, match=r"plan 'count' cannot serve every batch size: its trace depends on the "
-                                         r"batch size N \(it served N = 7, N = 2, N = 3, N = 4 in 4 traces\)\. "
+                                         r"batch size N, the -1 at dim 0 of 'x' \(it served N = 7, N = 2, N = 3, N = 4 in 4 "
+                                         r"traces\)\. "
                                          r"Give a fixed size instead of -1 in args_shape"):
         sy.plan(lambda x: torch.ones(int(x.shape[0])), name="count", args_shape=[(-1, 4)])
     with pytest.raises(TraceError, match=r"plan 'square' could not be traced with a batch dimension N \(-1\): "
