@@ -46,6 +46,14 @@ def test_a_shared_tensor_is_a_tree_of_shares_on_their_workers(open_notebook, art
     text = chain.inner_text()
     for words in ("FixedPrecisionTensor", "AdditiveSharingTensor", "alice", "bob", "carol"):
         assert words in text, words
+    # no one holds the secret (issue 26.7): the head is held by nobody, one line says what
+    # reconstructing takes, its Get reads Reconstruct, and the shares sit side by side evenly
+    assert "held by nobody" in text and "on me" not in chain.locator(".syft-box-fixed_precision").inner_text()
+    expect(chain.locator(".syft-reconstruct-note")).to_have_text(
+        "reconstructing needs every share: alice + bob (alone, each reveals nothing)")
+    expect(chain.locator(".syft-box-fixed_precision [data-action=get]")).to_have_text("Reconstruct")
+    boxes = [b.bounding_box() for b in chain.locator(".syft-branches > .syft-branch").all()]
+    assert len(boxes) == 2 and boxes[0]["y"] == boxes[1]["y"] and abs(boxes[0]["width"] - boxes[1]["width"]) < 1
     chain.screenshot(path=str(artifacts / "shared-tensor.png"))
     update_readme_image(artifacts / "shared-tensor.png", "shared-tensor.png")
     assert_no_share_value(page, shares)
@@ -84,3 +92,31 @@ def test_the_shares_of_one_secret_light_up_together_across_lanes(open_notebook, 
     on_alice.click()
     expect(world.locator(".syft-obj.syft-lit")).to_have_count(0)
     assert_no_share_value(page, shares)
+
+
+MODULE_CELLS = ["""\
+import torch
+from torch import nn
+import syft_lab as sy
+sy.hook()
+alice, bob, carol = sy.VirtualWorker("alice"), sy.VirtualWorker("bob"), sy.VirtualWorker("carol")
+cnn = nn.Sequential(nn.Linear(3, 2))
+cnn.fix_precision().share(alice, bob, crypto_provider=carol)
+opt = torch.optim.SGD(cnn.parameters(), lr=0.1)
+models = [cnn]""", "sy.inspect()"]
+
+
+def test_the_shares_of_a_shared_module_are_shares_with_no_button(open_notebook, artifacts):
+    """Issue 26.5: after cnn.fix_precision().share(...), every parameter share on alice and bob
+    carries its badge, names its secret and offers no Get or Move alone."""
+    nb = open_notebook("shares_module.ipynb", MODULE_CELLS)
+    world = nb.output(1)
+    world.locator(".syft-lane").first.wait_for()
+    for worker in ("alice", "bob"):
+        rows = world.locator(f".syft-lane[data-worker='{worker}'] .syft-obj")
+        expect(rows).to_have_count(2)  # the weight's share and the bias's
+        for row in rows.all():
+            assert row.locator(".syft-share").inner_text().startswith("share ")
+            assert row.locator("button[data-action]").count() == 0
+            assert "share of cnn.0." in row.inner_text()
+    world.screenshot(path=str(artifacts / "world-module-shares.png"))
