@@ -21,13 +21,17 @@ process), ``id`` its id there. ``worker`` is the destination of send and move; `
 given, is the notebook variable the result is bound to (default: ``x_ptr`` for ``x`` on send,
 ``x`` for ``x_ptr`` on get, the pointer's own name on move).
 
-Names: no action binds a builtin (``print``), a keyword or a name with a leading underscore.
+Names: no action binds a builtin (``print``), a name IPython keeps in the notebook
+(``get_ipython``, ``In``, ``Out``, ``exit``, ``display``...), a keyword or a name with a leading
+underscore (``_``, ``_i3``, ``_oh`` are IPython's too).
 A name the request gives is bound like an assignment. A default name never replaces a binding
 to something else: when ``x_ptr`` holds another object, the result is bound to ``x_ptr_2``
 (then ``x_ptr_3``...) and the reply's code line says why (``x_ptr_2 = x.send(bob)  # x_ptr is
 taken by another PointerTensor``). A default may replace the object acted on (move rebinds the
 pointer's name), a pointer that points to nothing any more, and, on get, the object the pointer
-was sent from by a send action (the round trip ``x -> x_ptr -> x``).
+was sent from by a send action (the round trip ``x -> x_ptr -> x``) while ``x`` still holds
+that very tensor, unchanged since (its version counter): after ``x.add_(10)``, get binds
+``x_2`` and says why, so the round trip never destroys data.
 """
 from __future__ import annotations
 
@@ -103,15 +107,24 @@ def check_name(name, namespace=None) -> str:
             or name.startswith("_") or len(name) > 64 or not name.isascii()):
         raise ActionError(f"{name!r:.40} is not a name an action can bind: use a Python identifier "
                           f"without a leading underscore, such as x_ptr")
+    if name in IPYTHON_NAMES:
+        raise ActionError(f"{name!r} is a name IPython keeps in the notebook: binding it would break the "
+                          f"notebook (its magics, its history); choose another name, such as my_{name}")
     if _is_builtin(name, namespace):
         raise ActionError(f"{name!r} is a Python builtin: binding it would hide the builtin from the "
                           f"notebook; choose another name, such as my_{name}")
     return name
 
 
+# What IPython puts in a notebook's namespace or builtins without a leading underscore. Its
+# builtins (get_ipython, display) exist only while a cell runs, so an action between cells
+# would not see them as builtins; the underscore names (_, __, _i, _ih, _oh, _dh, _5) are
+# refused with every private name.
+IPYTHON_NAMES = frozenset({"get_ipython", "In", "Out", "exit", "quit", "display", "dreload"})
+
+
 def _is_builtin(name: str, namespace=None) -> bool:
-    # IPython adds its own builtins (display, get_ipython) while a cell runs; a namespace may
-    # carry its own __builtins__ (a module or a dict)
+    # a namespace may carry its own __builtins__ (a module or a dict)
     extra = (namespace or {}).get("__builtins__")
     extra = vars(extra) if hasattr(extra, "__dict__") and not isinstance(extra, dict) else extra
     return hasattr(builtins, name) or (isinstance(extra, dict) and name in extra)
@@ -248,7 +261,25 @@ def _worker_expr(worker, namespace) -> str:
     return f"sy.get_worker({worker.id!r})"
 
 
-_SENT_FROM = "_syft_sent_from"  # on a pointer a send action made: the syft id of its source
+_SENT_FROM = "_syft_sent_from"  # on a pointer a send action made: its source, as a _Source
+
+
+class _Source:
+    """The tensor a send action sent (weakly) and its version counter then: get may rebind its
+    name only while the name still holds that very tensor, unchanged (no in-place op since)."""
+
+    __slots__ = ("ref", "version")
+
+    def __init__(self, tensor: torch.Tensor):
+        self.ref = weakref.ref(tensor)
+        self.version = tensor._version
+
+    def is_unchanged(self, value) -> bool:
+        return value is self.ref() and value._version == self.version
+
+    def changed(self, value) -> bool:
+        """``value`` is the tensor that was sent, changed in place since."""
+        return value is self.ref() and value._version != self.version
 
 
 def _ref_of(value):
@@ -267,19 +298,30 @@ def _may_take(value, res: "_Resolved", action: str) -> bool:
         plan = getattr(res.obj, "plan", None)  # a PlanPointer knows the Plan it was sent from
         if plan is not None and value is plan:
             return True
-        source = res.obj.__dict__.get(_SENT_FROM) if isinstance(res.obj, torch.Tensor) else None
-        if source is not None and isinstance(value, torch.Tensor) and source in object_keys(value):
+        source = _source_of(res.obj)
+        if source is not None and source.is_unchanged(value):
             return True
     return False
+
+
+def _source_of(obj) -> "_Source | None":
+    source = obj.__dict__.get(_SENT_FROM) if isinstance(obj, torch.Tensor) else None
+    return source if isinstance(source, _Source) else None
 
 
 def _free_default(base: str, res: "_Resolved", action: str, namespace) -> tuple[str, str | None]:
     """``base``, or base_2, base_3... when base is a builtin or bound to something else; and
     the reason when it is not base."""
-    if _is_builtin(base, namespace):
+    if base in IPYTHON_NAMES:
+        why = f"{base} is IPython's"
+    elif _is_builtin(base, namespace):
         why = f"{base} is a Python builtin"
     elif base in namespace and not _may_take(namespace[base], res, action):
-        why = f"{base} is taken by another {type(namespace[base]).__name__}"
+        source = _source_of(res.obj) if action == "get" else None
+        if source is not None and source.changed(namespace[base]):  # the round trip must not lose data
+            why = f"{base} changed since it was sent (an in-place op): kept as it is"
+        else:
+            why = f"{base} is taken by another {type(namespace[base]).__name__}"
     else:
         return base, None
     for n in range(2, 10_000):
@@ -371,9 +413,12 @@ def perform(msg, *, known: Lookup, namespace: dict | None, held: Iterable = ()) 
         if entry is None:
             raise ActionError(f"unknown object {p['id']} on {p['worker']!r}: it is not in this view's "
                               f"model (the view may be out of date)")
-        offered = entry.get("actions")
-        if offered is not None and p["action"] not in offered:  # the model says what it offers
+        offered = entry.get("actions") or []  # an entry that lists none offers nothing
+        if p["action"] not in offered:  # the kernel's model says what it offers
             what = entry.get("type", entry.get("kind"))
+            if entry.get("dangling"):
+                raise ActionError(f"{what} {_short(p['id'])} points to {entry.get('location')!r}, which is closed "
+                                  f"or down: {p['action']} is not possible now")
             if (p["action"] in ("get", "move") and p["worker"] == "me" and "refcount" not in entry
                     and entry.get("kind") != "pointer"):
                 why = f"{p['action']} works on a pointer or on an object on a worker, not on a local {what}"
@@ -434,7 +479,7 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
             raise ActionError(f"{res.expr} already points to {dest.id!r}")
         result = dest.send(obj)
         if isinstance(result, torch.Tensor) and not isinstance(obj, PointerTensor):
-            result.__dict__[_SENT_FROM] = tensor_id(obj)  # so that get may bring it back to its name
+            result.__dict__[_SENT_FROM] = _Source(obj)  # so that get may bring it back to its name
         code = f"{name} = {res.expr}.send({_worker_expr(dest, ns)})"
     elif action == "get":
         if not hasattr(obj, "get"):

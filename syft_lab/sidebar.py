@@ -110,13 +110,9 @@ class Panel:
 
     # --- from the browser --------------------------------------------------------------------
     def lookup(self, worker: str, obj_id: int) -> dict | None:
-        """An object of the world this panel was shown (actions may name only those)."""
-        for lane in self.world.get("workers", []):
-            if lane.get("id") == worker:
-                for o in lane.get("objects", []):
-                    if o.get("id") == obj_id:
-                        return o
-        return None
+        """An object of the world this panel was shown (actions may name only those), as the
+        kernel's current model has it."""
+        return live.action_entry(self.tracker, self._synced, worker, obj_id)
 
     def handle(self, data) -> dict | None:
         """Handle one message from the panel; returns the reply sent (or the snapshot)."""

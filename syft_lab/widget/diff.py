@@ -20,6 +20,16 @@ def lane_header(lane: dict) -> dict:
     return {k: v for k, v in lane.items() if k != "objects"}
 
 
+def find_entry(world: dict | None, lane_id: str, obj_id) -> dict | None:
+    """The entry of object ``obj_id`` in lane ``lane_id`` of ``world``, or None."""
+    for lane in (world or {}).get("workers", []):
+        if lane.get("id") == lane_id:
+            for o in lane.get("objects", []):
+                if o.get("id") == obj_id:
+                    return o
+    return None
+
+
 def diff(old: dict, new: dict) -> dict | None:
     """The patch turning ``old`` into ``new`` (both world dicts), or None if they are equal."""
     old_lanes = {lane["id"]: lane for lane in old.get("workers", [])}

@@ -30,7 +30,10 @@ import time
 import weakref
 
 from .. import events
+from ..actions import ActionError
+from ..ids import short
 from ..tensors.base import ChainLayer
+from ..tensors.nodes import LOCAL_OWNER
 from ..workers.registry import all_workers
 from . import diff
 from .tracker import WorldTracker
@@ -130,6 +133,28 @@ def current_world(tracker: WorldTracker) -> dict:
     if cache is not None:
         cache[id(tracker)] = True
     return tracker.world
+
+
+def action_entry(tracker: WorldTracker, shown: dict | None, worker: str, obj_id: int) -> dict | None:
+    """The entry an action from a view names: the object must be in ``shown`` (the world the
+    kernel last sent that view), and the entry returned is the tracker's current one (its
+    pending changes applied), so that an action is decided from the kernel's model as it is
+    now, never from what a browser holds or wrote. None if the view was not shown it; an
+    ActionError if it went since."""
+    if diff.find_entry(shown, worker, obj_id) is None:
+        return None
+    current_world(tracker)
+    entry = tracker.entry(worker, obj_id)
+    if entry is None:
+        lane = tracker.lanes.get(worker)
+        if lane is None or lane.header.get("gone"):
+            raise ActionError(f"no worker named {worker!r} (it was closed since this view showed it)")
+        if worker == LOCAL_OWNER:
+            raise ActionError(f"object {short(obj_id)} is no longer bound in the notebook "
+                              f"(deleted or rebound since this view showed it)")
+        raise ActionError(f"worker {worker!r} no longer holds object {short(obj_id)} "
+                          f"(it was fetched, moved or deleted since this view showed it)")
+    return entry
 
 
 def world_for(namespace) -> dict:

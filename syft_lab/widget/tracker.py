@@ -99,6 +99,11 @@ class WorldTracker:
     def resync(self) -> None:
         self._full = True
 
+    def entry(self, lane_id: str, obj_id) -> dict | None:
+        """The entry of object ``obj_id`` in lane ``lane_id`` as of the last update."""
+        lane = self.lanes.get(lane_id)
+        return lane.objects.get(obj_id) if lane is not None else None
+
     @property
     def pending(self) -> bool:
         return self._full or self._me_dirty or bool(self._entries) or bool(self._lanes_dirty)

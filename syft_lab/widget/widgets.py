@@ -11,6 +11,10 @@ Messages from the browser (all JSON objects with a ``type``):
     {"type": "action", ...}           see syft_lab.actions    -> {"type": "reply", ...}
 Messages to the browser: {"type": "reply", ...}, {"type": "world_patch", ...} (diff.py),
 {"type": "world_reset", "world": {...}}.
+
+Every synced trait is kernel-to-browser only: a model says what its view may do, so a state
+update from the browser (a comm ``update``) is dropped, and every action is checked against
+the kernel's own current model of the object it names (``lookup``), never against a trait.
 """
 from __future__ import annotations
 
@@ -83,6 +87,7 @@ class SyftWidget(anywidget.AnyWidget):
         self._views: set[str] = set()
         self._seen = False
         self._cells_unseen = 0
+        self.refused_updates = 0  # state updates a browser sent (and the kernel dropped)
         super().__init__(**kwargs)
         self.on_msg(self._on_front_msg)
         live.register(self)
@@ -104,6 +109,14 @@ class SyftWidget(anywidget.AnyWidget):
     def close(self):
         live.unregister(self)
         super().close()
+
+    def set_state(self, sync_data):
+        """A state update from the browser: dropped, with no echo to other views. The bundle
+        never writes a trait; a browser that does (a forged world offering more actions) must
+        change nothing the kernel decides from."""
+        if sync_data:
+            self.refused_updates += 1
+            log.info("syft_lab widget: ignored a browser state update of %s", ", ".join(map(str, sync_data))[:80])
 
     # --- messages from the browser ---------------------------------------------------------
     def _on_front_msg(self, _widget, content, buffers):
@@ -217,6 +230,20 @@ def _gone_root(last: dict | None) -> dict:
     return root
 
 
+def _node_in(chains: list, worker: str, obj_id: int, *, offering: bool) -> dict | None:
+    """The node ``obj_id`` owned by ``worker`` in the chains' trees: one that offers actions
+    first; with ``offering`` only such a node."""
+    found = None
+    for chain in chains:
+        root = chain.get("root")
+        for node in walk(root) if root else ():
+            if node.get("id") == obj_id and node.get("owner", "me") == worker:
+                if node.get("actions"):
+                    return node
+                found = found or node
+    return None if offering else found
+
+
 class ChainWidget(SyftWidget):
     """The chain tree of one object (its root, down to the data), and the results of its buttons.
 
@@ -268,13 +295,11 @@ class ChainWidget(SyftWidget):
         return [o for o in (s.get() for s in self._objects) if o is not None]
 
     def lookup(self, worker: str, obj_id: int) -> dict | None:
-        """A node of a shown tree that offers an action (its ``actions`` say which)."""
-        for chain in self.chains:
-            root = chain.get("root")
-            for node in walk(root) if root else ():
-                if node.get("id") == obj_id and node.get("owner", "me") == worker and node.get("actions"):
-                    return node
-        return None
+        """The node an action names: one this view was shown offering actions, as the kernel
+        describes it now (its current ``actions`` decide, not what the view was shown)."""
+        if _node_in(self.chains, worker, obj_id, offering=True) is None:
+            return None
+        return _node_in(self._compute(), worker, obj_id, offering=False)
 
     def after_action(self, reply: dict) -> None:
         name = reply.get("name")
@@ -377,12 +402,10 @@ class WorldWidget(SyftWidget):
         self.send(msg)
 
     def lookup(self, worker: str, obj_id: int) -> dict | None:
-        for lane in self.world.get("workers", []):
-            if lane["id"] == worker and (not self.focus or worker in self.focus or worker == "me"):
-                for o in lane.get("objects", []):
-                    if o.get("id") == obj_id:
-                        return o
-        return None
+        """An object this view was shown, as the kernel's current model has it."""
+        if self.focus and worker not in self.focus and worker != "me":
+            return None
+        return live.action_entry(self._tracker, self._synced, worker, obj_id)
 
     def text(self) -> str:
         return render_world(self._focused())

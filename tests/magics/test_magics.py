@@ -150,3 +150,23 @@ def test_a_typed_name_rebinds_like_an_assignment(kernel):
     r = kernel.run("%syft send q dan as lq")
     assert r["stdout"].startswith("lq = q.send(dan)  # lq is [PointerTensor"), r
     assert kernel.eval("lq.location.id") == "dan"
+
+
+def test_get_never_overwrites_a_local_changed_in_place_since_it_was_sent(kernel):
+    kernel.run("%syft worker dan\nr = torch.tensor([1., 2.])")
+    kernel.run("%syft send r dan")
+    kernel.run("r.add_(10)")
+    r = kernel.run("%syft get r_ptr")
+    assert r["error"] is None, r
+    assert r["stdout"].startswith("r_2 = r_ptr.get()  # r changed since it was sent (an in-place op): kept as it "
+                                  "is; r_2 is tensor([1., 2.])"), r
+    assert kernel.eval("r.tolist(), r_2.tolist(), len(dan.objects)") == ([11., 12.], [1., 2.], 0)
+
+
+def test_get_never_overwrites_a_local_rebound_since_it_was_sent(kernel):
+    kernel.run("%syft worker dan\nr = torch.tensor([1., 2.])")
+    kernel.run("%syft send r dan")
+    kernel.run("r = torch.tensor([5.])")  # the same name, another tensor
+    r = kernel.run("%syft get r_ptr")
+    assert r["stdout"].startswith("r_2 = r_ptr.get()  # r is taken by another Tensor; r_2 is tensor([1., 2.])"), r
+    assert kernel.eval("r.tolist(), r_2.tolist()") == ([5.], [1., 2.])

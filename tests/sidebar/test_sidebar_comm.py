@@ -303,3 +303,22 @@ def test_widget_actions_show_in_the_sidebar_too(panel, kernel):
     assert kernel.eval("r['ok']") is True
     panel.sync()
     assert panel.entry("me", "z_ptr")["location"] == "alice"
+
+
+@pytest.mark.parametrize("name", ["get_ipython", "In", "Out", "exit", "display"])
+def test_a_get_may_not_bind_a_name_ipython_keeps(panel, kernel, name):
+    """Between cells IPython's own builtins (get_ipython, display) are absent: binding one would
+    break every later magic. They are refused as builtins are; the same get with a free name works."""
+    run(kernel, BOB_X_PTR)
+    panel.sync()
+    ptr = panel.entry("me", "x_ptr")
+    reply = panel.request({"type": "action", "req": "r", "action": "get",
+                           "target": {"worker": "me", "id": ptr["id"]}, "name": name})
+    assert reply["ok"] is False and f"{name!r} is a name IPython keeps" in reply["error"], reply
+    assert kernel.eval(f"type(globals().get({name!r})).__name__") != "Tensor"  # nothing was bound
+    r = run(kernel, "%syft workers")  # magics still work
+    assert "bob (virtual)" in r["stdout"]
+    assert kernel.eval("(type(In).__name__, type(Out).__name__)") == ("list", "dict")
+    reply = panel.request({"type": "action", "req": "ok", "action": "get",
+                           "target": {"worker": "me", "id": ptr["id"]}, "name": f"my_{name}"})
+    assert reply["ok"] is True and kernel.eval(f"my_{name}.tolist()") == [1.0, 2.0, 3.0]

@@ -29,13 +29,14 @@ def test_remote_lane_send_get_and_a_stopped_worker(carol, capture):
     patch = sent.of("world_patch")[-1]
     assert {op[1] for op in patch["ops"]} == {"me", "carol_view"} and len(patch["ops"]) == 2
     p_entry = next(o for o in w.world["workers"][0]["objects"] if o["names"] == ["x_ptr"])
-    # the worker process stops: the view still has the pointer; Get fails with an error reply
+    # the worker process stops: the view still has the pointer; the kernel's current model knows
+    # its worker is down, so Get is refused before anything is tried
     from syft_lab.workers.local_process import stop_process
 
     stop_process(carol.process)
     before = dict(ns)
     reply = w.handle_message({"type": "action", "action": "get", "target": {"worker": "me", "id": p_entry["id"]}})
-    assert not reply["ok"] and "unavailable" in reply["error"]
+    assert not reply["ok"] and "points to 'carol_view', which is closed or down" in reply["error"], reply
     assert ns == before and not ns["x_ptr"]._ref.released
     w.refresh()
     lane = {ln["id"]: ln for ln in w.world["workers"]}["carol_view"]
