@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 import syft_lab as sy
-from syft_lab.plans import PlanFormatError, TraceError, func2plan
+from syft_lab.plans import PlanFormatError, TraceError
 
 BIAS = torch.tensor([1., 2., 3.])
 
@@ -79,7 +79,7 @@ def test_a_class_plans_tensor_attribute_is_state_that_travels_with_it(bob):
 
 @pytest.fixture
 def seeded():
-    @func2plan(args_shape=[(1,)])
+    @sy.plan(args_shape=[(1,)])
     def seeded(x):
         torch.manual_seed(1)
         return x + torch.randint(0, 20, (1,))
@@ -226,7 +226,7 @@ def test_a_plan_sent_twice_is_stored_once_and_a_changed_plan_gets_its_own_copy(b
 # --- issue 27: plans a worker keeps; PySyft's spellings ---------------------------------------------
 
 def test_a_plan_sent_with_keep_stays_when_every_pointer_is_gone(bob):
-    @func2plan(args_shape=[(1,)])
+    @sy.plan(args_shape=[(1,)])
     def inc(x):
         return x + 1
 
@@ -242,9 +242,9 @@ def test_a_plan_sent_with_keep_stays_when_every_pointer_is_gone(bob):
 
 
 def test_func2plan_is_sy_plan_and_state_may_be_pysyfts_tuple():
-    assert func2plan is sy.plan
+    assert sy.plans.func2plan is sy.plan
 
-    @func2plan(args_shape=[(1,)], state=(torch.tensor([1.]),))
+    @sy.plans.func2plan(args_shape=[(1,)], state=(torch.tensor([1.]),))
     def plan_abs(x, state):
         (bias,) = state.read()
         return x.abs() + bias
