@@ -99,14 +99,26 @@ export function phaseOf(r) {
   return r.backward ? "backward" : "forward";
 }
 
+/** The phase of each record: as recorded, except the gradient seed. `backward()` issues its
+ * `ones_like` before autograd's engine starts, so it is recorded outside backward; it is the
+ * start of the backward pass that follows it (issue 26.3). */
+export function phasesOf(records) {
+  const phases = records.map(phaseOf);
+  records.forEach((r, i) => {
+    if (phases[i] === "forward" && phases[i + 1] === "backward" && /^aten\.ones_like\b/.test(r.op || "")) phases[i] = "backward";
+  });
+  return phases;
+}
+
 /** Records with their 1-based index, kept by a text filter (on the op and its inputs) and a phase. */
 export function filterLog(records, { text = "", phase = "all", start = 0 } = {}) {
   const needle = text.trim().toLowerCase();
   const out = [];
+  const phases = phasesOf(records);
   records.forEach((r, i) => {
-    if (phase !== "all" && phaseOf(r) !== phase) return;
+    if (phase !== "all" && phases[i] !== phase) return;
     if (needle && !opLine(r).toLowerCase().includes(needle)) return;
-    out.push({ record: r, index: start + i + 1 });
+    out.push({ record: r, index: start + i + 1, phase: phases[i] });
   });
   return out;
 }
@@ -136,8 +148,7 @@ export function showCell(from, n) {
   return false;
 }
 
-function logItem({ record, index }) {
-  const phase = phaseOf(record);
+function logItem({ record, index, phase }) {
   const cell = typeof record === "object" && record !== null && Number.isInteger(record.cell) ? record.cell : null;
   const link = cell === null ? null : h("button", {
     class: "syft-btn syft-log-cell", type: "button", title: `ran in cell [${cell}]: show it`, "data-cell": cell,
@@ -172,7 +183,7 @@ function logBlock(node, ctx) {
     if (start > 0) items.push(h("li", { class: "syft-more", value: 0 }, `… ${start} earlier`));
     let last = null;
     for (const it of shown) {
-      const phase = phaseOf(it.record);
+      const phase = it.phase;
       if (known && phase !== last) {
         items.push(h("li", { class: `syft-log-section syft-phase-${phase}`, "data-section": phase, "aria-hidden": "true" },
           phase === "backward" ? "backward (autograd)" : "forward"));

@@ -691,9 +691,12 @@ export function renderPlan(node, { idPrefix, actions = null, onFitted } = {}) {
     node.owner && node.owner !== "me" ? h("span", { class: "syft-owner" }, `on ${node.owner}`) : null, actions);
   const sent = node.sent_to || [];
   const left = (node.left || []).filter((w) => !sent.includes(w));
+  // a copy a worker holds (the plan of a PlanPointer) was sent there: it is not "not sent"
+  const remote = node.owner && node.owner !== "me";
   const sentLine = h("div", { class: "syft-plan-sent" },
     sent.length ? ["sent to ", ...sent.map((w) => h("span", { class: `syft-worker-chip ${hueClass(w)}`, "data-worker": w }, w))]
-      : h("span", { class: "syft-muted" }, "not sent to any worker"),
+      : remote ? h("span", { class: "syft-muted" }, `the copy ${node.owner} holds: it runs there on its state and your pointers' data`)
+        : h("span", { class: "syft-muted" }, "not sent to any worker"),
     left.length ? h("span", { class: "syft-muted syft-plan-left", title: "it came back (get), or its pointer was dropped" },
       ` · no longer on ${left.join(", ")}`) : null);
   const area = h("div", { class: "syft-plan-area" });

@@ -231,8 +231,23 @@ const laneMatches = (q, id) => !q.workers.length || q.workers.some((w) => id.toL
 /** The rows of a lane, in order: the "me" lane groups pointers by target worker (named first,
  * by name), then local objects; other lanes keep the worker's order. Group headers are
  * {header, label, count} (header: the target worker, or "" for local objects). */
-export function laneItems(lane, q, laneOrder) {
-  const objs = (lane.objects || []).filter((o) => q.empty || matches(q, lane.id, o));
+/** The targets of the pointers a search shows, by lane: a search for `x_ptr` keeps the object it
+ * points to in view (no arrow into an empty lane). */
+export function pinnedTargets(lanes, q) {
+  const pins = new Map();
+  if (q.empty) return pins;
+  for (const lane of lanes) {
+    for (const o of lane.objects || []) {
+      if (o.kind !== "pointer" || o.state === "gone" || !matches(q, lane.id, o)) continue;
+      if (!pins.has(o.location)) pins.set(o.location, new Set());
+      pins.get(o.location).add(o.id_at_location);
+    }
+  }
+  return pins;
+}
+
+export function laneItems(lane, q, laneOrder, pinned) {
+  const objs = (lane.objects || []).filter((o) => q.empty || matches(q, lane.id, o) || !!pinned?.has(o.id));
   if (lane.id !== "me") return objs;
   const byName = (a, b) => {
     const na = (a.names || a.held_in || [])[0];
@@ -663,6 +678,7 @@ export function createWorldView(ctx) {
     overviewOn = many && !showAll;
     if (overviewOn) shown = shown.filter((l) => l.id === "me" || opened.has(l.id));
     renderOverview(many ? others : []);
+    const pins = pinnedTargets(all, query);
     const keep = new Set(shown.map((l) => l.id));
     for (const [id, L] of lanes) {
       if (!keep.has(id)) { L.section.remove(); lanes.delete(id); }
@@ -674,10 +690,14 @@ export function createWorldView(ctx) {
       const ghostList = ghosts.get(lane.id);
       const prevLane = L.lane;
       const provides = (providers.get(lane.id) || []).join(", ");
-      if (prevLane !== lane || L.ghosts !== ghostList || L.collapsed !== isCollapsed || L.q !== query || L.provides !== provides) {
+      const pinned = pins.get(lane.id);
+      const pinSig = pinned ? [...pinned].join(",") : "";
+      if (prevLane !== lane || L.ghosts !== ghostList || L.collapsed !== isCollapsed || L.q !== query || L.provides !== provides
+        || L.pinSig !== pinSig) {
         let nShown = L.shown;
-        if (!prevLane || prevLane.objects !== lane.objects || L.ghosts !== ghostList || L.q !== query) {
-          L.items = withGhosts(laneItems(lane, query, laneOrder), ghostList);
+        if (!prevLane || prevLane.objects !== lane.objects || L.ghosts !== ghostList || L.q !== query || L.pinSig !== pinSig) {
+          L.items = withGhosts(laneItems(lane, query, laneOrder, pinned), ghostList);
+          L.pinSig = pinSig;
           L.index = new Map();
           nShown = 0;
           L.items.forEach((o, i) => {
@@ -1105,7 +1125,7 @@ export function createWorldView(ctx) {
       const tl = o.location;
       const tid = o.id_at_location;
       const T = geo.get(tl);
-      if (!T || !worldIndex.has(objKey(tl, tid))) continue;
+      if (!T || !worldIndex.has(objKey(tl, tid)) || !T.index.has(tid)) continue; // no arrow to a row not shown
       total++;
       const a = { from: objKey(fl, fid), to: objKey(tl, tid), location: tl };
       const src = rowY(F, fid);
