@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 import weakref
@@ -259,14 +260,27 @@ def _pre_run_cell(info=None, *_args):
     _state["commands"] = True
     ip = _state["ip"]
     stored = getattr(info, "store_history", False)
-    cell = getattr(ip, "execution_count", None) if stored else None
-    _state["cell"] = cell if isinstance(cell, int) else None
+    _state["cell"] = running_cell(ip) if stored else None
     _state["code"] = (getattr(info, "raw_cell", "") or "").strip()[:CODE_CHARS] if stored else None
     events.set_current_cell(_state["cell"])  # every op a LoggingTensor records names this cell
 
 
+def running_cell(ip) -> int | None:
+    """The In[] number of the cell that runs now, read in ``pre_run_cell``. IPython 9.8 and
+    later count a cell *before* it runs (run_cell_async became re-entrant), so execution_count
+    is the next cell's number by then; earlier versions count after it ran."""
+    count = getattr(ip, "execution_count", None)
+    if not isinstance(count, int) or isinstance(count, bool):
+        return None
+    version = getattr(sys.modules.get("IPython"), "version_info", (0,))  # ip exists: IPython is loaded
+    return count - 1 if tuple(version[:2]) >= (9, 8) else count
+
+
 def _post_run_cell(result=None, *_args):
     _state["in_cell"] = False
+    count = getattr(result, "execution_count", None)  # IPython's own number for the cell that ran
+    if _state["cell"] is not None and isinstance(count, int):
+        _state["cell"] = count
     _capture_loop()
     if _state["ip"] is not None:
         weaken_output(_state["ip"], result)

@@ -322,3 +322,17 @@ def test_a_get_may_not_bind_a_name_ipython_keeps(panel, kernel, name):
     reply = panel.request({"type": "action", "req": "ok", "action": "get",
                            "target": {"worker": "me", "id": ptr["id"]}, "name": f"my_{name}"})
     assert reply["ok"] is True and kernel.eval(f"my_{name}.tolist()") == [1.0, 2.0, 3.0]
+
+
+def test_the_cell_number_of_a_step_and_of_an_op_is_the_cell_s_in_number(panel, kernel):
+    """History's steps and a LoggingTensor's op log name the cell as the notebook numbers it
+    (In[n], the execution_count the kernel replies with), so "cell [n]" scrolls to it."""
+    run(kernel, BOB_X + "\nimport syft_lab as sy\nlx = sy.LoggingTensor(torch.ones(2))")
+    panel.sync()
+    for _ in range(2):  # a second cell: the number follows each cell, not the first one
+        r = run(kernel, "y = lx + 1\ny_ptr = x.send(bob)")
+        n = r["reply"]["execution_count"]
+        steps = [p["step"] for p in panel.sync() if p.get("type") == "world_patch"]
+        # (a mid-cell flush may make the cell two steps: each names it)
+        assert steps and {s["cell"] for s in steps} == {n} and steps[0]["code"].startswith("y = lx + 1"), steps
+        assert kernel.eval("lx.log[-1].to_dict()['cell']") == n

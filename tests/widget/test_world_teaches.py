@@ -164,7 +164,7 @@ def test_ops_recorded_in_a_cell_carry_its_number_for_the_op_log(monkeypatch):
     """pre_run_cell names the running cell (syft_lab.events.set_current_cell): every op a
     LoggingTensor records then carries it, the oplog action returns it, and the chain view links
     the op to that cell ("cell [n]"); outside a cell ops carry none."""
-    ip = types.SimpleNamespace(execution_count=7, user_ns={})
+    ip = types.SimpleNamespace(execution_count=8, user_ns={})  # In[7]: IPython >= 9.8 counts it before it runs
     monkeypatch.setitem(live._state, "ip", ip)
     lx = sy.LoggingTensor(torch.ones(2))
     live._pre_run_cell(types.SimpleNamespace(store_history=True, raw_cell="y = lx * 2"))
