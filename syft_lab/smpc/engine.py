@@ -21,7 +21,8 @@ INT64 = torch.int64
 # Ops every party applies to its own share with the same other arguments.
 _PER_SHARE = {aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose, aten.permute, aten.expand,
               aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.repeat,
-              aten.narrow, aten.flatten, aten.sum, aten.neg, aten.unfold, aten.contiguous, aten.movedim}
+              aten.narrow, aten.flatten, aten.sum, aten.neg, aten.unfold, aten.contiguous, aten.movedim,
+              aten.constant_pad_nd}  # padding with 0: each party pads its share (0 is a sharing of 0)
 _BILINEAR = {aten.mul, aten.mm, aten.bmm, aten.convolution, aten.matmul}
 
 
@@ -110,6 +111,8 @@ class Engine:
         if packet in _PER_SHARE:
             if not isinstance(args[0], AST):
                 raise SyftError(f"{func} on shared values takes the shared tensor first")
+            if packet is aten.constant_pad_nd and (args[2] if len(args) > 2 else kwargs.get("value", 0)) != 0:
+                raise SyftError("a shared tensor pads with 0 only")
             if func in (aten.view.default, aten._unsafe_view.default):
                 func = aten.reshape.default  # a share may not be contiguous where the wrapper is
             return protocols.public_op(func, x, lambda i, s: (s, *args[1:]))
@@ -212,6 +215,10 @@ class Engine:
 
     def relu(self, x: AST) -> AST:
         return protocols.relu(x)
+
+    def msb(self, x: AST) -> AST:
+        """[1 if x < 0 else 0] elementwise (the sign bit; a comparison's rounds)."""
+        return protocols.msb_arith(x)
 
     def max(self, x: AST) -> AST:
         """The largest element: a tournament, halving the candidates each level. A level is one

@@ -23,17 +23,32 @@ from ..workers.modules import module_tensors as _tensors
 from .engine import ENGINE
 
 
-def fix_precision(t, base: int = DEFAULT_BASE, precision: int = DEFAULT_PRECISION) -> FixedPrecisionTensor:
-    """``x.fix_precision()``: x encoded as round(x * base**precision) in an int64 child."""
+def _precision(precision, precision_fractional) -> int:
+    """``precision``, or PySyft's spelling of it, ``precision_fractional`` (not both)."""
+    if precision_fractional is None:
+        return DEFAULT_PRECISION if precision is None else precision
+    if precision is not None:
+        raise SyftError("fix_precision takes precision or precision_fractional (PySyft's name), not both")
+    return precision_fractional
+
+
+def fix_precision(t, base: int = DEFAULT_BASE, precision: int | None = None, *,
+                  precision_fractional: int | None = None) -> FixedPrecisionTensor:
+    """``x.fix_precision()``: x encoded as round(x * base**precision) in an int64 child
+    (``precision_fractional=``: PySyft's name for ``precision``)."""
     if isinstance(t, ChainLayer):
         raise SyftError(f"fix_precision encodes a plain tensor, got a {type(t).__name__}")
+    precision = _precision(precision, precision_fractional)
     scale = check_precision(base, precision)
     return FixedPrecisionTensor(encode(t, scale), base, precision,
                                 requires_grad=bool(t.requires_grad and t.is_floating_point()))
 
 
-def share(t, *workers, crypto_provider=None) -> AdditiveSharingTensor:
+def share(t, *workers, crypto_provider=None, requires_grad=None) -> AdditiveSharingTensor:
     """``x.share(alice, bob, crypto_provider=carol)`` of a plain int64 tensor (reals: fix_precision first)."""
+    if requires_grad:
+        raise SyftError("an int64 shared tensor has no gradient: share a fixed precision tensor with "
+                        "requires_grad=True (x.fix_precision().share(..., requires_grad=True))")
     if isinstance(t, ChainLayer):
         raise SyftError(f"share() splits a plain int64 tensor or a FixedPrecisionTensor, got {type(t).__name__}")
     if t.dtype != torch.int64:
@@ -52,8 +67,10 @@ def _replace(old, new, what: str) -> None:
                         f"in its autograd graph. Call backward() on it or del it, then {what} again. ({e})") from None
 
 
-def module_fix_precision(module, base: int = DEFAULT_BASE, precision: int = DEFAULT_PRECISION):
+def module_fix_precision(module, base: int = DEFAULT_BASE, precision: int | None = None, *,
+                         precision_fractional: int | None = None):
     """Every parameter and buffer becomes a FixedPrecisionTensor (in place); returns the module."""
+    precision = _precision(precision, precision_fractional)
     check_precision(base, precision)
     tensors = list(_tensors(module))
     if any(isinstance(t, ChainLayer) for t in tensors):

@@ -184,16 +184,27 @@ class FixedPrecisionTensor(ChainLayer):
             raise SyftError("this fixed precision tensor is not shared: .float_precision() decodes it")
         return self._like(self.child.get(), requires_grad=self.requires_grad)
 
-    def share(self, *workers, crypto_provider=None) -> "FixedPrecisionTensor":
-        """Split the encoding into additive shares, one per worker (at least two)."""
+    def share(self, *workers, crypto_provider=None, requires_grad=None) -> "FixedPrecisionTensor":
+        """Split the encoding into additive shares, one per worker (at least two).
+        ``requires_grad``: PySyft's spelling; the shared tensor is then an autograd leaf."""
         if self.shared:
             raise SyftError("this tensor is shared already; .refresh() gives it new shares")
-        return self._like(engine().share(self.child, workers, crypto_provider), requires_grad=self.requires_grad)
+        rg = self.requires_grad if requires_grad is None else bool(requires_grad)
+        return self._like(engine().share(self.child, workers, crypto_provider), requires_grad=rg)
 
     def refresh(self) -> "FixedPrecisionTensor":
+        """New shares of the same value. Inside autograd it is the identity: the refreshed
+        tensor's gradient flows back to this one (PySyft's tutorials call it on a loss)."""
         if not self.shared:
             raise SyftError("refresh() gives new shares to a shared tensor; this one is not shared")
+        if self.requires_grad and torch.is_grad_enabled():
+            return _Refresh.apply(self)
         return self._like(self.child.refresh(), requires_grad=self.requires_grad)
+
+    def copy(self) -> "FixedPrecisionTensor":
+        """A copy that stays where this one is (PySyft's ``.copy()``): a shared value gets new
+        shares on the same parties, in autograd's graph like ``clone()``."""
+        return self.clone()
 
     def _like(self, child, requires_grad=False):
         return FixedPrecisionTensor(child, self.base, self.precision, requires_grad=requires_grad)
@@ -213,7 +224,8 @@ class FixedPrecisionTensor(ChainLayer):
         if decomposition is not None:
             return decomposition(*args, **kwargs)
         raise SyftError(f"{func} is not supported on fixed precision tensors (supported: arithmetic, matmul, "
-                        f"conv2d, sums and means, comparisons, relu, max/argmax, views)")
+                        f"conv2d, sums and means, var, comparisons (== and != too), abs, sign, relu, max/argmax, "
+                        f"min/argmin, views, split/chunk/unbind/roll)")
 
     # --- the layer protocol ------------------------------------------------------------------
     def layer_children(self) -> list:
@@ -229,6 +241,18 @@ class FixedPrecisionTensor(ChainLayer):
 
 
 FPT = FixedPrecisionTensor
+
+
+class _Refresh(torch.autograd.Function):
+    """refresh() as an op autograd records: new shares forward, the gradient unchanged back."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x._like(x.child.refresh())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -319,8 +343,11 @@ def _div(func, args, kwargs):
     if isinstance(b, FPT):
         if b.shared:
             raise SyftError("division by a shared value is not supported: divide by a public number or tensor")
-        b = b.float_precision()
+        b = b.float_precision().double()
     s = _scalar(b)
+    if s is None and isinstance(b, torch.Tensor) and b.numel() and bool((b == b.reshape(-1)[0]).all()) and tuple(
+            torch.broadcast_shapes(tuple(a.shape), tuple(b.shape))) == tuple(a.shape):
+        s = b.reshape(-1)[0].item()  # one public divisor (fx / fix(tensor([3.]))): exact as fx / 3
     if s is not None:
         if s == 0:
             raise SyftError("division by zero")
@@ -476,6 +503,170 @@ def _compare(func, args, kwargs):
     return _wrap(t, bits * t.scale)
 
 
+def _diff(a, b):
+    """a - b for ring operands (at least one a tensor)."""
+    return a - b if isinstance(a, torch.Tensor) else (-b) + a
+
+
+def _sign_bits(d):
+    """([d < 0], [d > 0]) as 0/1 ring values: one sign-bit circuit on the stacked [d, -d] when shared."""
+    if _is_shared(d):
+        m = engine().msb(aten.stack.default([d, -d]))
+        return aten.select.int(m, 0, 0), aten.select.int(m, 0, 1)
+    return (d < 0).to(INT64), (d > 0).to(INT64)
+
+
+def _equal(func, args, kwargs):
+    """a == b is 1 - [a < b] - [a > b], a != b their sum: both signs in one circuit."""
+    t = _like(args)
+    a, b = _enc(args[0], t.scale), _enc(args[1], t.scale)
+    if not isinstance(a, torch.Tensor):  # symmetric: the tensor first
+        a, b = b, a
+    if not (_is_shared(a) or _is_shared(b)):
+        bits = getattr(torch, func.overloadpacket.__name__)(a, b).to(INT64)
+        return _wrap(t, bits * t.scale)
+    neg, pos = _sign_bits(_diff(a, b))
+    bits = neg + pos
+    if func.overloadpacket is aten.eq:
+        bits = 1 - bits
+    return _wrap(t, bits * t.scale)
+
+
+def _sign(func, args, kwargs):
+    """sign(x) = [x > 0] - [x < 0] (0 at 0, as torch's)."""
+    x = args[0]
+    neg, pos = _sign_bits(x.child)
+    return _wrap(x, (pos - neg) * x.scale)
+
+
+def _abs(func, args, kwargs):
+    """|x| = 2 relu(x) - x: relu's rounds, exact."""
+    x = args[0]
+    if x.shared:
+        return _wrap(x, engine().relu(x.child) * 2 - x.child)
+    return _wrap(x, x.child.abs())
+
+
+def _negated(x: FPT) -> FPT:
+    return _wrap(x, -x.child)
+
+
+def _min(func, args, kwargs):
+    """min, amin, min(dim): -max(-x) (ties: the lowest index, as max)."""
+    x = args[0]
+    if func is aten.min.dim:
+        v, i = _max(aten.max.dim, (_negated(x), *args[1:]), kwargs)
+        return _negated(v), i
+    if func is aten.min.default or (func is aten.amin.default and not (args[1:] or kwargs.get("dim"))):
+        return _negated(_max(aten.max.default, (_negated(x),), {}))
+    if func is aten.amin.default:
+        dims = args[1] if len(args) > 1 else kwargs.get("dim")
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        if len(dims) == 1:
+            v, _ = _max(aten.max.dim, (_negated(x), dims[0], keepdim), {})
+            return _negated(v)
+    raise SyftError(f"{func} is not supported on fixed precision tensors (min, min(dim), amin over one dim are)")
+
+
+def _argmin(func, args, kwargs):
+    return _argmax(aten.argmax.default, (_negated(args[0]), *args[1:]), kwargs)
+
+
+def _dim_arg(args, kwargs, pos, default=0):
+    return args[pos] if len(args) > pos else kwargs.get("dim", default)
+
+
+def _unbind(func, args, kwargs):
+    x = args[0]
+    dim = _dim_arg(args, kwargs, 1) % max(x.dim(), 1)
+    return [_wrap(x, aten.select.int(x.child, dim, i)) for i in range(x.shape[dim])]
+
+
+def _split(func, args, kwargs):
+    """split, split_with_sizes (and chunk, which decomposes to split): slices of the child."""
+    x, size = args[0], args[1]
+    dim = _dim_arg(args, kwargs, 2) % max(x.dim(), 1)
+    n = x.shape[dim]
+    sizes = list(size) if isinstance(size, (list, tuple)) else [min(size, n - s) for s in range(0, n, size)]
+    out, start = [], 0
+    for k in sizes:
+        out.append(_wrap(x, aten.slice.Tensor(x.child, dim, start, start + k)))
+        start += k
+    return out
+
+
+def _roll(func, args, kwargs):
+    """roll: two slices concatenated per rolled dim (no dims: of the flattened tensor)."""
+    x = args[0]
+    shifts = args[1] if len(args) > 1 else kwargs["shifts"]
+    dims = args[2] if len(args) > 2 else kwargs.get("dims", [])
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    child = x.child
+    flat = not dims
+    if flat:
+        child, dims = aten.reshape.default(child, [-1]), [0]
+    for k, d in zip(shifts, dims):
+        n = child.shape[d]
+        k %= n if n else 1
+        if k:
+            child = aten.cat.default([aten.slice.Tensor(child, d, n - k, n), aten.slice.Tensor(child, d, 0, n - k)], d)
+    if flat:
+        child = aten.reshape.default(child, list(x.shape))
+    return _wrap(x, child)
+
+
+def _pad_dim(child, ndim, dim, before, after):
+    """Zeros around ``child`` along ``dim`` (a shared child: each party pads its share with 0)."""
+    return aten.constant_pad_nd.default(child, [0, 0] * (ndim - 1 - dim) + [before, after])
+
+
+def _select_backward(func, args, kwargs):
+    """The gradient of x[..., i, ...]: the gradient at i along dim, zeros elsewhere."""
+    grad, sizes, dim, index = args
+    n = len(sizes)
+    dim, index = dim % n, index % sizes[dim]
+    child = aten.unsqueeze.default(grad.child, dim)
+    return _wrap(grad, _pad_dim(child, n, dim, index, sizes[dim] - index - 1))
+
+
+def _slice_backward(func, args, kwargs):
+    grad, sizes, dim, start, end, step = args
+    n = len(sizes)
+    dim = dim % n
+    size = sizes[dim]
+    start, end, _ = slice(start, end).indices(size)
+    if step != 1:
+        raise SyftError("the gradient of a strided slice is not supported on fixed precision tensors")
+    return _wrap(grad, _pad_dim(grad.child, n, dim, start, size - max(end, start)))
+
+
+def _pad(func, args, kwargs):
+    x, pad = args[0], args[1]
+    value = args[2] if len(args) > 2 else kwargs.get("value", 0)
+    return _wrap(x, aten.constant_pad_nd.default(x.child, pad, int(round((value or 0) * x.scale))))
+
+
+def _var(func, args, kwargs):
+    """var = sum((x - mean)^2) / (n - correction): a mean, one product, one division."""
+    x = args[0]  # aten.var.correction(x, dim=None, *, correction=None, keepdim=False): what torch.var reaches
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    correction = kwargs.get("correction")
+    correction = 1 if correction is None else correction
+    keepdim = kwargs.get("keepdim", False)
+    dims = list(range(x.dim())) if dims is None or (isinstance(dims, (list, tuple)) and not dims) else (
+        [dims] if isinstance(dims, int) else list(dims))
+    n = math.prod(x.shape[d] for d in dims)
+    if type(correction) is not int and not float(correction).is_integer() or n - int(correction) <= 0:
+        raise SyftError(f"var over {n} elements with correction {correction} divides by {n - correction}")
+    m = _mean(aten.mean.dim, (x, dims, True), {})
+    d = _wrap(x, x.child - m.child)
+    sq = _mul(None, (d, d), {})
+    s = aten.sum.dim_IntList(sq.child, dims, keepdim)
+    return _wrap(x, truncate(s, n - int(correction)))
+
+
 def _relu(func, args, kwargs):
     x = args[0]
     if x.shared:
@@ -548,9 +739,12 @@ def _inplace(op):
 
 
 def _copy_(func, args, kwargs):
+    """A copy owns its child: autograd accumulates one gradient into several leaves by copy_
+    (``(a + b).backward()``), and a shared child's shares must not be the same pointers twice
+    (a.grad.get() would consume b.grad's shares)."""
     self, src = args[0], args[1]
     t = _like([self] + ([src] if isinstance(src, FPT) else []))
-    self.child = _enc(src, t.scale) if not isinstance(src, FPT) else src.child
+    self.child = _enc(src, t.scale) if not isinstance(src, FPT) else aten.clone.default(src.child)
     return self
 
 
@@ -573,6 +767,11 @@ _HANDLERS = {
     aten.gt: _compare, aten.lt: _compare, aten.ge: _compare, aten.le: _compare,
     aten.relu: _relu, aten.threshold_backward: _threshold_backward,
     aten.max: _max, aten.amax: _max, aten.argmax: _argmax, aten.pow: _pow,
+    aten.min: _min, aten.amin: _min, aten.argmin: _argmin,
+    aten.eq: _equal, aten.ne: _equal, aten.sign: _sign, aten.sgn: _sign, aten.abs: _abs,
+    aten.unbind: _unbind, aten.split: _split, aten.split_with_sizes: _split, aten.unsafe_split: _split,
+    aten.roll: _roll, aten.var: _var, aten.select_backward: _select_backward, aten.slice_backward: _slice_backward,
+    aten.constant_pad_nd: _pad,
     aten.cat: _listed, aten.stack: _listed,
     aten.detach: _alias, aten.alias: _alias, aten.lift_fresh: _alias, aten._to_copy: _to_copy, aten.to: _to_copy,
     aten.clone: _structural,  # a copy: a shared child gets its own shares (its .get() leaves the original)

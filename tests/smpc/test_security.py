@@ -71,7 +71,7 @@ SECRET = 271828.182  # encodes as 271828182: easy to find in any text
 def _texts_with(shared, parties):
     values = []
     for p in shared.child.shares:
-        values.extend(str(v) for v in p.location.core.objects[p.id_at_location].tolist())
+        values.extend(str(v) for v in p.location.core.objects[p.id_at_location].reshape(-1).tolist())
     return values
 
 
@@ -85,12 +85,24 @@ def test_no_share_or_secret_in_any_repr_node_world_or_log(parties2, caplog):
         sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
         y = sx * sx + sx  # protocol traffic, logged events
         z = sx.relu()
+        # the ops of issue 30 too: each one's result and its repr
+        more = [sx.abs(), sx == sx, sx != sx, sx.sign(), sx.min(), sx.argmin(), torch.chunk(sx, 2)[0], sx.roll(1),
+                sx.var(), sx / torch.tensor([3.0]).fix_precision(), sx.refresh(), sx.copy()]
         forbidden = {"271828182", "271828.18", "271828.1"} | set(_texts_with(sx, (alice, bob)))
         forbidden |= set(_texts_with(y, (alice, bob))) | set(_texts_with(z, (alice, bob)))
+        for m in more:
+            forbidden |= set(_texts_with(m, (alice, bob)))
+        try:
+            sx.std()  # an error message names no value either
+        except sy.SyftError as e:
+            more_texts = [str(e)]
+        else:
+            more_texts = []
         texts = [repr(sx), str(sx), repr(y), repr(sx.child), repr(sx.child.shares[0]),
                  json.dumps(sy.chain(sx).to_dict()), json.dumps(sy.chain(y).to_dict()),
                  json.dumps(sy.world({"sx": sx, "y": y, "z": z}).to_dict()), repr(sy.world({"sx": sx})),
                  repr(sy.chain(sx)), json.dumps(got, default=str), caplog.text]
+        texts += [repr(m) for m in more] + [json.dumps(sy.chain(m).to_dict()) for m in more] + more_texts
     finally:
         unsubscribe()
     for text in texts:

@@ -1,0 +1,164 @@
+"""Ops beyond products and comparisons on shared fixed precision tensors (issue 30), 2 and 3
+parties against plaintext; autograd through them; PySyft's keyword spellings."""
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import syft_lab as sy
+from syft_lab.errors import ObjectNotFoundError
+
+sy.hook()
+UNIT = 1e-3
+SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+values = st.floats(min_value=-40, max_value=40, allow_nan=False, width=32)
+
+
+def tensors(shape):
+    n = math.prod(shape)
+    return st.lists(values, min_size=n, max_size=n).map(lambda v: torch.round(torch.tensor(v).view(shape) * 1000) / 1000)
+
+
+def share(x, parties, provider, **kw):
+    return x.fix_precision().share(*parties, crypto_provider=provider, **kw)
+
+
+def plain(s):
+    return s.get().float_precision()
+
+
+def test_each_gradient_owns_its_shares(parties):
+    """(a + b).backward(): autograd copies one gradient into both leaves; each has its own shares."""
+    ws, provider = parties
+    a = share(torch.tensor([1.0, 2.0]), ws, provider, requires_grad=True)
+    b = share(torch.tensor([3.0, -4.0]), ws, provider, requires_grad=True)
+    (a + b).backward(share(torch.tensor([0.5, -1.0]), ws, provider))
+    assert a.grad.child is not b.grad.child
+    assert not {id(p) for p in a.grad.child.shares} & {id(p) for p in b.grad.child.shares}
+    assert torch.allclose(plain(a.grad), torch.tensor([0.5, -1.0]))
+    assert torch.allclose(plain(b.grad), torch.tensor([0.5, -1.0]))  # not ObjectNotFoundError
+    del a, b
+
+
+def test_refresh_keeps_autograd(parties):
+    ws, provider = parties
+    x = torch.tensor([1.5, -2.0, 0.25])
+    sw = share(x, ws, provider, requires_grad=True)
+    loss = (sw * sw).sum().refresh()
+    assert loss.grad_fn is not None
+    loss.backward()
+    assert torch.allclose(plain(sw.grad), 2 * x, atol=3 * UNIT)
+    assert torch.allclose(plain(loss), (x * x).sum(), atol=3 * UNIT)
+    del sw, loss
+
+
+def test_division_by_a_public_fixed_precision_tensor_is_exact(parties):
+    ws, provider = parties
+    x = torch.tensor([9.0, -6.0, 4.5, 1.0])
+    sx = share(x, ws, provider)
+    got = plain(sx / torch.tensor([3.0]).fix_precision())
+    assert torch.allclose(got, x / 3, atol=1.01 * UNIT)
+    assert got[0].item() == pytest.approx(3.0, abs=1e-3) and got[0].item() != pytest.approx(2.997, abs=1e-4)
+    assert torch.allclose((x.fix_precision() / torch.tensor([3.0]).fix_precision()).float_precision(),
+                          x / 3, atol=0.51 * UNIT)
+    del sx
+
+
+@given(x=tensors((2, 5)), y=tensors((2, 5)))
+@SETTINGS
+def test_equal_and_not_equal(parties, x, y):
+    ws, provider = parties
+    y = torch.where(torch.arange(10).view(2, 5) % 3 == 0, x, y)  # some equal pairs
+    sx, sy_ = share(x, ws, provider), share(y, ws, provider)
+    assert torch.equal(plain(sx == sy_), (x == y).float())
+    assert torch.equal(plain(sx != sy_), (x != y).float())
+    assert torch.equal(plain(sx == x[0, 0].item()), (x == x[0, 0]).float())
+    del sx, sy_
+
+
+@given(x=tensors((3, 4)))
+@SETTINGS
+def test_abs_and_sign(parties, x):
+    ws, provider = parties
+    x[0, 0] = 0.0
+    sx = share(x, ws, provider)
+    assert torch.allclose(plain(sx.abs()), x.abs(), atol=UNIT)
+    assert torch.equal(plain(sx.sign()), x.sign())
+    assert torch.equal(plain(torch.sign(sx)), x.sign())
+    del sx
+
+
+@given(x=tensors((3, 5)))
+@SETTINGS
+def test_min_and_argmin(parties, x):
+    ws, provider = parties
+    sx = share(x, ws, provider)
+    assert torch.allclose(plain(sx.min()), x.min(), atol=UNIT)
+    v, i = sx.min(dim=1)
+    assert torch.allclose(plain(v), x.min(1).values, atol=UNIT)
+    assert torch.equal(plain(i).long(), x.argmin(1))
+    assert torch.equal(plain(sx.argmin(dim=0)).long(), x.argmin(0))
+    assert torch.allclose(plain(torch.amin(sx, 1)), x.amin(1), atol=UNIT)
+    del sx, v, i
+
+
+def test_chunk_unbind_roll(parties):
+    ws, provider = parties
+    x = torch.arange(12.0).view(3, 4) - 5.5
+    sx = share(x, ws, provider)
+    for got, want in zip(torch.chunk(sx, 2, 1), torch.chunk(x, 2, 1)):
+        assert torch.allclose(plain(got), want)
+    for got, want in zip(sx.split([1, 2], 0), x.split([1, 2], 0)):
+        assert torch.allclose(plain(got), want)
+    for got, want in zip(sx.unbind(1), x.unbind(1)):
+        assert torch.allclose(plain(got), want)
+    assert torch.allclose(plain(sx.roll(1, 0)), x.roll(1, 0))
+    assert torch.allclose(plain(sx.roll((1, -3), (0, 1))), x.roll((1, -3), (0, 1)))
+    assert torch.allclose(plain(sx.roll(5)), x.roll(5))
+    del sx
+
+
+@given(x=tensors((3, 6)))
+@SETTINGS
+def test_var(parties, x):
+    ws, provider = parties
+    sx = share(x, ws, provider)
+    # mean: 1 unit; each squared deviation: |d| * 1e-3 + 1e-3; divided by n - 1
+    tol = 2 * (x - x.mean()).abs().max().item() * UNIT + 5 * UNIT
+    assert torch.allclose(plain(sx.var()), x.double().var().float(), atol=tol)
+    assert torch.allclose(plain(sx.var(1)), x.double().var(1).float(), atol=tol)
+    assert torch.allclose(plain(sx.var(0, unbiased=False, keepdim=True)),
+                          x.double().var(0, unbiased=False, keepdim=True).float(), atol=tol)
+    del sx
+
+
+def test_gradients_through_the_new_ops(parties):
+    ws, provider = parties
+    x = torch.tensor([[1.5, -2.0, 0.5], [-0.25, 3.0, -1.0]])
+    sx = share(x, ws, provider, requires_grad=True)
+    loss = sx.abs().sum() + sx.roll(1, 1)[:, 0].sum() + torch.chunk(sx, 3, 1)[2].sum() * 2
+    loss.backward()
+    xx = x.clone().requires_grad_(True)
+    (xx.abs().sum() + xx.roll(1, 1)[:, 0].sum() + torch.chunk(xx, 3, 1)[2].sum() * 2).backward()
+    assert torch.allclose(plain(sx.grad), xx.grad, atol=UNIT)
+    del sx, loss
+
+
+def test_pysyft_spellings_and_copy(parties):
+    ws, provider = parties
+    x = torch.tensor([1.25, -2.5])
+    fx = x.fix_precision(precision_fractional=4)
+    assert fx.precision == 4 and fx.child.tolist() == [12500, -25000]
+    sx = fx.share(*ws, crypto_provider=provider, requires_grad=True)
+    assert sx.requires_grad and sx.is_leaf
+    c = sx.copy()
+    assert c.shared and c.child.shares[0] is not sx.child.shares[0]
+    assert torch.allclose(plain(c), x)
+    assert torch.allclose(plain(sx), x)  # the original's shares are still there
+    local = x.fix_precision().copy()
+    assert torch.equal(local.child, torch.tensor([1250, -2500]))
+    with pytest.raises(sy.SyftError, match="not both"):
+        x.fix_precision(precision=3, precision_fractional=3)
+    del sx, c
