@@ -441,8 +441,11 @@ class PlanGraph:
             return repr(a).replace("torch.", "")
 
         ins = ", ".join(f"{names[i]}: {s['dtype']}{format_shape(s['shape'])}"
-                        + (" (state)" if s["role"] == "state" else "") for i, s in enumerate(self.inputs))
+                        + (" (state)" if s["role"] == "state" else "")
+                        + (" requires_grad" if s.get("requires_grad") else "") for i, s in enumerate(self.inputs))
         lines = [f"def {self.name}({ins}):"]
+        lines += [f"    # c{i}: constant {dtype_name(c.dtype)}{list(c.shape)}" + (f", {n}" if n else "")
+                  for i, (c, n) in enumerate(zip(self.constants, self.constant_names))]
         for i, n in enumerate(self.nodes):
             args = [fmt(a) for a in n.args] + [f"{k}={fmt(v)}" for k, v in n.kwargs.items()]
             shape = "; ".join(f"{d}{format_shape(s)}" for s, d in n.outputs)
