@@ -246,8 +246,20 @@ export function pinnedTargets(lanes, q) {
   return pins;
 }
 
-export function laneItems(lane, q, laneOrder, pinned) {
-  const objs = (lane.objects || []).filter((o) => q.empty || matches(q, lane.id, o) || !!pinned?.has(o.id));
+/** A temporary: what a lesson can hide (issue 26.11). A gone pointer; an unnamed pointer of the
+ * notebook; an object on a worker that no named pointer points to and that is nothing else a
+ * person would look for (tagged, a share, a dataset, held data, a plan or its state). */
+export function isTemporary(laneId, o, namedTargets) {
+  if (o.state === "gone") return true;
+  if (o.names?.length || o.held_in?.length || o.tags?.length || o.group != null || o.dataset || o.held || o.state_of || o.kind === "plan"
+    || o.kind === "crypto" || o.crypto) return false;
+  if (o.kind === "pointer") return laneId === "me";
+  return laneId !== "me" && !namedTargets?.has(objKey(laneId, o.id));
+}
+
+export function laneItems(lane, q, laneOrder, pinned, namedTargets) {
+  const objs = (lane.objects || []).filter((o) => (q.empty || matches(q, lane.id, o) || !!pinned?.has(o.id))
+    && !(q.tidy && isTemporary(lane.id, o, namedTargets)));
   if (lane.id !== "me") return objs;
   const byName = (a, b) => {
     const na = (a.names || a.held_in || [])[0];
@@ -353,6 +365,7 @@ function pickOption(select, value) {
 
 /** Row height in px: style.css gives .syft-obj exactly this height (border included). */
 export const ROW_H = 26;
+const BIG_ROW_H = 36; // classroom mode (style.css .syft-classroom)
 const OVERSCAN = 8; // rows materialised above and below the visible band
 const DEFAULT_VIEW_H = 520; // the scroller's max-height, when it has no layout yet
 const GAP = 24; // px between lanes (style.css .syft-lanes gap): arrows run in the middle
@@ -402,9 +415,39 @@ export function createWorldView(ctx) {
   const ovBody = h("div", { class: "syft-ov-body" });
   const overview = h("section", { class: "syft-overview", hidden: true, "aria-label": "workers overview" },
     h("div", { class: "syft-ov-head" }, ovTitle, groupSel, ovAll), ovBody);
-  const tools = h("div", { class: "syft-world-tools" }, search, kindSel, workerSel);
-  const frame = h("div", { class: "syft-world" }, deadBanner, tools, h("div", { class: "syft-world-aside" }, legend, timeline),
+  // classroom: hide what a lesson does not need (temporaries nobody names, ghosts, gone
+  // pointers), step through the history, and a large font for a projector (issue 26.11)
+  const tidyBox = h("input", { type: "checkbox", class: "syft-tidy" });
+  const tidy = h("label", { class: "syft-tidy-label", title: "hide objects no variable names (intermediate results), ghosts and gone pointers" },
+    tidyBox, " hide temporaries and ghosts");
+  const bigBtn = h("button", { class: "syft-btn syft-big-toggle", type: "button", "aria-pressed": "false",
+    title: "classroom mode: a large font for a projector" }, "Aa");
+  const prevBtn = h("button", { class: "syft-btn syft-step-prev", type: "button", title: "the step before (←)",
+    "aria-label": "previous step", onclick: () => stepBy(-1) }, "◀");
+  const nextBtn = h("button", { class: "syft-btn syft-step-next", type: "button", title: "the step after (→); Esc: now",
+    "aria-label": "next step", onclick: () => stepBy(1) }, "▶");
+  const stepPos = h("span", { class: "syft-step-pos syft-muted" });
+  const stepper = h("span", { class: "syft-stepper", role: "group", "aria-label": "history steps" }, prevBtn, stepPos, nextBtn);
+  const tools = h("div", { class: "syft-world-tools" }, search, kindSel, workerSel, tidy, bigBtn, stepper);
+  const frame = h("div", { class: "syft-world", tabindex: "-1" }, deadBanner, tools, h("div", { class: "syft-world-aside" }, legend, timeline),
     replay, overview, el);
+  frame.addEventListener("keydown", (ev) => {
+    if (/^(INPUT|SELECT|TEXTAREA)$/.test(ev.target.tagName || "") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    const d = { ArrowLeft: -1, ArrowRight: 1 }[ev.key];
+    if (d) stepBy(d);
+    else if (ev.key === "Escape" && replaying >= 0) showStep(-1);
+    else return;
+    ev.preventDefault();
+  });
+  tidyBox.addEventListener("change", () => onFilter());
+  bigBtn.addEventListener("click", () => {
+    const on = !frame.classList.contains("syft-classroom");
+    frame.classList.toggle("syft-classroom", on);
+    bigBtn.setAttribute("aria-pressed", String(on));
+    rowH = on ? BIG_ROW_H : ROW_H;
+    for (const L of lanes.values()) { for (const R of L.rows.values()) R.el.remove(); L.rows.clear(); L.lane = null; }
+    if (world) update(world, focus, true);
+  });
 
   const lanes = new Map(); // id -> {section, head, body, list, lane, items, index, rows, collapsed}
   let world = null; // the world shown (now, or a step of the history)
@@ -418,6 +461,7 @@ export function createWorldView(ctx) {
   let frameReq = 0;
   let disabled = "";
   let replaying = -1;
+  let rowH = ROW_H; // BIG_ROW_H in classroom mode
   const history = []; // [{rev, step, world}]
   const marks = new Map(); // key -> {mark, until}
   const ghosts = new Map(); // lane id -> [{key, entry, at, text, until}]
@@ -596,6 +640,7 @@ export function createWorldView(ctx) {
   el.addEventListener("scroll", () => schedule(), { passive: true });
   const onFilter = (ev, picked) => {
     query = picked || parseQuery(search.value, kindSel.value, workerSel.value);
+    query.tidy = tidyBox.checked;
     const t0 = performance.now();
     if (world) update(world, focus, true);
     timings.filter = performance.now() - t0;
@@ -618,10 +663,12 @@ export function createWorldView(ctx) {
   }
 
   let pointersTo = new Map(); // "bob:12" -> keys of the pointer rows to it
+  let namedTargets = new Set(); // "bob:12" of the objects a named pointer points to
 
   function indexPointers(w) {
     pointedBy = new Map();
     pointersTo = new Map();
+    namedTargets = new Set();
     groupKeys = new Map();
     keyGroup = new Map();
     secretName = new Map();
@@ -646,6 +693,7 @@ export function createWorldView(ctx) {
         const secret = o.group !== undefined && o.group !== null ? secretName.get(o.group) : undefined;
         const label = (o.names && o.names[0]) || (o.held_in && o.held_in[0]) || (secret && `${secret}'s share`)
           || o.description || (lane.id === "me" ? "a pointer" : `${lane.id}'s pointer`);
+        if (o.names?.length || o.held_in?.length || o.group != null) namedTargets.add(to);
         if (!pointedBy.has(to)) { pointedBy.set(to, []); pointersTo.set(to, []); }
         pointedBy.get(to).push(label);
         pointersTo.get(to).push(objKey(lane.id, o.id));
@@ -696,14 +744,15 @@ export function createWorldView(ctx) {
         || L.pinSig !== pinSig) {
         let nShown = L.shown;
         if (!prevLane || prevLane.objects !== lane.objects || L.ghosts !== ghostList || L.q !== query || L.pinSig !== pinSig) {
-          L.items = withGhosts(laneItems(lane, query, laneOrder, pinned), ghostList);
+          L.items = query.tidy ? laneItems(lane, query, laneOrder, pinned, namedTargets)
+            : withGhosts(laneItems(lane, query, laneOrder, pinned), ghostList);
           L.pinSig = pinSig;
           L.index = new Map();
           nShown = 0;
           L.items.forEach((o, i) => {
             if (o.header === undefined && !o.ghost) { L.index.set(o.id, i); nShown++; }
           });
-          L.list.style.height = `${L.items.length * ROW_H}px`;
+          L.list.style.height = `${L.items.length * rowH}px`;
           L.q = query;
         }
         const closable = overviewOn && lane.id !== "me";
@@ -928,6 +977,19 @@ export function createWorldView(ctx) {
       code ? h("code", { class: "syft-step-code" }, code) : null));
     });
     timelineList.replaceChildren(...items.reverse());
+    const at = replaying >= 0 ? replaying : n;
+    stepper.hidden = n < 1;
+    stepPos.textContent = `step ${at} of ${n}`;
+    prevBtn.disabled = at <= 0;
+    nextBtn.disabled = at >= n;
+  }
+
+  /** One step back (-1) or on (+1) in the history, from the step shown (or now). */
+  function stepBy(d) {
+    const last = history.length - 1;
+    if (last < 1) return;
+    const at = replaying >= 0 ? replaying : last;
+    showStep(Math.max(0, Math.min(last, at + d)));
   }
 
   /** Show the world as it was after history step i (-1: now). */
@@ -968,8 +1030,8 @@ export function createWorldView(ctx) {
     const top = Math.max(inner, (el.scrollTop || 0) - listTop + inner);
     const bottom = Math.min(inner + bodyH, (el.scrollTop || 0) + viewH - listTop + inner);
     if (bottom <= top) return [0, 0];
-    const first = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
-    const last = Math.min(n, Math.ceil(bottom / ROW_H) + OVERSCAN);
+    const first = Math.max(0, Math.floor(top / rowH) - OVERSCAN);
+    const last = Math.min(n, Math.ceil(bottom / rowH) + OVERSCAN);
     return [first, Math.max(first, last)];
   }
 
@@ -1025,7 +1087,7 @@ export function createWorldView(ctx) {
         if (o.header !== undefined || o.ghost ? !R || R.entry !== o : stale(R, o, target, extra)) fresh.push({ o, id, target, i, extra });
         else {
           R.target = target;
-          if (R.i !== i) { R.i = i; R.el.style.top = `${i * ROW_H}px`; }
+          if (R.i !== i) { R.i = i; R.el.style.top = `${i * rowH}px`; }
         }
       }
       for (const [id, R] of L.rows) {
@@ -1048,7 +1110,7 @@ export function createWorldView(ctx) {
       const frag = document.createDocumentFragment();
       for (const f of fresh) {
         const row = made[k++];
-        row.style.top = `${f.i * ROW_H}px`;
+        row.style.top = `${f.i * rowH}px`;
         const old = L.rows.get(f.id);
         if (old) old.el.remove();
         L.rows.set(f.id, { entry: f.o, el: row, target: f.target, i: f.i, extra: f.extra });
@@ -1080,7 +1142,7 @@ export function createWorldView(ctx) {
       if (!wanted.has(laneId) || !L.section.offsetWidth) continue; // not laid out (hidden)
       const left = L.section.offsetLeft;
       const top = L.section.offsetTop;
-      const headH = L.head?.offsetHeight || ROW_H;
+      const headH = L.head?.offsetHeight || rowH;
       const bodyTop = top + (L.body.offsetTop || headH);
       const bodyH = L.collapsed ? 0 : L.body.clientHeight;
       geo.set(laneId, { left, right: left + L.section.offsetWidth, top, headY: top + headH / 2, bodyTop, bodyH,
@@ -1093,7 +1155,7 @@ export function createWorldView(ctx) {
    * is scrolled out of its lane. */
   function rowY(g, id) {
     if (g.collapsed || !g.index.has(id)) return { y: g.headY, off: true };
-    const y = g.bodyTop + ROW_H * g.index.get(id) + ROW_H / 2 - g.scroll;
+    const y = g.bodyTop + rowH * g.index.get(id) + rowH / 2 - g.scroll;
     const lo = g.bodyTop + 4;
     const hi = g.bodyTop + g.bodyH - 4;
     return y < lo ? { y: lo, off: true } : y > hi ? { y: hi, off: true } : { y, off: false };
