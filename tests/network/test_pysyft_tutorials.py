@@ -1,4 +1,5 @@
-"""PySyft 0.2's tutorial flows (Parts 1-5, 8 and split learning), with exact expected values,
+"""PySyft 0.2's tutorial flows (Parts 1-5, 7, 8, split learning, the Federated Dataset and
+websockets MNIST tutorials' datasets and loaders), with exact expected values,
 on VirtualWorkers and on real websocket worker processes.
 
 Each flow is written as a learner would translate it from ../shared/reference/; where a
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 import copy
 import gc
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn, optim
+from torch.utils.data import Dataset, TensorDataset
 
 import syft_lab as sy
 from syft_lab.errors import SyftError
@@ -402,3 +406,271 @@ def test_copy_of_a_sent_module_lives_on_the_same_worker(world3):
     torch.testing.assert_close(twin.weight.clone().get(), model.weight.clone().get())
     del model, twin
     gc.collect()
+
+
+# --- Federated Dataset, Part 7, websockets MNIST: datasets as PySyft users build them (#27.1, #27.5) ----
+
+class SVHNStyle(Dataset):
+    """The 'Federated Dataset' tutorial's own Dataset subclass: numpy arrays made tensors,
+    a transform applied per sample in __getitem__, a numpy target."""
+
+    def __init__(self, images, labels, transform=None):
+        self.data = torch.from_numpy(images)
+        self.targets = labels
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, idx):
+        sample = self.data[idx]
+        return (self.transform(sample) if self.transform else sample), self.targets[idx]
+
+
+class TorchvisionStyle(Dataset):
+    """As torchvision's MNIST: uint8 images in .data, int targets, a ToTensor-like transform."""
+
+    def __init__(self, n):
+        self.data = torch.arange(n * 4, dtype=torch.uint8).reshape(n, 2, 2)
+        self.targets = torch.arange(n) % 3
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, i):
+        return self.data[i].float().div(255).unsqueeze(0), int(self.targets[i])
+
+
+def _epoch(loader):
+    """Every batch of one epoch, fetched: [(worker id, data, target)]."""
+    return [(d.location.id, d.get(), t.get()) for d, t in loader]
+
+
+def test_federate_on_any_torch_dataset_sends_what_its_getitem_gives(world3):
+    alice, bob, _ = world3
+    x, y = torch.arange(12.).reshape(6, 2), torch.arange(6)
+    fds = TensorDataset(x, y).federate((bob, alice))
+    assert fds.counts == {"bob": 3, "alice": 3}
+    got = _epoch(sy.FederatedDataLoader(fds, batch_size=3))
+    assert [w for w, _, _ in got] == ["bob", "alice"]
+    torch.testing.assert_close(torch.cat([d for _, d, _ in got]), x)
+
+    images = np.arange(24, dtype=np.float32).reshape(6, 2, 2)
+    svhn = SVHNStyle(images, np.array([0, 1, 0, 1, 0, 1]), transform=lambda s: s * 2)
+    fsvhn = svhn.federate((bob, alice), name="svhn")  # the tutorial's call, a Dataset subclass
+    got = _epoch(sy.FederatedDataLoader(fsvhn, batch_size=2))
+    torch.testing.assert_close(torch.cat([d for _, d, _ in got]), torch.from_numpy(images) * 2)
+    assert torch.cat([t for _, _, t in got]).tolist() == [0, 1, 0, 1, 0, 1]
+
+    mnist = TorchvisionStyle(4).federate((bob, alice), name="mnist")
+    local = torch.stack([TorchvisionStyle(4)[i][0] for i in range(4)])
+    torch.testing.assert_close(torch.cat([d for _, d, _ in _epoch(sy.FederatedDataLoader(mnist, batch_size=4))]), local)
+    for f in (fds, fsvhn, mnist):
+        f.unload()
+
+
+def test_datasets_that_cannot_be_federated_say_why(world3):
+    _, bob, _ = world3
+
+    class Triples(Dataset):
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            return torch.ones(1), torch.ones(1), torch.ones(1)
+
+    class Images(TorchvisionStyle):
+        def __getitem__(self, i):
+            return object(), 0  # a PIL image without ToTensor
+
+    with pytest.raises(ValueError, match=r"\(data, target\) pairs; Triples\[0\] is a tuple of 3"):
+        Triples().federate([bob])
+    with pytest.raises(TypeError, match=r"Images\[0\]'s data is a object.*ToTensor"):
+        Images(2).federate([bob])
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter([(torch.ones(1), 0)])
+
+    with pytest.raises(TypeError, match="map-style Dataset .*a Stream has no length"):
+        Stream().federate([bob])
+    assert len(bob.objects) == 0
+
+
+def test_part7_federated_dataset_from_search_results_trains_as_locally(world3):
+    """Part 7: BaseDatasets of the pointers search finds, a FederatedDataset of them, a loader."""
+    alice, bob, _ = world3
+    torch.manual_seed(7)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    for w, sl in ((bob, slice(0, 5)), (alice, slice(5, 8))):
+        w.load(x[sl], tags=["#boston", "#data"])
+        w.load(y[sl], tags=["#boston", "#target"])
+    boston_data = {w.id: w.search("#boston", "#data") for w in (bob, alice)}
+    boston_target = {w.id: w.search("#boston", "#target") for w in (bob, alice)}
+    datasets = [sy.BaseDataset(boston_data[w][0], boston_target[w][0]) for w in boston_data]
+    dataset = sy.FederatedDataset(datasets)
+    assert dataset.workers == ["bob", "alice"] and len(dataset) == 8
+
+    model = nn.Linear(3, 1)
+    twin = copy.deepcopy(model)
+    optimizers = {w: optim.SGD(model.parameters(), lr=0.05) for w in dataset.workers}
+    for data, target in sy.FederatedDataLoader(dataset, batch_size=4):
+        model.send(data.location)
+        opt = optimizers[data.location.id]
+        opt.zero_grad()
+        F.mse_loss(model(data), target).backward()
+        opt.step()
+        model.get()
+    twin_opt = optim.SGD(twin.parameters(), lr=0.05)
+    for sl in (slice(0, 4), slice(4, 5), slice(5, 8)):  # the same batches, here
+        twin_opt.zero_grad()
+        F.mse_loss(twin(x[sl]), y[sl]).backward()
+        twin_opt.step()
+    torch.testing.assert_close(model.weight, twin.weight)
+    del datasets, dataset, boston_data, boston_target
+    for w in (bob, alice):
+        for p in w.search("#boston"):
+            w.unload(p)
+
+
+def test_base_dataset_send_gives_a_worker_part(world3):
+    alice, bob, _ = world3
+    ds = sy.BaseDataset(torch.arange(6.).reshape(3, 2), torch.tensor([0, 1, 2]), transform=lambda s: s + 1)
+    on_bob = ds.send(bob)
+    assert on_bob.location is bob and ds.location is None  # the local one is left as it was
+    torch.testing.assert_close(on_bob.data.clone().get(), torch.arange(6.).reshape(3, 2) + 1)  # transformed here
+    on_alice = sy.BaseDataset(torch.ones(2, 2), torch.zeros(2, dtype=torch.long)).send("alice")
+    fds = sy.FederatedDataset([on_bob, on_alice])
+    assert fds.counts == {"bob": 3, "alice": 2}
+    assert [w for w, _, _ in _epoch(sy.FederatedDataLoader(fds, batch_size=2))] == ["bob", "bob", "alice"]
+    with pytest.raises(ValueError, match="this BaseDataset is local, so ds.send\\(worker\\) it first"):
+        sy.FederatedDataset([ds])
+    elsewhere = torch.zeros(3).send(alice)
+    with pytest.raises(ValueError, match="both here or both pointers to one worker, got a pointer to 'bob' and "
+                                         "a pointer to 'alice'"):
+        sy.BaseDataset(on_bob.data, elsewhere)
+    del on_bob, on_alice, fds, elsewhere
+    gc.collect()
+
+
+def test_websockets_mnist_loader_iterates_per_worker(world3):
+    """The websockets tutorial's get_next_batches: iter(loader), then next(loader) gives one
+    batch of every worker that has one left, keyed by worker."""
+    alice, bob, _ = world3
+    fds = TensorDataset(torch.arange(10.).unsqueeze(1), torch.arange(10)).federate((bob, alice))  # 5 and 5
+    loader = sy.FederatedDataLoader(fds, batch_size=2, iter_per_worker=True)
+    assert len(loader) == 3
+    batches = {w: [] for w in (fds["bob"].location, fds["alice"].location)}
+    iter(loader)
+    for _ in range(2):
+        step = next(loader)
+        assert set(step) == {bob, alice}
+        for worker, (data, target) in step.items():
+            assert data.location is worker
+            batches[worker].append(target.get().tolist())
+    last = next(loader)
+    assert {w.id: t.get().tolist() for w, (_, t) in last.items()} == {"bob": [4], "alice": [9]}
+    with pytest.raises(StopIteration):
+        next(loader)
+    assert batches == {bob: [[0, 1], [2, 3]], alice: [[5, 6], [7, 8]]}
+    assert sum(1 for _ in loader) == 3  # a new epoch
+    fds.unload()
+
+
+# --- Part 2's Optims, .copy(), workers by id, errors that catch as PyTorch users expect (#27.2, #27.4, #27.5) ---
+
+def test_part2_optims_gives_each_worker_its_own_adam(world3):
+    alice, bob, _ = world3
+    torch.manual_seed(2)
+    data = torch.tensor([[0, 0], [0, 1], [1, 0], [1, 1.]])
+    target = torch.tensor([[0], [0], [1], [1.]])
+    model = nn.Linear(2, 1)
+    twin = copy.deepcopy(model)
+    datasets = [(data[:2].send(bob), target[:2].send(bob)), (data[2:].send(alice), target[2:].send(alice))]
+    optims = sy.Optims(["bob", "alice"], optim=optim.Adam(params=model.parameters(), lr=0.1))
+    twin_optims = {w: optim.Adam(twin.parameters(), lr=0.1) for w in ("bob", "alice")}
+    for _ in range(3):
+        for (d, t), (ld, lt) in zip(datasets, ((data[:2], target[:2]), (data[2:], target[2:]))):
+            model.send(d.location)
+            opt = optims.get_optim(d.location.id)
+            opt.zero_grad()
+            ((model(d) - t) ** 2).sum().backward()
+            opt.step()  # Adam's moments stay on this worker, with its optimizer
+            model.get()
+            twin_opt = twin_optims[d.location.id]
+            twin_opt.zero_grad()
+            ((twin(ld) - lt) ** 2).sum().backward()
+            twin_opt.step()
+    torch.testing.assert_close(model.weight, twin.weight)
+    torch.testing.assert_close(model.bias, twin.bias)
+    assert optims.count() == 2
+    with pytest.raises(KeyError, match="no optimizer for 'carol': Optims has bob, alice"):
+        optims.get_optim("carol")
+    del datasets, optims
+    gc.collect()
+
+
+def test_copy_of_a_local_tensor_is_a_copy_that_stays_here(world3):
+    _, bob, _ = world3
+    line = torch.tensor([[1., 2.]], requires_grad=True)
+    c = line.copy()
+    assert c is not line and torch.equal(c, line) and c.grad_fn is not None  # in the graph, as PySyft's
+    remote = line.detach().copy().send(bob)  # the RNN tutorial's line_tensor.copy().send(worker)
+    assert torch.equal(remote.get(), line.detach())
+
+
+def test_a_worker_named_by_its_id_and_an_unknown_id_named_with_the_known_ones(world3):
+    alice, bob, _ = world3
+    model = nn.Linear(2, 2).send("alice")  # the RNN tutorial's spelling
+    assert model.weight.location is alice
+    model.move("bob")
+    assert model.weight.location is bob
+    p = torch.ones(2).send("bob")
+    assert p.location is bob and torch.equal(p.get(), torch.ones(2))
+    with pytest.raises(KeyError, match=r"no worker named 'dave' \(known workers: alice, bob, carol"):
+        model.send("dave")
+    with pytest.raises(TypeError, match="is a worker .* or its id, got int"):
+        torch.ones(1).send(3)
+    model.get()
+
+
+def test_errors_catch_as_a_pytorch_user_expects(world3):
+    _, bob, _ = world3
+
+    @sy.plan
+    def not_built(x):
+        return x + 1
+
+    try:  # Part 8's own cell
+        not_built.send(bob)
+        raise AssertionError("an unbuilt plan was sent")
+    except RuntimeError as e:
+        assert "is not built" in str(e) and isinstance(e, sy.SyftError)
+    p = torch.ones(2).send(bob)
+    with pytest.raises(RuntimeError):  # a value that must not leave its worker
+        p.item()
+    with pytest.raises(TypeError):
+        sy.FederatedDataLoader([p])
+    with pytest.raises(ValueError):
+        sy.BaseDataset(torch.ones(3, 1), torch.ones(2))
+    gone = p.id_at_location
+    p.get()
+    with pytest.raises(LookupError):
+        bob.describe(gone)
+    for cls in (sy.SyftTypeError, sy.SyftValueError, sy.NotFoundError, sy.NotSupportedError,
+                sy.ObjectNotFoundError, sy.WorkerUnavailableError, sy.RemoteError):
+        assert issubclass(cls, sy.SyftError) and issubclass(cls, RuntimeError)
+
+
+# --- what syft_lab leaves out by design (#27.7) ---------------------------------------------------
+
+def test_each_name_left_out_gives_one_line_naming_what_to_use_and_the_docs_list_it():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "pysyft.md").read_text()
+    for name, instead in sy.LEFT_OUT.items():
+        with pytest.raises(NotImplementedError) as e:
+            getattr(sy, name)(globals())
+        message = str(e.value)
+        assert isinstance(e.value, sy.SyftError) and "\n" not in message
+        assert message.startswith(f"sy.{name} is left out of syft_lab by design: ") and instead in message
+        assert f"`sy.{name}`" in docs, f"docs/pysyft.md does not list sy.{name}"
+    for other in ("FSS", "AutogradTensor", "32-bit", "grid"):
+        assert other in docs
