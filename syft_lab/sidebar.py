@@ -32,7 +32,7 @@ import comm as _comm
 
 from . import actions
 from .inspection.model import container_items
-from .widget import live
+from .widget import diff, live
 
 TARGET = "syft_lab.sidebar"
 PROTOCOL = 1
@@ -80,7 +80,12 @@ class Panel:
         self.comm.send(msg)
 
     def snapshot(self) -> dict:
-        self._synced = live.current_world(self.tracker)
+        try:
+            self._synced = live.current_world(self.tracker)
+        except Exception as e:  # the panel still gets a world, saying in one line what went wrong
+            live.report_failure(None, e)
+            self.tracker.resync()
+            self._synced = live.marked_failed(self._synced, live.failure_line(e))
         self.rev += 1
         self.world = {**self._synced, "rev": self.rev}
         msg = {"type": "snapshot", "protocol": PROTOCOL, "world": self.world}
@@ -107,6 +112,19 @@ class Panel:
         self.world = {**new, "rev": self.rev}
         self.send(patch)
         return patch
+
+    def refresh_failed(self, line: str) -> None:
+        """The world as it was, ``line`` on its "me" lane (see WorldWidget.refresh_failed)."""
+        self.tracker.resync()
+        marked = live.marked_failed(self._synced, line)
+        patch = diff.diff(self._synced or {"workers": []}, marked)
+        if patch is None:
+            return
+        patch.update(base=self.rev, rev=self.rev + 1, step=None)
+        self.rev += 1
+        self._synced = marked
+        self.world = {**marked, "rev": self.rev}
+        self.send(patch)
 
     # --- from the browser --------------------------------------------------------------------
     def lookup(self, worker: str, obj_id: int) -> dict | None:
@@ -161,8 +179,8 @@ class _Panels:
         for p in open_panels:  # one tracker: the world is updated once for all (and the widgets)
             try:
                 p.refresh()
-            except Exception:
-                log.exception("sidebar refresh failed")
+            except Exception as e:  # one line in the panel, never a traceback under the user's cell
+                live.report_failure(p, e)
 
 
 _VIEW = _Panels()
@@ -199,8 +217,8 @@ def _on_open(comm, open_msg) -> None:
 def _handle_safely(panel: Panel, data) -> None:
     try:
         panel.handle(data)
-    except Exception as e:  # a bad message never breaks the kernel
-        log.exception("syft_lab sidebar message failed")
+    except Exception as e:  # a bad message never breaks the kernel; the reply says what failed
+        log.debug("syft_lab sidebar message failed", exc_info=True)
         try:
             panel.send({"type": "reply", "ok": False, "req": actions._req_of(data), "error": f"{type(e).__name__}: {e}"})
         except Exception:

@@ -242,8 +242,8 @@ def _refresh_all(world_only: bool) -> None:
                 continue
             try:
                 w.refresh()
-            except Exception:  # one broken view must not stop the others
-                log.exception("widget refresh failed")
+            except Exception as e:  # one broken view must not stop the others
+                report_failure(w, e)
     finally:
         _state["flushing"] = False
         _state["worlds"] = None
@@ -251,6 +251,45 @@ def _refresh_all(world_only: bool) -> None:
         _state["states"] = worker_states()  # what the views now show: the keepalive's baseline
         _state["cost"] = time.perf_counter() - t0
         _state["last_flush"] = time.monotonic()
+
+
+# --- a refresh that fails -----------------------------------------------------------------------
+
+FAILURE_CHARS = 200  # of the one line a view shows
+
+
+def failure_line(e: BaseException) -> str:
+    """What a view says when it could not refresh: one line, never a traceback."""
+    text = " ".join(f"{type(e).__name__}: {e}".split())
+    line = f"this view could not refresh ({text}); it shows the world as it was"
+    return line if len(line) <= FAILURE_CHARS else line[: FAILURE_CHARS - 3] + "..."
+
+
+def report_failure(view, e: BaseException) -> None:
+    """A view's refresh raised: the view says so in one line (``view.refresh_failed``), and the
+    traceback goes only to the debug log. A refresh runs after the user's cell, so anything it
+    printed would land in that cell's output as if the user's code had failed."""
+    log.debug("syft_lab view refresh failed", exc_info=e)
+    fail = getattr(view, "refresh_failed", None)
+    if fail is None:
+        return
+    try:
+        fail(failure_line(e))
+    except Exception:
+        log.debug("syft_lab view could not show its refresh failure", exc_info=True)
+
+
+def marked_failed(world: dict | None, line: str) -> dict:
+    """``world`` with ``line`` as the error of its "me" lane (where a world view shows a lane's
+    error), and a "me" lane if it had none."""
+    lanes = list((world or {}).get("workers", []))
+    for i, lane in enumerate(lanes):
+        if lane.get("id") == LOCAL_OWNER:
+            lanes[i] = {**lane, "error": line}
+            break
+    else:
+        lanes.insert(0, {"id": LOCAL_OWNER, "kind": "local", "state": "in-process", "error": line, "objects": []})
+    return {**(world or {"schema": "syft_lab.world", "version": 1}), "workers": lanes}
 
 
 # --- IPython cell hooks -----------------------------------------------------------------------
@@ -283,7 +322,10 @@ def _post_run_cell(result=None, *_args):
         _state["cell"] = count
     _capture_loop()
     if _state["ip"] is not None:
-        weaken_output(_state["ip"], result)
+        try:
+            weaken_output(_state["ip"], result)
+        except Exception:  # never a traceback under the user's cell
+            log.debug("syft_lab could not weaken the cell's output", exc_info=True)
     for w in list(_widgets):
         if not w._seen:
             w._cells_unseen += 1
@@ -438,8 +480,8 @@ def _start_keepalive() -> None:
         try:
             with _lock:
                 keepalive_tick()
-        except Exception:
-            log.exception("keepalive failed")
+        except Exception:  # on the event loop, between cells: nothing to print it under
+            log.debug("syft_lab keepalive failed", exc_info=True)
         if loop.is_closed():
             _state["ticking"] = False
             return

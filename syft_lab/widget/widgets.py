@@ -32,7 +32,7 @@ from ..inspection.model import container_items
 from ..inspection.text import render_tree, render_world
 from ..tensors.nodes import chain_nodes, walk
 from ..workers.registry import all_workers
-from . import live, svg
+from . import diff, live, svg
 
 log = logging.getLogger("syft_lab.widget")
 
@@ -44,6 +44,7 @@ export default { render({ el }) {
 """
 _VIEW_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 MAX_RESULTS = 4  # results of actions a chain view keeps showing under its object
+REFRESH_FAILED = "not refreshed"  # the annotation a chain view shows its refresh failure in
 
 
 def notebook_namespace() -> dict | None:
@@ -128,8 +129,8 @@ class SyftWidget(anywidget.AnyWidget):
     def _handle_safely(self, content):
         try:
             self.handle_message(content)
-        except Exception as e:  # a bad message never breaks the kernel
-            log.exception("syft_lab widget message failed")
+        except Exception as e:  # a bad message never breaks the kernel; the reply says what failed
+            log.debug("syft_lab widget message failed", exc_info=True)
             self.send({"type": "reply", "ok": False, "req": actions._req_of(content),
                        "error": f"{type(e).__name__}: {e}"})
 
@@ -181,6 +182,9 @@ class SyftWidget(anywidget.AnyWidget):
 
     def resync(self) -> None:
         self.refresh()
+
+    def refresh_failed(self, line: str) -> None:
+        """A refresh raised (live.report_failure): show ``line`` in the view, keep the rest."""
 
     def _set_if_changed(self, name, value):
         if getattr(self, name) != value:
@@ -294,6 +298,17 @@ class ChainWidget(SyftWidget):
     def held(self) -> list:
         return [o for o in (s.get() for s in self._objects) if o is not None]
 
+    def refresh_failed(self, line: str) -> None:
+        """The chains as they were, the first one's root annotated with ``line`` (once)."""
+        chains = [dict(c) for c in self.chains]
+        if not chains or not chains[0].get("root"):
+            return
+        root = dict(chains[0]["root"])
+        notes = [a for a in root.get("annotations", []) if a.get("label") != REFRESH_FAILED]
+        root["annotations"] = notes + [{"label": REFRESH_FAILED, "value": line}]
+        chains[0]["root"] = root
+        self._set_if_changed("chains", chains)
+
     def lookup(self, worker: str, obj_id: int) -> dict | None:
         """The node an action names: one this view was shown offering actions, as the kernel
         describes it now (its current ``actions`` decide, not what the view was shown)."""
@@ -356,7 +371,12 @@ class WorldWidget(SyftWidget):
         super().__init__(namespace=namespace, focus=list(focus), **kwargs)
         self._tracker = live.tracker_for(namespace)  # shared with the other views of namespace
         self._rev = 0
-        self._synced = live.current_world(self._tracker)  # the tracker's world this view shows
+        try:
+            self._synced = live.current_world(self._tracker)  # the tracker's world this view shows
+        except Exception as e:  # the view still opens, saying in one line what went wrong
+            live.report_failure(None, e)
+            self._tracker.resync()
+            self._synced = live.marked_failed(None, live.failure_line(e))
         self.world = {**self._synced, "rev": self._rev}
         self.workers = worker_headers()
         self.patches_sent = 0
@@ -379,6 +399,20 @@ class WorldWidget(SyftWidget):
         patch.update(base=base, rev=self._rev, step=step)
         self._synced = new
         _set_silently(self, "world", {**new, "rev": self._rev})
+        self._push(patch)
+
+    def refresh_failed(self, line: str) -> None:
+        """The world as it was, ``line`` on its "me" lane; the next refresh recomputes the world
+        (the tracker may have stopped half-way) and the line goes with the patch it sends."""
+        self._tracker.resync()
+        marked = live.marked_failed(self._synced, line)
+        patch = diff.diff(self._synced or {"workers": []}, marked)
+        if patch is None:  # it says so already
+            return
+        self._rev += 1
+        patch.update(base=self._rev - 1, rev=self._rev, step=None)
+        self._synced = marked
+        _set_silently(self, "world", {**marked, "rev": self._rev})
         self._push(patch)
 
     def resync(self) -> None:

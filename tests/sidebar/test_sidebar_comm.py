@@ -336,3 +336,26 @@ def test_the_cell_number_of_a_step_and_of_an_op_is_the_cell_s_in_number(panel, k
         # (a mid-cell flush may make the cell two steps: each names it)
         assert steps and {s["cell"] for s in steps} == {n} and steps[0]["code"].startswith("y = lx + 1"), steps
         assert kernel.eval("lx.log[-1].to_dict()['cell']") == n
+
+
+def test_a_failing_refresh_is_one_line_in_the_panel_and_nothing_in_the_cell(panel, kernel):
+    """Whatever makes a refresh fail (here the tracker's update raises what a dead weak proxy
+    raises), the user's cell prints nothing; the panel keeps its world with one line on "me"."""
+    run(kernel, BOB_X)
+    panel.sync()
+    kernel.run("import syft_lab.widget.tracker as _t\n_t._real_update = _t.WorldTracker.update\n"
+               "def _broken(self):\n    raise ReferenceError('weakly-referenced object no longer exists')\n"
+               "_t.WorldTracker.update = _broken", silent=True)
+    try:
+        r = run(kernel, "x_ptr = x.send(bob)")
+        assert (r["stderr"], r["stdout"]) == ("", ""), r
+        panel.sync()
+        error = panel.lane("me")["error"]
+        assert "\n" not in error and "ReferenceError: weakly-referenced object no longer exists" in error
+        assert panel.entry("me", "x_ptr") is None  # the world as it was
+    finally:
+        kernel.run("_t.WorldTracker.update = _t._real_update", silent=True)
+    run(kernel, "y = 1")
+    panel.sync()
+    assert "error" not in panel.lane("me") and panel.entry("me", "x_ptr")["location"] == "bob"
+    assert panel.matches_kernel()

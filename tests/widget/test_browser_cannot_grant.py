@@ -4,9 +4,10 @@ kernel's own current model, and the legitimate action on the same view still wor
 
 The kernel is shared by the module (a start costs seconds) and reset at the start of each test."""
 import copy
-import time
 
 import pytest
+
+from widget_kernel import WidgetComm, world_widget_comm
 
 SHARED = """\
 import torch
@@ -18,56 +19,6 @@ x_ptr = torch.tensor([1., 2.]).send(bob)
 w = sy.inspect()
 w
 """
-
-
-class WidgetComm:
-    """The browser's end of a widget's comm (ipywidgets' protocol: ``update`` and ``custom``)."""
-
-    def __init__(self, kernel, comm_id):
-        self.kernel, self.id = kernel, comm_id
-        self.seen = len(kernel.comm_msgs)
-
-    def _send(self, data) -> None:
-        c = self.kernel.client
-        c.shell_channel.send(c.session.msg("comm_msg", {"comm_id": self.id, "data": data}))
-
-    def update(self, state) -> None:
-        self._send({"method": "update", "state": state, "buffer_paths": []})
-
-    def request(self, content, timeout=30) -> tuple[dict, list]:
-        """Send a custom message; returns the reply with the same req and what came before it."""
-        self._send({"method": "custom", "content": content})
-        end = time.monotonic() + timeout
-        before = []
-        msgs = self.kernel.comm_msgs
-        while True:
-            while self.seen < len(msgs):
-                m = msgs[self.seen]
-                self.seen += 1
-                if m["content"].get("comm_id") != self.id:
-                    continue
-                data = m["content"]["data"]
-                body = data.get("content", {}) if data.get("method") == "custom" else {}
-                if body.get("type") == "reply" and body.get("req") == content.get("req"):
-                    return body, before
-                before.append(data)
-            if time.monotonic() > end:
-                raise TimeoutError(f"no reply to {content!r:.200} (got {before!r:.2000})")
-            self.kernel.read_iopub(0.2)
-
-
-def world_widget_comm(kernel, start: int) -> tuple[str, dict]:
-    """The comm id and the world of the world widget a cell just displayed (its opening state,
-    then the updates the kernel sent it)."""
-    comm_id, world = None, None
-    for m in kernel.comm_msgs[start:]:
-        data = m["content"].get("data", {})
-        if m["msg_type"] == "comm_open" and data.get("state", {}).get("view") == "world":
-            comm_id = m["content"]["comm_id"]
-        if comm_id is not None and m["content"].get("comm_id") == comm_id and "world" in data.get("state", {}):
-            world = data["state"]["world"]
-    assert comm_id is not None and world and world.get("workers"), "the cell opened no world widget comm"
-    return comm_id, world
 
 
 def run(kernel, code):

@@ -509,3 +509,29 @@ def test_new_lanes_keep_the_registry_order_as_a_recomputed_world_does():
     finally:
         for w in made:
             w.close()
+
+
+def test_a_chain_view_whose_refresh_fails_says_so_in_one_line(bob, monkeypatch, capsys):
+    p = torch.tensor([1., 2.]).send(bob)
+    ns = {"p": p}
+    view = ChainWidget(p, namespace=ns)
+    view._views.add("v1")
+    shown = view.chains[0]["root"]
+
+    def broken(self):
+        raise ReferenceError("weakly-referenced object no longer exists")
+
+    monkeypatch.setattr(ChainWidget, "_compute", broken)
+    live.refresh_all()
+    (note,) = [a for a in view.chains[0]["root"]["annotations"] if a["label"] == "not refreshed"]
+    assert "ReferenceError: weakly-referenced object no longer exists" in note["value"] and "\n" not in note["value"]
+    live.refresh_all()  # failing again says it once
+    assert [a["label"] for a in view.chains[0]["root"]["annotations"]].count("not refreshed") == 1
+    assert {k: v for k, v in view.chains[0]["root"].items() if k != "annotations"} == \
+        {k: v for k, v in shown.items() if k != "annotations"}  # the chain as it was
+    assert capsys.readouterr() == ("", "")  # nothing printed
+    monkeypatch.undo()
+    live.refresh_all()
+    assert all(a["label"] != "not refreshed" for a in view.chains[0]["root"]["annotations"])
+    view.close()
+    del ns["p"], p
