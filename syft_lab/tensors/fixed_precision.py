@@ -786,3 +786,9 @@ for _op in (aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose, 
             aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.unfold,
             aten.repeat, aten.narrow, aten.flatten, aten.contiguous):
     _HANDLERS[_op] = _structural
+
+
+def register_handlers(handlers: dict) -> None:
+    """More ops (aten overload packets or overloads -> handler(func, args, kwargs)): the
+    approximations of syft_lab/smpc/approximations.py register themselves here."""
+    _HANDLERS.update(handlers)

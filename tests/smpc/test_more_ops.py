@@ -131,6 +131,11 @@ def test_var(parties, x):
     assert torch.allclose(plain(sx.var(1)), x.double().var(1).float(), atol=tol)
     assert torch.allclose(plain(sx.var(0, unbiased=False, keepdim=True)),
                           x.double().var(0, unbiased=False, keepdim=True).float(), atol=tol)
+    # std = sqrt(var), sqrt's domain [0.05, 150] (docs): values in [-10, 10]; sqrt's 1% on var's error
+    small = torch.round(x * 250) / 1000
+    want = small.double().std(1).float()
+    got = plain(share(small, ws, provider).std(1))
+    assert torch.allclose(got, want, atol=0.01 * want.max().item() + 0.05)
     del sx
 
 

@@ -1,0 +1,253 @@
+"""Nonlinear functions on fixed precision tensors (shared or not), as CrypTen approximates them.
+
+Each is a short program of additions, public scalings, Beaver products, comparisons and
+truncations, so it runs the same on a plain and on a shared child. The methods and their
+constants are CrypTen's (crypten/common/functions/approximations.py, documented there):
+
+- ``exp``: the limit (1 + x / 2^8)^(2^8): one division, 8 squarings;
+- ``reciprocal``: Newton-Raphson y <- 2y - x y^2 from 3 exp(1 - 2x) + 0.003, 10 iterations, the
+  sign taken out first (|x| = sign(x) x); with ``positive`` (softmax's denominators) no sign;
+- ``inv_sqrt``: Newton-Raphson y <- y (3 - x y^2) / 2 from 2.2 exp(-(x / 2 + 0.2)) + 0.2 - x / 1024,
+  4 iterations (CrypTen: 3); ``sqrt`` = x inv_sqrt(x), for x in [0.05, 150];
+- ``log``: 8th-order Householder y <- y - sum_k h^k / k, h = 1 - x exp(-y), from
+  x / 120 - 20 exp(-2x - 1) + 3, 2 iterations;
+- ``sigmoid``: 1 / (1 + exp(-|x|)) (3 Newton iterations from 0.75, the denominator lies in
+  [1, 2]), mirrored to 1 - that for x < 0; ``tanh`` = 2 sigmoid(2x) - 1;
+- ``softmax``: exp(x - max) / sum (the reciprocal of a positive sum); ``log_softmax``: (x - max)
+  - log(sum exp(x - max)).
+
+CrypTen computes at 16 fractional bits. At precision 3 (scale 1000) x / 256 would keep 1 digit,
+so every function here runs at a working scale of at least 2^16 (base 10: precision 5, the
+child times 100, exact) and truncates back at the end. Domains and errors (measured on grids
+in tests/smpc/test_approximations.py) are in docs/secure-computation.md.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import SyftError
+from ..tensors import fixed_precision as fp
+from ..tensors.fixed_precision import FixedPrecisionTensor as FPT
+from ..tensors.fixed_precision import _max, _mul, register_handlers, truncate
+
+aten = torch.ops.aten
+WORK_SCALE = 2**16  # CrypTen's 16 fractional bits
+EXP_ITERS = 8
+RECIPROCAL_ITERS = 10
+SQRT_ITERS = 4  # CrypTen: 3; one more keeps 0.3% at 0.05 (docs: domain [0.05, 150])
+LOG_ITERS, LOG_ORDER = 2, 8
+
+
+# --- working precision -------------------------------------------------------------------------
+
+def _work_precision(x: FPT) -> int:
+    p = x.precision
+    while x.base ** p < WORK_SCALE:
+        p += 1
+    return p
+
+
+def up(x: FPT) -> FPT:
+    """x at the working scale (the child times base^k: exact, no round)."""
+    p = _work_precision(x)
+    k = x.base ** (p - x.precision)
+    return x if k == 1 else FPT(x.child * k, x.base, p)
+
+
+def down(y: FPT, like: FPT) -> FPT:
+    """y (at the working scale) back at ``like``'s scale: one truncation."""
+    k = y.scale // like.scale
+    return FPT(truncate(y.child, k) if k > 1 else y.child, like.base, like.precision)
+
+
+def _at_work(fn):
+    """A handler computing ``fn(x)`` at the working scale on the first argument."""
+    def handler(func, args, kwargs):
+        x = args[0]
+        return down(fn(up(x)), x)
+
+    return handler
+
+
+# --- the approximations (on FPTs at the working scale) ------------------------------------------
+
+def exp(x: FPT, iters: int = EXP_ITERS) -> FPT:
+    y = x / 2**iters + 1
+    for _ in range(iters):
+        y = y * y
+    return y
+
+
+def _sign(x: FPT):
+    """(sign in {-1, 1} with sign(0) = 1, [x < 0]) as fixed precision values."""
+    neg = x < 0
+    return 1 - 2 * neg, neg
+
+
+def reciprocal(x: FPT, positive: bool = False, iters: int = RECIPROCAL_ITERS, initial=None) -> FPT:
+    if not positive:
+        sgn, _ = _sign(x)
+        return sgn * reciprocal(sgn * x, True, iters)
+    y = 3 * exp(1 - 2 * x) + 0.003 if initial is None else x * 0 + initial
+    for _ in range(iters):
+        y = 2 * y - y * y * x
+    return y
+
+
+def inv_sqrt(x: FPT) -> FPT:
+    y = exp(-(x / 2 + 0.2)) * 2.2 + 0.2 - x / 1024
+    for _ in range(SQRT_ITERS):
+        y = y * (3 - x * y * y) / 2
+    return y
+
+
+def sqrt(x: FPT) -> FPT:
+    return inv_sqrt(x) * x
+
+
+def log(x: FPT) -> FPT:
+    y = x / 120 - 20 * exp(-2 * x - 1) + 3
+    for _ in range(LOG_ITERS):
+        h = 1 - x * exp(-y)
+        term, acc = h, h
+        for k in range(2, LOG_ORDER + 1):
+            term = term * h
+            acc = acc + term / k
+        y = y - acc
+    return y
+
+
+def sigmoid(x: FPT) -> FPT:
+    sgn, neg = _sign(x)
+    pos = reciprocal(exp(-(sgn * x), 9) + 1, True, 3, initial=0.75)
+    return pos + neg * (1 - 2 * pos)  # x < 0: 1 - sigmoid(|x|)
+
+
+def tanh(x: FPT) -> FPT:
+    return 2 * sigmoid(2 * x) - 1
+
+
+def _dim(x, dim):
+    return dim % x.dim() if x.dim() else 0
+
+
+def _max_keep(x: FPT, dim: int) -> FPT:
+    return _max(aten.max.dim, (x, dim, True), {})[0]
+
+
+def softmax(x: FPT, dim: int) -> FPT:
+    if x.dim() == 0 or x.shape[dim] == 1:
+        return x * 0 + 1
+    num = exp(x - _max_keep(x, dim))
+    return num * reciprocal(num.sum(dim, keepdim=True), True)
+
+
+def log_softmax(x: FPT, dim: int) -> FPT:
+    if x.dim() == 0 or x.shape[dim] == 1:
+        return x * 0
+    logits = x - _max_keep(x, dim)
+    return logits - log(exp(logits).sum(dim, keepdim=True))
+
+
+# --- the aten ops --------------------------------------------------------------------------------
+
+def _softmax(func, args, kwargs):
+    x, dim = args[0], _dim(args[0], args[1])
+    fn = softmax if func.overloadpacket is aten._softmax else log_softmax
+    return down(fn(up(x), dim), x)
+
+
+def _softmax_backward(func, args, kwargs):
+    """d softmax: out * (g - sum(g * out)); d log_softmax: g - exp(out) * sum(g)."""
+    grad, out, dim = args[0], args[1], _dim(args[1], args[2])
+    if func.overloadpacket is aten._softmax_backward_data:
+        return out * (grad - (grad * out).sum(dim, keepdim=True))
+    return grad - down(exp(up(out)), out) * grad.sum(dim, keepdim=True)
+
+
+def _std(func, args, kwargs):
+    """std = sqrt(var): var's protocol, then sqrt at the working scale."""
+    v = fp._var(aten.var.correction, args, kwargs)
+    return down(sqrt(up(v)), v)
+
+
+def _sigmoid_backward(func, args, kwargs):
+    grad, out = args
+    return grad * out * (1 - out)
+
+
+def _tanh_backward(func, args, kwargs):
+    grad, out = args
+    return grad * (1 - out * out)
+
+
+def _div_shared(func, args, kwargs):
+    """a / b for a fixed precision b (shared or a tensor of several values): a * reciprocal(b)."""
+    if kwargs.get("rounding_mode") is not None:
+        raise SyftError("fixed precision division takes no rounding_mode")
+    a, b = args[0], args[1]
+    if not isinstance(b, FPT):
+        return _plain_div(func, args, kwargs)
+    inv = down(reciprocal(up(b)), b)
+    if not isinstance(a, FPT):
+        return inv * a
+    return _mul(None, (a, inv), {})
+
+
+def _nll_loss(func, args, kwargs):
+    """nll_loss_forward(log_probs, target, weight, reduction, ignore_index): -log_probs at the
+    (public) targets, as a product with a public one-hot."""
+    x, target, weight, reduction, ignore_index = args[:5]
+    onehot = _onehot(x, target, weight, ignore_index)
+    picked = x * -onehot  # an integer one-hot: exact, no truncation
+    total = float(onehot.sum())
+    if reduction == 0:  # none
+        return picked.sum(1), torch.tensor(total)
+    s = picked.sum()
+    return (s / total if reduction == 1 else s), torch.tensor(total)
+
+
+def _onehot(x, target, weight, ignore_index):
+    if isinstance(target, FPT) or x.dim() != 2:
+        raise SyftError("nll_loss on fixed precision tensors takes (N, C) log-probabilities and public class indices "
+                        "(for shared targets, use probabilities: F.cross_entropy(logits, onehot))")
+    if weight is not None:
+        raise SyftError("nll_loss takes no class weights on fixed precision tensors")
+    t = target.long()
+    keep = t != ignore_index
+    onehot = torch.zeros(tuple(x.shape), dtype=torch.int64)
+    onehot[torch.arange(x.shape[0])[keep], t[keep]] = 1
+    return onehot
+
+
+def _nll_loss_backward(func, args, kwargs):
+    grad_out, x, target, weight, reduction, ignore_index, total_weight = args
+    g = -_onehot(x, target, weight, ignore_index)
+    if reduction == 0:
+        return grad_out.unsqueeze(1) * g
+    out = grad_out * g
+    return out / float(total_weight) if reduction == 1 else out
+
+
+_plain_div = fp._HANDLERS[aten.div]  # division by a public value (fixed_precision._div)
+
+
+def _register():
+    def div(func, args, kwargs):
+        b = args[1] if len(args) > 1 else None
+        if isinstance(b, FPT) and (b.shared or b.numel() > 1 and not bool(
+                (b.float_precision() == b.float_precision().reshape(-1)[0]).all())):
+            return _div_shared(func, args, kwargs)
+        return _plain_div(func, args, kwargs)
+
+    register_handlers({
+        aten.exp: _at_work(exp), aten.reciprocal: _at_work(reciprocal), aten.sqrt: _at_work(sqrt),
+        aten.rsqrt: _at_work(inv_sqrt), aten.log: _at_work(log), aten.sigmoid: _at_work(sigmoid),
+        aten.tanh: _at_work(tanh), aten._softmax: _softmax, aten._log_softmax: _softmax,
+        aten._softmax_backward_data: _softmax_backward, aten._log_softmax_backward_data: _softmax_backward,
+        aten.sigmoid_backward: _sigmoid_backward, aten.tanh_backward: _tanh_backward, aten.div: div,
+        aten.nll_loss_forward: _nll_loss, aten.nll_loss_backward: _nll_loss_backward, aten.std: _std,
+    })
+
+
+_register()
