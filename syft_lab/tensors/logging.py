@@ -15,6 +15,8 @@ from ..dtypes import dtype_name, parse_dtype
 from ..errors import SyftError
 from ..events import current_cell
 from .base import ChainLayer, layer_like, require_tensor
+from .composite import state_on_worker
+from .pointer import PointerTensor
 from .registry import register_layer, wire_list, wire_shape, wire_text
 
 _Tensor = torch.Tensor
@@ -340,7 +342,13 @@ def _rnn_kernel(op):
 
     def kernel(keyset, *args, **kwargs):
         logs = _logs_of(list(args) + list(kwargs.values()))
-        if logs is not None:
+        like = args[0] if args and isinstance(args[0], PointerTensor) else None
+        if like is not None:  # an RNN on pointers: its own zero state is made on their worker
+            if "hx" in kwargs:
+                kwargs["hx"] = _on_worker_all(kwargs["hx"], like)
+            elif len(args) > hx_at:
+                args = (*args[:hx_at], _on_worker_all(args[hx_at], like), *args[hx_at + 1:])
+        elif logs is not None:
             if "hx" in kwargs:
                 kwargs["hx"] = _in_chain_all(kwargs["hx"], logs)
             elif len(args) > hx_at:
@@ -348,6 +356,12 @@ def _rnn_kernel(op):
         return op.redispatch(keyset & _AFTER_SNAPSHOT, *args, **kwargs)
 
     return kernel
+
+
+def _on_worker_all(hx, like):
+    if type(hx) in _seq:  # lstm: [h, c]
+        return [state_on_worker(t, like) for t in hx]
+    return state_on_worker(hx, like)
 
 
 def _in_chain_all(hx, logs):

@@ -57,7 +57,7 @@ class RemoteRef(Ref):
     """A pointer's hold on one remote object. Dropping the last owning one releases the object."""
 
     __slots__ = ("location", "owning", "released", "pointer_id", "owner_id", "target_kind", "shape", "dtype",
-                 "meta", "gone_how", "gone_to", "group", "__weakref__")
+                 "meta", "helper", "gone_how", "gone_to", "group", "__weakref__")
 
     def __init__(self, location, obj_id: int, owning: bool, target_kind: str = "tensor", shape=None, dtype=None,
                  meta: int = -1):
@@ -65,6 +65,7 @@ class RemoteRef(Ref):
         self.target_kind = target_kind
         self.shape, self.dtype = shape, dtype  # known for tensor targets; sy.batch needs them
         self.meta = meta  # the interned (shape, stride, offset, dtype) of the remote tensor (strides.py)
+        self.helper = False  # made by a composite op from no user data (composite.py)
         self.location = location
         self.owning = owning
         self.released = False
@@ -279,6 +280,28 @@ class PointerTensor(ChainLayer, RemoteHandle):
         """A pointer to a pointer: ``worker`` now holds a pointer to this pointer's object."""
         return worker.send(self)
 
+    def __getitem__(self, index):
+        # torch turns a list index (p[[0, 2]]) into an index tensor on the pointer's placeholder
+        # device, without its values: make it here instead, as a helper the op takes along
+        return _Tensor.__getitem__(self, _index_helpers(index))
+
+    def __setitem__(self, index, value):
+        return _Tensor.__setitem__(self, _index_helpers(index), value)
+
+    def copy(self):
+        """A pointer to a new copy of the object, made on the same worker (PySyft's ``copy``).
+
+        Like ``clone``, the copy stays in the autograd graph of a tensor with history; a leaf's
+        copy is a leaf that requires grad as the original does."""
+        self._check_alive()
+        if self.grad_fn is not None:
+            return aten.clone.default(self)
+        with torch.no_grad():
+            new = aten.clone.default(self)
+        if self.requires_grad:
+            new.requires_grad_(True)
+        return new
+
     # --- ops --------------------------------------------------------------------------
     @classmethod
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
@@ -445,10 +468,28 @@ for _name, _what in (("item", "item()"), ("tolist", "tolist()"), ("numpy", "nump
 
 
 def _local_constant(t: _Tensor, func):
-    """Plain tensors may join a remote op only as 0-dim constants (as CPU scalars join CUDA ops)."""
-    if t.dim() == 0 and not isinstance(t, ChainLayer):
+    """Plain tensors may join a remote op only as 0-dim constants (as CPU scalars join CUDA ops),
+    or as helpers a composite op made for itself from no user data (composite.py)."""
+    if t.dim() == 0 and not t.is_meta and not isinstance(t, ChainLayer):
         return t.detach()
+    if type(t) is _Tensor and t.__dict__.get("_syft_helper", False):
+        return t.detach()
+    if t.is_meta and not isinstance(t, ChainLayer):
+        raise SyftError(f"{func} got a tensor on the meta device (one made with device=pointer.device, outside "
+                        f"an op syft_lab knows): it has no data, so no worker can use it. Make it on the worker "
+                        f"instead (pointer.new_zeros(...), torch.zeros_like(pointer), ...)")
     raise _MixedLocal(type(t).__name__)
+
+
+def _index_helpers(index):
+    """``index`` with its lists of Python ints or bools as index tensors made here (helpers)."""
+    if type(index) is list and all(type(i) in (int, bool) for i in index):
+        t = torch.tensor(index)
+        t._syft_helper = True  # made from the user's Python values, which travel as scalars anyway
+        return t
+    if type(index) is tuple:
+        return tuple(_index_helpers(i) if type(i) is list else i for i in index)
+    return index
 
 
 def _worker_device(d: torch.device) -> torch.device:

@@ -2,6 +2,7 @@
 VirtualWorkers: what a pointer says about its remote tensor (strides), helper tensors made
 inside composite ops, modules, gradients and copies. The same flows on worker processes:
 tests/network/test_pointer_defects_remote.py."""
+import copy
 import gc
 
 import pytest
@@ -53,3 +54,124 @@ def test_a_data_dependent_result_has_the_layout_its_kernel_gives(bob):
     for q, plain in ((p.nonzero(), x.nonzero()), (torch.argwhere(p), torch.argwhere(x))):
         assert (q.shape, q.stride()) == (plain.shape, plain.stride())
         torch.testing.assert_close(q.t().reshape(-1).get(), plain.t().reshape(-1))
+
+
+# --- 2. no meta tensor reaches a worker; helpers a composite op makes are made for it -----------
+
+def test_composite_ops_that_make_helper_tensors_equal_plain_torch(bob):
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    v = torch.tensor([1., 2., 3., 4.])
+    m = torch.randn(3, 3)
+    cases = [(torch.cov, (x,)), (torch.corrcoef, (x,)), (torch.nn.functional.cosine_similarity, (x, y)),
+             (torch.combinations, (v,)), (lambda t: torch.combinations(t, 3, with_replacement=True), (v,)),
+             (lambda t: torch.linalg.matrix_power(t, 0), (m,)), (lambda t: torch.linalg.matrix_power(t, 3), (m,))]
+    for fn, args in cases:
+        torch.testing.assert_close(fn(*[a.send(bob) for a in args]).get(), fn(*args), rtol=1e-4, atol=1e-5)
+
+
+def test_a_meta_tensor_never_reaches_a_worker(bob):
+    p = torch.ones(3).send(bob)
+    before = set(bob.objects)
+    for meta in (torch.zeros(3, device="meta"), torch.tensor(2., device="meta")):
+        with pytest.raises(sy.SyftError, match="meta device.*no data"):
+            p * meta
+    assert set(bob.objects) == before
+
+
+def test_a_local_tensor_with_user_data_is_still_refused_inside_a_composite_op(bob):
+    x = torch.randn(3, 5)
+    with pytest.raises(sy.SyftError, match="mixes data on this process"):
+        torch.cov(x.send(bob), fweights=torch.tensor([1, 2, 1, 1, 1]))
+    with pytest.raises(sy.SyftError, match="mixes data on this process"):
+        x.send(bob)[torch.tensor([0, 2])]
+
+
+def test_indexing_with_lists_through_a_pointer(bob):
+    x = torch.arange(12.).reshape(3, 4)
+    p = x.send(bob)
+    for index in ([0, 2], (slice(None), [1, 3]), [True, False, True], ([0, 1], [2, 3])):
+        torch.testing.assert_close(p[index].get(), x[index])
+
+
+def test_an_rnn_on_pointers_makes_its_zero_state_on_the_worker(bob):
+    torch.manual_seed(0)
+    for make in (lambda: nn.LSTM(3, 4, num_layers=2), lambda: nn.GRU(3, 4), lambda: nn.RNN(3, 4, bidirectional=True)):
+        model = make()
+        x = torch.randn(5, 2, 3)
+        out, _ = model(x)
+        out.sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        model.send(bob)
+        remote_out, state = model(x.send(bob))
+        remote_out.sum().backward()
+        torch.testing.assert_close(remote_out.get(), out.detach(), rtol=1e-4, atol=1e-5)
+        model.get()
+        for p, g in zip(model.parameters(), grads):
+            torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
+        del remote_out, state
+        gc.collect()
+
+
+# --- 3. modules -------------------------------------------------------------------------------
+
+def test_recurrent_modules_send_move_copy_and_get(bob, alice):
+    for make in (lambda: nn.LSTM(3, 3), lambda: nn.GRU(3, 3), lambda: nn.RNN(3, 3)):
+        model = make()
+        plain = [p.detach().clone() for p in model.parameters()]
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)  # built before the send: still works after
+        model.send(bob)
+        assert {p.location.id for p in model.parameters()} == {"bob"}
+        twin = model.copy()
+        model.move(alice)
+        assert {p.location.id for p in model.parameters()} == {"alice"}
+        opt.zero_grad()
+        model(torch.ones(2, 1, 3).send(alice))[0].sum().backward()
+        opt.step()
+        model.get()
+        assert all(not isinstance(p, sy.PointerTensor) for p in model.parameters())
+        assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), plain))  # the step ran
+        for p, q in zip(twin.get().parameters(), plain):
+            torch.testing.assert_close(p, q)
+    gc.collect()
+
+
+@pytest.mark.parametrize("kind", ["conv", "batchnorm"])
+def test_get_of_a_module_while_a_forward_result_is_alive(bob, kind):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 2, 3)) if kind == "conv" else nn.Sequential(nn.BatchNorm1d(3))
+    x = torch.randn(4, 1, 5, 5) if kind == "conv" else torch.randn(4, 3)
+    expected = copy_of(model)(x)
+    model.send(bob)
+    y = model(x.send(bob))        # autograd saved the weight pointers for y's backward
+    model.get()                   # copies the parameters here; y's graph keeps the remote ones
+    assert all(type(p) is nn.Parameter for p in model.parameters())
+    torch.testing.assert_close(model(x), expected)
+    y.sum().backward()            # the old pointers still serve y's backward
+    torch.testing.assert_close(y.get(), expected.detach())
+    del y
+    gc.collect()
+
+
+def copy_of(model):
+    return copy.deepcopy(model)
+
+
+# --- 4. copy ----------------------------------------------------------------------------------
+
+def test_copy_of_a_pointer_is_a_new_object_on_the_same_worker(bob):
+    x = torch.tensor([1., 2., 3.], requires_grad=True)
+    p = x.send(bob)
+    c = p.copy()
+    assert c.location is bob and c.id_at_location != p.id_at_location and c.requires_grad and c.is_leaf
+    with torch.no_grad():
+        c.mul_(10)
+    torch.testing.assert_close(p.get(), x.detach())
+    torch.testing.assert_close(c.get(), 10 * x.detach())
+    h = (torch.tensor([1., 2.], requires_grad=True).send(bob) * 3)
+    hc = h.copy()                 # a result with history: its copy stays in the graph
+    hc.sum().backward()
+    assert hc.grad_fn is not None
+    del h, hc
+    gc.collect()

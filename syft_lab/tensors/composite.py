@@ -1,0 +1,189 @@
+"""Composite ops on pointers: helper tensors the op makes for itself are made on the worker.
+
+Some of torch's composite ops (``cov``, ``quantile``, ``cosine_similarity``,
+``scaled_dot_product_attention``, ``combinations``, ...) decompose above ``__torch_dispatch__``
+and make helper tensors on the way, from no user data: an ``arange``, a random draw, a
+constant, on their input's device. For a pointer that device is the meta placeholder, so the
+helper would be a tensor without data, which no worker may receive. A kernel for those ops at
+the PythonTLSSnapshot dispatch key (which only tensor subclasses reach: plain tensors pay
+nothing, and other ops pay nothing) runs the op on pointers under a dispatch mode that makes
+every factory op of its decomposition (an op with no tensor argument) on the worker when it
+asks for the pointer's device, else here, marked as a helper either way (see HelpersHere).
+A tensor the user
+brought from this process is not made inside the op: it is refused as before
+(``_local_constant`` in pointer.py).
+
+Where an op reads the values of a tensor argument here (``tensor_split`` with a tensor of
+split points), and that tensor is a pointer, the whole op runs on the worker.
+
+``nn.RNN``/``LSTM``/``GRU`` make their zero initial state with ``torch.zeros(...,
+device=input.device)`` before the op: ``state_on_worker`` turns such a data-less (meta)
+state into zeros on the input's worker (used by the RNN kernel in logging.py).
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .pointer import _VALUE_OP_IDS, PointerTensor, wrap_result
+from .strides import TensorMeta
+
+_Tensor = torch.Tensor
+_seq = (list, tuple)
+_META = torch.device("meta")
+_CPU = torch.device("cpu")
+aten = torch.ops.aten
+_AFTER_SNAPSHOT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.PythonTLSSnapshot)
+
+# The composite ops (aten overloads; a bare name is the default overload) that make helper tensors of their own; each was seen
+# doing it in PyTorch's OpInfo database (issue 22). The hot composites (linear, matmul,
+# reshape) make none and do not pay for a kernel here.
+HELPER_MAKING_OPS = (
+    "cov", "corrcoef", "cosine_similarity", "quantile", "quantile.scalar", "nanquantile", "nanquantile.scalar",
+    "combinations", "linalg_matrix_power", "matrix_power", "scaled_dot_product_attention", "feature_alpha_dropout",
+    "alpha_dropout", "feature_dropout", "pdist", "kron",
+)
+
+
+def _pointers_in(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        for t in (a if type(a) in _seq else (a,)):
+            if isinstance(t, PointerTensor):
+                return t
+    return None
+
+
+def _tensors_in(args, kwargs) -> list:
+    return [t for a in list(args) + list(kwargs.values()) for t in (a if type(a) in _seq else (a,))
+            if isinstance(t, _Tensor)]
+
+
+def _mark(out):
+    """Mark the tensors in ``out`` as helpers (made inside the op from no user data)."""
+    if isinstance(out, PointerTensor):
+        out._ref.helper = True
+    elif type(out) is _Tensor:
+        out._syft_helper = True
+    elif type(out) in _seq:
+        for o in out:
+            _mark(o)
+    return out
+
+
+def is_helper(t) -> bool:
+    """Whether ``t`` is a tensor a composite op made for itself from no user data (here, or on
+    a worker)."""
+    if isinstance(t, PointerTensor):
+        return t._ref.helper
+    return type(t) is _Tensor and t.__dict__.get("_syft_helper", False)
+
+
+class HelpersHere(TorchDispatchMode):
+    """Inside a composite op on pointers: a factory op for the pointer's placeholder device
+    (``self.options()``) makes its tensor on the worker, any other factory makes a real tensor
+    here; both are marked as helpers, and so is what ops on helpers alone make. Pointer ops
+    take local helpers along to the worker (``_local_constant`` in pointer.py), and a value
+    read of helpers alone (``cov``'s degrees-of-freedom check) reads copies of them here: they
+    hold no user data. Every other op runs as usual."""
+
+    active = False  # one at a time: a composite inside a composite runs under the outer one
+
+    def __init__(self, worker):
+        super().__init__()
+        self.worker = worker
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tensors = _tensors_in(args, kwargs)
+        if not tensors:
+            if "device" not in {a.name for a in func._schema.arguments}:
+                return func(*args, **kwargs)
+            device = kwargs.get("device")
+            if device is not None and device.type == "meta":  # for the pointer's device: made on its worker
+                return _mark(make_on_worker(func, args, kwargs, self.worker))
+            return _mark(func(*args, **kwargs))
+        if all(is_helper(t) for t in tensors):  # derived from helpers alone: still no user data
+            if id(func) in _VALUE_OP_IDS:
+                return func(*_copied_here(args), **_copied_here(kwargs))
+            return _mark(func(*args, **kwargs))
+        return func(*args, **kwargs)
+
+
+def _copied_here(x):
+    if isinstance(x, PointerTensor):
+        return x.location._copy_out(x.id_at_location)
+    if type(x) is dict:
+        return {k: _copied_here(v) for k, v in x.items()}
+    if type(x) in _seq:
+        return type(x)(_copied_here(v) for v in x)
+    return x
+
+
+def make_on_worker(func, args, kwargs, worker):
+    """The factory op ``func`` run on ``worker``: a pointer to what it made there."""
+    on_meta = func(*args, **kwargs)  # on the meta device: its metadata (strides) for the pointer
+    out = worker._run(func, list(args), {**kwargs, "device": _CPU})
+    return wrap_result(PointerTensor, out, worker, args, TensorMeta(on_meta) if isinstance(on_meta, _Tensor) else None)
+
+
+def _helper_kernel(op):
+    def kernel(keyset, *args, **kwargs):
+        if HelpersHere.active or _pointers_in(args, kwargs) is None:
+            return op.redispatch(keyset & _AFTER_SNAPSHOT, *args, **kwargs)
+        HelpersHere.active = True
+        try:
+            with HelpersHere(_pointers_in(args, kwargs).location):
+                return op.redispatch(keyset & _AFTER_SNAPSHOT, *args, **kwargs)
+        finally:
+            HelpersHere.active = False
+
+    return kernel
+
+
+def _split_there(t, points, dim):
+    """``tensor_split`` as one op on the worker (its pointer's own dispatch, not this kernel)."""
+    op = aten.tensor_split.tensor_indices_or_sections
+    return list(PointerTensor.__torch_dispatch__(op, (PointerTensor,), (t, points, dim), {}))
+
+
+class _SplitOnWorker(torch.autograd.Function):
+    """``tensor_split`` at split points held by the worker, run there as one op; its backward
+    joins the pieces' gradients again (zeros for pieces that got none)."""
+
+    @staticmethod
+    def forward(ctx, t, points, dim):
+        pieces = _split_there(t, points, dim)
+        ctx.dim, ctx.shapes = dim, [p.shape for p in pieces]
+        return tuple(pieces)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ref = next(g for g in grads if g is not None)
+        full = [g if g is not None else ref.new_zeros(s) for g, s in zip(grads, ctx.shapes)]
+        return torch.cat(full, ctx.dim), None, None
+
+
+def _tensor_split_kernel(keyset, t, points, dim=0):
+    if isinstance(points, PointerTensor):  # its values are on the worker: the split happens there
+        if t.requires_grad and torch.is_grad_enabled():
+            return list(_SplitOnWorker.apply(t, points, dim))
+        return _split_there(t, points, dim)
+    return aten.tensor_split.tensor_indices_or_sections.redispatch(keyset & _AFTER_SNAPSHOT, t, points, dim)
+
+
+def state_on_worker(t, like: PointerTensor):
+    """An RNN state made without data (``torch.zeros(..., device=input.device)``, on the meta
+    placeholder) as zeros on ``like``'s worker; anything else unchanged."""
+    if isinstance(t, _Tensor) and not isinstance(t, PointerTensor) and t.device.type == "meta":
+        zeros = like.new_zeros(t.shape, dtype=t.dtype)
+        return zeros.requires_grad_(True) if t.requires_grad else zeros
+    return t
+
+
+_library = torch.library.Library("aten", "IMPL")
+for _name in HELPER_MAKING_OPS:
+    _packet, _, _overload = _name.partition(".")
+    _library.impl(_name, _helper_kernel(getattr(getattr(aten, _packet), _overload or "default")), "PythonTLSSnapshot",
+                  with_keyset=True)
+_library.impl("tensor_split.tensor_indices_or_sections", _tensor_split_kernel, "PythonTLSSnapshot",
+              with_keyset=True)
