@@ -52,7 +52,7 @@ DENIED = (
      r"|_lazy_clone|_efficientzerotensor)$",
      "storage manipulation: replaces, resizes or shares a stored tensor's storage (a reply may be streaming it)"),
     (r"^_unsafe(?!_view$)", "`_unsafe*` internals skip their kernels' own checks (`_unsafe_view` is checked instead)"),
-    (r"sparse|spdiags|^_?to_dense|coalesce|^_?(crow_|col_|ccol_|row_)?(indices|values)(_copy)?$|^_dim[IV]$"
+    (r"sparse|spdiags|^_convert_indices_from|^_?to_dense|coalesce|^_?(crow_|col_|ccol_|row_)?(indices|values)(_copy)?$|^_dim[IV]$"
      r"|^_nnz$|^dense_dim$|^_validate_.*(csr|csc|bsr|bsc|compressed)",
      "sparse layouts and their constructors (index arrays that kernels trust)"),
     (r"quant|^q_|^_make_per_|^int_repr|qparams|obs_fq|prepack|^_?fbgemm|int4pack|int8pack|^_dyn_quant",
@@ -74,7 +74,11 @@ _DENIED_RES = [(re.compile(p), why) for p, why in DENIED]
 
 # Overloads the fuzzer found crashing a worker on CPU with arguments no check can rule out
 # cheaply (benchmarks/fuzz_report.md): name -> what it did.
-FUZZ_CRASHES: dict[str, str] = {}
+FUZZ_CRASHES: dict[str, str] = {
+    "aten._thnn_differentiable_gru_cell_backward.default": "killed the worker with mismatched gate shapes (an "
+                                                           "internal of RNN double backward; it checks none)",
+    "aten._thnn_differentiable_lstm_cell_backward.default": "the same kernel family as the GRU cell's, unchecked",
+}
 
 _DENIED_TYPES = ("Storage", "Stream", "Event", "Dimname")
 _OUT_OVERLOAD = re.compile(r"(^|_)out($|_)|grad_input")
@@ -106,8 +110,6 @@ def structural_refusal(op) -> str | None:
             return "takes a Storage, Stream, Event or Dimname"
         if t == "Generator":  # an optional generator must be None (checked): none travels
             return "needs a Generator (none travels)"
-        if a.name == "unsafe" and t == "bool":
-            return "takes an `unsafe` flag that skips its kernel's checks"
     return None
 
 
@@ -201,8 +203,9 @@ class _Plan:
         # Pointwise ops on tensors and scalars only: TensorIterator checks their shapes itself,
         # and their work is their output's size, so no meta run is needed (the tiny add's path).
         self.arg_check = op_checks.check_for(self.name, op)
-        self.fast = self.arg_check is None and torch.Tag.pointwise in op.tags and all(
-            _TENSOR_OR_SCALAR.match(str(a.real_type)) for a in args)
+        self.family = op_cost.family_of(self.name, op)
+        self.fast = self.arg_check is None and self.family is op_cost.LINEAR and torch.Tag.pointwise in op.tags \
+            and all(_TENSOR_OR_SCALAR.match(str(a.real_type)) for a in args)
         # arguments checked by type: (position, keyword, kind)
         self.typed = tuple((i, a.name, kind) for i, a in enumerate(args)
                            for kind in [_type_kind(str(a.real_type), a.name)] if kind)
@@ -212,7 +215,6 @@ class _Plan:
         self.inplace_view = torch.Tag.inplace_view in op.tags
         self.view = self.inplace_view or any(r.alias_info is not None and not r.alias_info.is_write
                                              for r in schema.returns)
-        self.family = op_cost.family_of(self.name, op)
 
 
 _structured: set | None = None
@@ -253,6 +255,8 @@ def _meta_source(op) -> str:
 
 
 def _type_kind(t: str, name: str) -> str | None:
+    if name == "unsafe" and t == "bool":
+        return "unsafe"
     if "Device" in t:
         return "device"
     if "Layout" in t:
@@ -290,6 +294,9 @@ def _check_typed(plan: _Plan, args, kwargs) -> None:
             if v not in _HELD_DTYPES:
                 raise OpNotAllowedError(f"{plan.name}: dtype {v!r:.40} is not one a worker holds "
                                         f"({', '.join(DTYPES)})")
+        elif kind == "unsafe":
+            if v is not False:
+                raise OpNotAllowedError(f"{plan.name}: unsafe=True skips the kernel's own checks: refused")
         else:
             raise OpNotAllowedError(f"{plan.name}: a generator cannot travel; the worker uses its own")
 

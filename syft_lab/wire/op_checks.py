@@ -231,8 +231,10 @@ FAMILIES = (
     (r"^native_group_norm", _group_norm, "N, C, HxW and group describe the input; weight, mean, rstd sized"),
     (r"^native_layer_norm_backward$", _layer_norm_backward, "normalized_shape, mean and rstd describe the input"),
     (r"^_(log_)?softmax_backward_data$", _softmax_backward, "grad_output and output of one shape"),
-    (r"^max_pool2d_with_indices_backward$", _pool_backward(2), "every index inside its input plane"),
-    (r"^max_pool3d_with_indices_backward$", _pool_backward(3), "every index inside its input volume"),
+    (r"^(max_pool2d_with_indices|fractional_max_pool2d|adaptive_max_pool2d)_backward$", _pool_backward(2),
+     "int64 indices of grad's shape, each inside its input plane"),
+    (r"^(max_pool3d_with_indices|fractional_max_pool3d|adaptive_max_pool3d)_backward$", _pool_backward(3),
+     "int64 indices of grad's shape, each inside its input volume"),
     (r"^(embedding_dense_backward|_embedding_bag_dense_backward|_embedding_bag_backward"
      r"|_embedding_bag_sparse_backward|embedding_backward)$", _embedding_backward,
      "every index in [0, num_weights)"),

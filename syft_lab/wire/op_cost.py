@@ -284,7 +284,7 @@ FAMILIES = (
     (r"attention|^_transformer_encoder_layer_fwd$|^_native_multi_head_attention$", None,
      Family("attention", None, "2 × queries × keys (+ rows × each projection's weights)")),
     (r"^special_.*polynomial|^mvlgamma", None, Family("degree", _degree, "largest tensor × the degree n (or p)")),
-    (r"^index_put_?$", None, Family("indexed write", _index_put, "broadcast index positions × the slice each "
+    (r"^_?index_put(_impl)?_?$", None, Family("indexed write", _index_put, "broadcast index positions × the slice each "
                                                                  "writes")),
     (r"^index_(fill|copy|add|reduce)_?$", None, Family("indexed write along dim", _index_along,
                                                        "index elements × the slice of self along dim")),

@@ -37,8 +37,7 @@ def test_every_refused_overload_has_its_reason():
                       ("aten.quantize_per_tensor.default", "quantized"), ("aten._nested_tensor_from_mask.default",
                                                                           "nested"),
                       ("aten.from_file.default", "file I/O"),
-                      ("aten._remove_batch_dim.default", "vmap"),
-                      ("aten._index_put_impl_.default", "unsafe")]:
+                      ("aten._remove_batch_dim.default", "vmap")]:
         assert why in allowlist.REFUSED[name], (name, allowlist.REFUSED[name])
 
 
