@@ -674,3 +674,33 @@ def test_each_name_left_out_gives_one_line_naming_what_to_use_and_the_docs_list_
         assert f"`sy.{name}`" in docs, f"docs/pysyft.md does not list sy.{name}"
     for other in ("FSS", "AutogradTensor", "32-bit", "grid"):
         assert other in docs
+
+
+# --- re-running a cell against worker processes, which outlive the cell (#24.1) -----------------
+
+def test_rerunning_a_federate_cell_replaces_this_kernels_parts_on_worker_processes(remote, worker_procs, token, capsys):
+    bob, alice = remote
+    x, y = torch.arange(8.).unsqueeze(1), torch.arange(8)
+    for run in range(2):  # the same cell, run twice
+        fds = sy.BaseDataset(x * (run + 1), y, name="rerun").federate((bob, alice))
+    assert "syft: replaced dataset 'rerun' on bob, alice" in capsys.readouterr().out
+    assert len(bob.objects) == 2 and len(alice.objects) == 2
+    torch.testing.assert_close(fds["bob"].data.clone().get(), x[:4] * 2)
+
+    # another client (its own connection, its own process's federate) loaded 'theirs' on bob
+    other = sy.WebSocketWorker(worker_procs["bob"].url, id="bob", token=token, progress=False)
+    try:
+        other.load(torch.zeros(2, 1), tags=["#dataset", "#theirs", "#data"])
+        other.load(torch.zeros(2), tags=["#dataset", "#theirs", "#target"])
+    finally:
+        other.close()
+    bob = sy.WebSocketWorker(worker_procs["bob"].url, id="bob", token=token, progress=False)
+    try:
+        with pytest.raises(sy.SyftError, match="holds a dataset 'theirs' that this kernel did not federate"):
+            sy.BaseDataset(x, y, name="theirs").federate((alice, bob))
+        assert len(alice.objects) == 2  # only 'rerun': nothing was added
+        sy.FederatedDataset.from_workers([bob], "theirs").unload()
+        sy.FederatedDataset.from_workers((bob, alice), "rerun").unload()
+        assert len(bob.objects) == 0 and len(alice.objects) == 0
+    finally:
+        bob.close()
