@@ -15,6 +15,7 @@ turns into a live pointer.
 """
 from __future__ import annotations
 
+import sys
 import weakref
 
 import torch
@@ -460,8 +461,24 @@ def _refuse_value(what: str):
     return refuse
 
 
+# Checks torch's own Python functions make of their inputs' values, where bool() decides only
+# whether torch raises its input error (``F.gaussian_nll_loss``: ``if torch.any(var < 0): raise
+# ValueError``): the one bit is what plain torch shows too (an error or none), so bool() of a
+# 0-dim bool pointer there reads it. Code object -> the check, for the error message.
+_INPUT_CHECKS = {torch.nn.functional.gaussian_nll_loss.__code__: "gaussian_nll_loss: var >= 0"}
+
+
+def _pointer_bool(self):
+    if self.dtype is torch.bool and self.dim() == 0 and sys._getframe(1).f_code in _INPUT_CHECKS:
+        self._check_alive()
+        return bool(self.location._copy_out(self.id_at_location))
+    raise _value_error("bool()", self.location)
+
+
+PointerTensor.__bool__ = _pointer_bool
+
 # Python conversions that would read the data: values stay remote until .get().
-for _name, _what in (("item", "item()"), ("tolist", "tolist()"), ("numpy", "numpy()"), ("__bool__", "bool()"),
+for _name, _what in (("item", "item()"), ("tolist", "tolist()"), ("numpy", "numpy()"),
                      ("__float__", "float()"), ("__int__", "int()"), ("__index__", "index()"),
                      ("__complex__", "complex()"), ("__array__", "numpy conversion")):
     setattr(PointerTensor, _name, _refuse_value(_what))

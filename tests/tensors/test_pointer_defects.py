@@ -175,3 +175,14 @@ def test_copy_of_a_pointer_is_a_new_object_on_the_same_worker(bob):
     assert hc.grad_fn is not None
     del h, hc
     gc.collect()
+
+
+def test_gaussian_nll_loss_checks_its_variance_on_the_worker(bob):
+    torch.manual_seed(0)
+    x, target, var = torch.randn(4, 3), torch.randn(4, 3), torch.rand(4, 3) + 0.1
+    loss = nn.GaussianNLLLoss()
+    torch.testing.assert_close(loss(x.send(bob), target.send(bob), var.send(bob)).get(), loss(x, target, var))
+    with pytest.raises(ValueError, match="var has negative entry"):
+        loss(x.send(bob), target.send(bob), (-var).send(bob))
+    with pytest.raises(sy.SyftError, match=r"bool\(\) would bring a value"):
+        bool((var.send(bob) < 0).any())  # anywhere else, a value still never leaves implicitly
