@@ -104,3 +104,28 @@ def test_a_worker_closed_mid_epoch_is_named(toy, trio):
     carol.close()
     with pytest.raises(sy.WorkerUnavailableError, match="worker 'carol' is closed"):
         next(batches)
+
+
+def test_iter_per_worker_steps_through_every_worker_at_once(toy, trio):
+    bob, alice, carol = trio
+    loader = sy.FederatedDataLoader(toy, batch_size=2, iter_per_worker=True, drop_last=True)
+    assert len(loader) == 2  # the most full batches of one worker (bob and alice: 2, carol: 1)
+    steps = []
+    for step in loader:
+        steps.append({w.id: t.get().tolist() for w, (d, t) in step.items()})
+        assert all(d.location is w for w, (d, _) in step.items())
+    assert steps == [{"bob": [0, 1], "alice": [4, 5], "carol": [8, 9]}, {"bob": [2, 3], "alice": [6, 7]}]
+    with pytest.raises(StopIteration):  # next() steps through the epoch iter() started (PySyft's way)
+        next(loader)
+    iter(loader)
+    assert set(next(loader)) == {bob, alice, carol}
+    assert "per worker" in repr(loader)
+
+
+def test_loader_argument_errors_are_type_and_value_errors(toy):
+    with pytest.raises(TypeError, match="batch_size is a positive int, got '8'"):
+        sy.FederatedDataLoader(toy, batch_size="8")
+    with pytest.raises(ValueError, match="batch_size is a positive int, got 0"):
+        sy.FederatedDataLoader(toy, batch_size=0)
+    with pytest.raises(KeyError, match="no part of this dataset is on 'dave'"):
+        sy.FederatedDataLoader(toy).num_batches("dave")
