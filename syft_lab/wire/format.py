@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
+import sys
 
 import msgpack
 import torch
@@ -117,10 +118,11 @@ def _ext(code: int, data: bytes) -> msgpack.ExtType:
 
 
 class _Encoder:
-    __slots__ = ("buffers", "keep", "detach")
+    __slots__ = ("buffers", "keep", "detach", "copy")
 
-    def __init__(self, detach: bool = False):
+    def __init__(self, detach: bool = False, copy: bool = False):
         self.detach = detach  # send every tensor as not requiring grad (a stored copy)
+        self.copy = copy  # buffers never point into the tensors given (a reply others may change)
         self.buffers: list = []  # memoryviews of tensor bytes
         self.keep: list = []  # the tensors those views point into
 
@@ -184,6 +186,8 @@ class _Encoder:
         d = t.__dict__
         rg = t.requires_grad and not self.detach
         data = t.detach().resolve_conj().resolve_neg().contiguous()
+        if self.copy and data.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+            data = data.clone()  # only where no copy was made already: one copy, never two
         index = len(self.buffers)
         self.buffers.append(_byte_view(data))
         self.keep.append(data)
@@ -208,11 +212,13 @@ class Encoded:
 
 
 def encode(header: dict, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-           chunk_size: int = CHUNK_SIZE, detach: bool = False) -> Encoded:
+           chunk_size: int = CHUNK_SIZE, detach: bool = False, copy: bool = False) -> Encoded:
     """Encode ``header`` (a dict whose values may hold tensors, chains, refs) for sending.
 
-    With ``detach``, tensors travel as not requiring grad (what a worker stores on send)."""
-    enc = _Encoder(detach)
+    With ``detach``, tensors travel as not requiring grad (what a worker stores on send). With
+    ``copy``, the buffers are copies of the tensors' bytes taken now (a tensor that had to be
+    made contiguous already is one), so the frames stay valid whatever happens to the tensors."""
+    enc = _Encoder(detach, copy)
     try:
         head = msgpack.packb(header, default=enc.default, use_bin_type=True, strict_types=True)
     except WireError:
@@ -433,9 +439,26 @@ def _new_object(data: bytes) -> NewObject:
 _DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError, MemoryError,
                   UnicodeDecodeError, struct.error, msgpack.UnpackException, RuntimeError)
 # Decoded msgpack takes more memory as Python objects than as bytes (a 3-byte string is a
-# 50-byte str): a large header is counted at this many times its size while it waits.
-HEADER_EXPANSION = 24
+# 50-byte str): a large header is counted at this many times its size while it decodes, then
+# at its measured size while it waits for the command thread.
+HEADER_EXPANSION = 8
 SMALL_HEADER = 64 * 2**10  # headers up to this size are not counted (a command's usual size)
+
+
+def python_size(value) -> int:
+    """Bytes of the Python objects of a decoded header (containers, strings, numbers)."""
+    total, stack = 0, [value]
+    getsizeof = sys.getsizeof
+    while stack:
+        v = stack.pop()
+        total += getsizeof(v)
+        tp = type(v)
+        if tp is dict:
+            stack.extend(v.values())
+            stack.extend(v.keys())
+        elif tp is list or tp is tuple:
+            stack.extend(v)
+    return total
 
 
 class Decoder:
@@ -517,7 +540,8 @@ class Decoder:
         """Decode a header whose frame is well formed; content it refuses is a RejectedMessage
         when the header names its request (then ``skip`` streamed bytes follow and are dropped)."""
         try:
-            if len(head) > SMALL_HEADER:
+            large = len(head) > SMALL_HEADER and self.budget is not None
+            if large:
                 self._reserve(len(head) * HEADER_EXPANSION, "a message header")
             decoder = _HeaderDecoder(slots) if slots else self._plain
             decoder.depth = 0
@@ -527,6 +551,10 @@ class Decoder:
             for i, s in enumerate(slots):
                 if s.tensor is None:
                     raise WireError(f"buffer {i} is not claimed by any tensor")
+            if large:  # counted at what it takes while it waits
+                self.budget.release(len(head) * HEADER_EXPANSION)
+                self.reserved -= len(head) * HEADER_EXPANSION
+                self._reserve(python_size(header), "a message header")
             return header
         except SyftError as e:
             self._reject(rid_source, e, skip)

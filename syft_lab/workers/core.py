@@ -23,8 +23,8 @@ from ..tensors import nodes
 from ..tensors.pointer import PointerTensor
 from ..wire.allowlist import check_call, check_result
 from ..wire.format import WireError
-from .limits import (Estimate, Limits, OutputEstimator, StorageLedger, check_input_sizes, check_quota, fmt_bytes,
-                     output_count, storages_of, uncarriable)
+from .limits import (PLAN_EXPANSION, Estimate, Limits, MemoryBudget, OutputEstimator, StorageLedger,
+                     check_input_sizes, check_quota, fmt_bytes, output_count, uncarriable)
 
 _Tensor = torch.Tensor
 _seq = (list, tuple)
@@ -46,6 +46,8 @@ class WorkerCore:
         self.id = worker_id
         self.limits = limits
         self.ledger = StorageLedger() if limits is not None else None  # bytes held, per storage
+        # stored bytes plus what is in flight (messages arriving or queued, replies leaving)
+        self.budget = MemoryBudget(limits, self.ledger) if limits is not None else None
         self._estimator = OutputEstimator() if limits is not None else None
         self.objects: dict[int, object] = {}
         self.refcounts: dict[int, int] = {}
@@ -181,18 +183,19 @@ class WorkerCore:
         est = self._estimator.estimate(op, args, kwargs)
         if travels and est.uncarriable is not None:
             raise WireError(f"{op} would return {est.uncarriable}: nothing ran")
-        check_quota(self.limits, self.ledger.bytes + extra_bytes, len(self.objects), op, est)
+        check_quota(self.limits, self.budget.used + extra_bytes, len(self.objects), op, est)
         return est.new_bytes
 
     def _admit(self, obj_id: int, obj) -> None:
         """Count a stored object against the quotas; one that does not fit is not kept."""
         self.ledger.add(obj)
         limits = self.limits
-        if self.ledger.bytes > limits.max_bytes or len(self.objects) > limits.max_objects:
+        if self.budget.used > limits.max_bytes or len(self.objects) > limits.max_objects:
+            would = self.budget.used
             self.ledger.remove(obj)
             del self.objects[obj_id]
             raise QuotaExceededError(f"worker {self.id!r} cannot keep this object: it would hold "
-                                     f"{fmt_bytes(self.ledger.bytes + sum(s.nbytes() for s in storages_of(obj)))} "
+                                     f"{fmt_bytes(would)} (objects, their tags and logs, and messages in flight) "
                                      f"in {len(self.objects) + 1} objects, over its limits of "
                                      f"{fmt_bytes(limits.max_bytes)} and {limits.max_objects} objects. Release "
                                      f"objects you no longer need, or send smaller pieces")
@@ -201,9 +204,9 @@ class WorkerCore:
         """The backstop for ops whose size no meta run could tell: over a quota, the new
         results are dropped again and the op is refused."""
         limits = self.limits
-        if self.ledger.bytes <= limits.max_bytes and len(self.objects) <= limits.max_objects:
+        if self.budget.used <= limits.max_bytes and len(self.objects) <= limits.max_objects:
             return
-        held = self.ledger.bytes
+        held = self.budget.used
         for r in (result if type(result) in _seq else [result]):
             if type(r) is NewObject:
                 self.refcounts.pop(r.id, None)
@@ -231,11 +234,27 @@ class WorkerCore:
         return NewObject(obj_id, out.shape, out.dtype)
 
     # --- plans -----------------------------------------------------------------------------
-    def store_plan(self, builds, state: list, tags=(), description=None) -> int:
+    def store_plan(self, builds, state: list, tags=(), description=None, json_size: int = 0) -> int:
         """Store a plan's validated graphs (a PlanBuilds, one graph per signature) with copies of its
-        state (owned by the plan)."""
-        state_ids = [self.store(t) for t in state]
-        return self.store(StoredPlan(builds, state_ids, tags, description))
+        state (owned by the plan). ``json_size``: the length of its JSON text, which sizes the
+        Python objects of its graphs for the memory quota."""
+        plan = StoredPlan(builds, [], tags, description)
+        plan._python_bytes = json_size * PLAN_EXPANSION
+        if self.ledger is not None:  # the plan's own size first: no state is stored for a plan that cannot fit
+            self.ledger.add(plan)
+            fits = self.budget.used <= self.limits.max_bytes
+            self.ledger.remove(plan)
+            if not fits:
+                raise QuotaExceededError(f"plan {builds.name!r} takes about {fmt_bytes(plan._python_bytes)} as "
+                                         f"Python objects, more than the worker's memory limit of "
+                                         f"{fmt_bytes(self.limits.max_bytes)} leaves: nothing was stored")
+        plan.state_ids = [self.store(t) for t in state]
+        try:
+            return self.store(plan)
+        except QuotaExceededError:
+            for i in plan.state_ids:
+                self.decref(i)
+            raise
 
     def run_plan(self, plan_id: int, arg_ids: list[int], state_ids: list[int] | None = None) -> list:
         """Run a stored plan on stored objects; its outputs are stored. One command, whole plan."""

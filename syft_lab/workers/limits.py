@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -181,19 +182,49 @@ def storages_of(obj):
         if type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter:
             yield obj.untyped_storage()
             return
-        if isinstance(obj, torch.Tensor) and "child" in getattr(obj, "__dict__", {}):
-            obj = obj.child  # a chain layer (LoggingTensor): its data is its child's
+        if isinstance(obj, torch.Tensor):
+            obj = getattr(obj, "child", None)  # a chain layer (LoggingTensor): its data is its child's
             continue
         return  # a pointer (no local data), a plan (its state is stored separately), other
 
 
-class StorageLedger:
-    """Bytes held by stored objects, each storage counted once (views share one)."""
+# Python-side memory of what a worker stores, beyond tensor bytes (measured: a decoded log
+# record takes ~300 B; a loaded plan ~6x its JSON text, 15x while it loads)
+TAG_BYTES = 64  # a str object, plus its characters
+LOG_RECORD_BYTES = 320
+PLAN_EXPANSION = 8
 
-    __slots__ = ("_storages", "bytes")
+
+def python_bytes(obj) -> list[tuple[int, int]]:
+    """``(key, bytes)`` of the Python objects a stored object keeps: the tags and description of
+    each layer, a LoggingTensor's log (keyed by the log, which results share), and a size set
+    as ``_python_bytes`` by whoever stored it (a plan's, from its JSON text)."""
+    out = []
+    while obj is not None:
+        tags, description = getattr(obj, "tags", None), getattr(obj, "description", None)
+        n = (sum(len(t) + TAG_BYTES for t in tags if type(t) is str) if isinstance(tags, (set, list)) else 0)
+        n += len(description) if type(description) is str else 0
+        if n:
+            out.append((id(obj), n))
+        given = getattr(obj, "_python_bytes", None)  # set by whoever stores it (a plan: from its JSON text)
+        if type(given) is int and given > 0:
+            out.append((-id(obj), given))
+        log = getattr(obj, "log", None)
+        if type(log) is not list and isinstance(log, list):  # a LoggingTensor's OpLog
+            out.append((id(log), len(log) * LOG_RECORD_BYTES))
+        obj = getattr(obj, "child", None) if isinstance(obj, torch.Tensor) else None
+    return out
+
+
+class StorageLedger:
+    """Bytes held by stored objects, each storage counted once (views share one), plus the
+    Python-side size of their tags, descriptions, logs and plans (each counted once too)."""
+
+    __slots__ = ("_storages", "_extras", "bytes")
 
     def __init__(self):
         self._storages: dict[int, list] = {}  # data_ptr -> [nbytes, number of stored objects using it]
+        self._extras: dict[int, list] = {}  # id of a Python object -> [bytes counted, users]
         self.bytes = 0
 
     def add(self, obj) -> None:
@@ -206,6 +237,14 @@ class StorageLedger:
                 self.bytes += n
             else:
                 entry[1] += 1
+        for key, n in python_bytes(obj):
+            entry = self._extras.get(key)
+            if entry is None:
+                self._extras[key] = [n, 1]
+                self.bytes += n
+            else:  # a log that grew since: counted at its size now
+                self.bytes += max(n - entry[0], 0)
+                entry[0], entry[1] = max(n, entry[0]), entry[1] + 1
 
     def remove(self, obj) -> None:
         for s in storages_of(obj):
@@ -217,6 +256,48 @@ class StorageLedger:
             if entry[1] == 0:
                 del self._storages[key]
                 self.bytes -= entry[0]
+        for key in {key for key, _ in python_bytes(obj)}:
+            entry = self._extras.get(key)
+            if entry is None:
+                continue
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._extras[key]
+                self.bytes -= entry[0]
+
+
+class MemoryBudget:
+    """One memory budget for everything a worker holds: its stored objects (the ledger) and
+    what is in flight (reserved): messages being received or waiting for the command thread,
+    replies being sent. ``reserve`` and ``release`` may be called from any thread."""
+
+    def __init__(self, limits: Limits, ledger: StorageLedger):
+        self.limits, self.ledger = limits, ledger
+        self.reserved = 0
+        self._lock = threading.Lock()
+
+    @property
+    def used(self) -> int:
+        return self.ledger.bytes + self.reserved
+
+    def reserve(self, nbytes: int, what: str) -> None:
+        with self._lock:
+            if self.ledger.bytes + self.reserved + nbytes > self.limits.max_bytes:
+                raise QuotaExceededError(
+                    f"{what} needs {fmt_bytes(nbytes)} while the worker holds {fmt_bytes(self.ledger.bytes)} and "
+                    f"has {fmt_bytes(self.reserved)} in flight, of its {fmt_bytes(self.limits.max_bytes)} memory "
+                    f"limit: refused before anything was allocated. Release objects you no longer need, send or "
+                    f"fetch smaller pieces, or start the worker with a larger --max-memory")
+            self.reserved += nbytes
+
+    def hold(self, nbytes: int) -> None:
+        """Count memory that exists already (an object taken out of the store, still being sent)."""
+        with self._lock:
+            self.reserved += nbytes
+
+    def release(self, nbytes: int) -> None:
+        with self._lock:
+            self.reserved -= nbytes
 
 
 # --- what an op will make ----------------------------------------------------------------------
@@ -326,8 +407,83 @@ def _repeat_interleave_bytes(op, args, kwargs) -> int:
     return max(total, 0) * max(per_repeat, 1) * x.element_size()
 
 
+def _broadcast_numel(tensors) -> int:
+    try:
+        return math.prod(torch.broadcast_shapes(*[t.shape for t in tensors]))
+    except RuntimeError:
+        return 0  # the op refuses it itself
+
+
+def _nonzero_bytes(op, args, kwargs) -> int:
+    """nonzero/argwhere: at most one int64 index per element and dimension, known before running
+    (a bool of 9M elements and 64 dimensions may make 4.6 GB of indices)."""
+    x = args[0]
+    return x.numel() * max(x.dim(), 1) * 8
+
+
+def _masked_select_bytes(op, args, kwargs) -> int:
+    return _broadcast_numel(args[:2]) * args[0].element_size()
+
+
+def _unique_bytes(op, args, kwargs) -> int:
+    """The values, and at most as many inverse indices and counts."""
+    x = args[0]
+    return x.numel() * (x.element_size() + 16)
+
+
 _DATA_SIZED = {"aten.repeat_interleave.Tensor": _repeat_interleave_bytes,
-               "aten.repeat_interleave.self_Tensor": _repeat_interleave_bytes}
+               "aten.repeat_interleave.self_Tensor": _repeat_interleave_bytes,
+               "aten.nonzero.default": _nonzero_bytes, "aten.argwhere.default": _nonzero_bytes,
+               "aten.nonzero_numpy.default": _nonzero_bytes,
+               "aten.masked_select.default": _masked_select_bytes,
+               "aten._unique2.default": _unique_bytes, "aten.unique_dim.default": _unique_bytes,
+               "aten.unique_consecutive.default": _unique_bytes, "aten._unique.default": _unique_bytes}
+
+
+# --- workspace: memory an op allocates beyond its outputs -------------------------------------
+
+def _conv_columns(inp, weight, out_spatial, transposed: bool) -> int:
+    """The im2col columns buffer of CPU convolution (slow_conv2d/3d and their transposes): one
+    column of in_channels x kernel elements per output position, for the whole batch."""
+    if inp.dim() < 3 or weight.dim() != inp.dim():
+        return 0
+    kernel = math.prod(weight.shape[2:])
+    batch = inp.shape[0]
+    if transposed:  # columns over the input's positions, out_channels x kernel each
+        channels, positions = weight.shape[1] * max(inp.shape[1] // max(weight.shape[0], 1), 1), inp.shape[2:]
+    else:
+        channels, positions = inp.shape[1], out_spatial
+    return batch * channels * kernel * math.prod(positions) * inp.element_size()
+
+
+def _convolution_workspace(margs, mkw, outs) -> int:
+    inp, weight = margs[0], margs[1]
+    transposed = margs[6] if len(margs) > 6 and type(margs[6]) is bool else False
+    if not (isinstance(inp, torch.Tensor) and isinstance(weight, torch.Tensor)) or not outs:
+        return 0
+    return _conv_columns(inp, weight, outs[0].shape[2:], transposed)
+
+
+def _plain_conv_workspace(margs, mkw, outs) -> int:  # conv1d/2d/3d(input, weight, ...)
+    inp, weight = margs[0], margs[1]
+    if not (isinstance(inp, torch.Tensor) and isinstance(weight, torch.Tensor)) or not outs:
+        return 0
+    return _conv_columns(inp, weight, outs[0].shape[2:], False)
+
+
+def _conv_backward_workspace(margs, mkw, outs) -> int:
+    """convolution_backward: columns for the input's gradient and again for the weight's."""
+    grad_out, inp, weight = margs[0], margs[1], margs[2]
+    transposed = margs[7] if len(margs) > 7 and type(margs[7]) is bool else False
+    if not all(isinstance(t, torch.Tensor) for t in (grad_out, inp, weight)):
+        return 0
+    return 2 * _conv_columns(inp, weight, grad_out.shape[2:], transposed)
+
+
+_WORKSPACE = {"aten.convolution.default": _convolution_workspace, "aten._convolution.default": _convolution_workspace,
+              "aten.conv1d.default": _plain_conv_workspace, "aten.conv2d.default": _plain_conv_workspace,
+              "aten.conv3d.default": _plain_conv_workspace,
+              "aten.convolution_backward.default": _conv_backward_workspace}
 
 
 class OutputEstimator:
@@ -388,6 +544,9 @@ class OutputEstimator:
                 may_alias = aliased[i] if i < len(aliased) else aliased and aliased[-1]
                 if not (may_alias and o.untyped_storage()._cdata in inputs):
                     new_bytes += _nbytes(o)
+        workspace = _WORKSPACE.get(_info(op)[1])
+        if workspace is not None:
+            new_bytes += workspace(margs, mkw, [o for o in outs if isinstance(o, torch.Tensor)])
         return Estimate(new_bytes, count, why)
 
 

@@ -52,6 +52,11 @@ RESERVED_FDS = 32  # file descriptors kept for the worker's own files, pipes and
 LOG_INTERVAL = 10.0  # one log line per kind of event per this many seconds
 CLOSE_POLICY = 1008  # websocket close code for a peer that broke the protocol
 CLEAN_CLOSE_CODES = (1000, 1001)  # a client that closes with these has left for good
+# Frames above this size decode on a decoding thread, so that one client's 16 MiB header never
+# holds up the event loop (other clients' pings, handshakes and small commands); smaller ones,
+# every op's usual message, decode on the loop (a thread hop would cost more than the decode).
+OFFLOAD_DECODE = 64 * 2**10
+DECODE_THREADS = 2
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
@@ -213,6 +218,7 @@ class WorkerServer:
         self._log = RateLimitedLog(log or (lambda line: print(line, file=sys.stderr, flush=True)))
         self._guard = _HandshakeGuard(max_connections, max_pending_handshakes, self._log)
         self._commands: ThreadPoolExecutor | None = None
+        self._decoding: ThreadPoolExecutor | None = None
         self._stop: asyncio.Event | None = None
 
     @property
@@ -293,18 +299,23 @@ class WorkerServer:
         return self._commands.submit(run)
 
     # --- one connection ----------------------------------------------------------------
-    def _execute(self, msg, session):
-        """On the command thread: run one command and encode its reply."""
+    def _execute(self, msg, session, decoder):
+        """On the command thread: run one command and encode its reply. The message's budget
+        is given back first: what the command stores, the store counts from now on."""
+        decoder.release()
         return self.service.encoded_reply(msg, session)
 
     async def _handler(self, ws):
         loop = asyncio.get_running_loop()
-        decoder = Decoder(self.max_message_size)
+        decoder = Decoder(self.max_message_size, budget=self.service.core.budget)
         session = None
         try:
             async for data in ws:
                 try:
-                    msg = decoder.feed(data)
+                    if len(data) > OFFLOAD_DECODE:  # a large header decodes for long: off the event loop
+                        msg = await loop.run_in_executor(self._decoding, decoder.feed, data)
+                    else:
+                        msg = decoder.feed(data)
                 except RejectedMessage as e:  # a well-formed frame refused: answered, the connection goes on
                     await self._send(ws, encode(error_reply(e.rid, e.error)))
                     continue
@@ -322,22 +333,26 @@ class WorkerServer:
                     session.connections = 1
                 if cmd in ("hello", "ping") and "rel" not in msg:
                     # answered on the event loop: never queued behind a long op
+                    decoder.release()
                     reply, then = self.service.handle(msg, session)
                     await self._send(ws, encode(reply))
                     continue
-                encoded, then = await loop.run_in_executor(self._commands, self._execute, msg, session)
+                encoded, then = await loop.run_in_executor(self._commands, self._execute, msg, session, decoder)
                 try:
                     await self._send(ws, encoded)
                 except BaseException:
                     if then is not None and then.failed is not None:
                         self._submit(then.failed)
+                    self.service.reply_done(then)
                     raise
                 if then is not None and then.sent is not None:
                     self._submit(then.sent)
+                self.service.reply_done(then)
         except ConnectionClosed:
             pass
         finally:
-            del decoder  # a half-received message goes with it: nothing partial is stored
+            decoder.close()  # a half-received message goes with it (and its budget): nothing partial is stored
+            del decoder
             if session is not None:
                 rcvd = ws.protocol.close_rcvd
                 self._leave(session, clean=rcvd is not None and rcvd.code in CLEAN_CLOSE_CODES)
@@ -360,6 +375,7 @@ class WorkerServer:
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
         self._commands = ThreadPoolExecutor(1, thread_name_prefix="syft-lab-commands")
+        self._decoding = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="syft-lab-decode")
         self._guard.max_connections = self._fd_budget(self._guard.max_connections)
         guard = self._guard
 
@@ -380,6 +396,7 @@ class WorkerServer:
                 await self._stop.wait()
         finally:
             self._commands.shutdown(wait=False, cancel_futures=True)
+            self._decoding.shutdown(wait=False, cancel_futures=True)
 
     def _fd_budget(self, max_connections: int) -> int:
         """Connections fit in the file descriptors this process may open (RLIMIT_NOFILE), with

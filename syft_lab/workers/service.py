@@ -153,12 +153,31 @@ class Then:
 
     ``snapshot``: the reply reads memory that another command could change while it travels
     (a copy kept in the store, a view of a stored tensor), so it is copied first: on the wire
-    its bytes, in process the object (``stored_copy``)."""
+    its bytes, in process the object (``stored_copy``). ``reserved``: bytes of the worker's
+    memory budget the reply holds until it has gone out (``WorkerService.reply_done``)."""
 
-    __slots__ = ("result", "sent", "failed", "snapshot")
+    __slots__ = ("result", "sent", "failed", "snapshot", "reserved")
 
-    def __init__(self, result, *, sent=None, failed=None, snapshot=False):
+    def __init__(self, result, *, sent=None, failed=None, snapshot=False, reserved=0):
         self.result, self.sent, self.failed, self.snapshot = result, sent, failed, snapshot
+        self.reserved = reserved
+
+
+def dense_bytes(obj) -> int:
+    """Bytes of the dense tensor a reply carrying ``obj`` sends (an expanded view, made whole)."""
+    t = _tensor_payload(obj)
+    return t.numel() * t.element_size() if t is not None else 0
+
+
+def needs_copy(obj) -> bool:
+    """Whether encoding ``obj`` makes a copy of its bytes (a view that is not contiguous)."""
+    t = _tensor_payload(obj)
+    return t is not None and (not t.is_contiguous() or t.is_conj() or t.is_neg())
+
+
+def storage_bytes(obj) -> int:
+    t = _tensor_payload(obj)
+    return t.untyped_storage().nbytes() if t is not None else 0
 
 
 class WorkerService:
@@ -226,33 +245,50 @@ class WorkerService:
         reply, then = self.handle(msg, session)
         kw = {} if chunk_size is None else {"chunk_size": chunk_size}
         try:
-            encoded = encode(reply, max_message_size=self.max_message_size, **kw)
-            if then is not None and then.snapshot and encoded.streamed:
-                # the reply's bytes point into a tensor other commands can reach: copy them now,
-                # between commands, so the stream never reads memory that changes or is freed
-                encoded.frames = [encoded.frames[0], *(bytes(f) for f in encoded.frames[1:])]
+            # a snapshot's bytes point into a tensor other commands can reach: copied now,
+            # between commands, so the stream never reads memory that changes or is freed
+            encoded = encode(reply, max_message_size=self.max_message_size,
+                             copy=then is not None and then.snapshot, **kw)
         except WireError as e:
-            if then is not None and then.failed is not None:
-                then.failed()
+            if then is not None:
+                if then.failed is not None:
+                    then.failed()
+                self.reply_done(then)
             return encode(error_reply(reply.get("r", 0), e)), None
         return encoded, then
+
+    def reply_done(self, then) -> None:
+        """A reply has gone out (or failed to): the budget it held is free again."""
+        if then is not None and then.reserved:
+            n, then.reserved = then.reserved, 0
+            self.core.budget.release(n)
+
+    def _reserve_reply(self, nbytes: int, what: str) -> int:
+        budget = self.core.budget
+        if budget is None or not nbytes:
+            return 0
+        budget.reserve(nbytes, what)
+        return nbytes
 
     def handle_bytes(self, data, session: Session) -> bytes:
         """One whole wire message in, its whole reply out (for transports that carry a message
         as one blob, such as a Ray actor call). Never raises for a bad message: a malformed one
         gets an error reply with request id 0, which a client reads as out of step."""
+        decoder = Decoder(self.max_message_size, chunk_size=WHOLE, budget=self.core.budget)
         try:
-            msg = Decoder(self.max_message_size, chunk_size=WHOLE).feed(data)
+            msg = decoder.feed(data)
             if msg is None:
                 raise WireError("a whole message was expected, got the start of a streamed one")
         except RejectedMessage as e:
             return bytes(encode(error_reply(e.rid, e.error)).frames[0])
         except WireError as e:
             return bytes(encode(error_reply(0, e)).frames[0])
+        decoder.release()  # the message is the command's now (what it stores, the store counts)
         encoded, then = self.encoded_reply(msg, session, chunk_size=WHOLE)
         out = bytes(encoded.frames[0])  # a copy: nothing of the store travels by reference
         if then is not None and then.sent is not None:
             then.sent()
+        self.reply_done(then)
         return out
 
     # --- sessions ------------------------------------------------------------------------
@@ -424,14 +460,27 @@ class WorkerService:
             # a plan's reply holds no memory of the store: it leaves once the reply has gone out
             return Then(out, sent=lambda: self.core.objects.get(obj_id) is obj and self._take(obj_id))
         if msg.get("keep"):  # still in the store while its reply travels: send a copy
-            return Then(obj, snapshot=True)
+            reserved = self._reserve_reply(dense_bytes(obj), f"a copy of object {obj_id} to send")
+            return Then(obj, snapshot=True, reserved=reserved)
         # A get takes the object out of the store before its reply travels, so no other
         # command can reach it meanwhile; if the reply cannot be delivered it goes back.
+        snapshot = shares_memory(obj)
+        copy = dense_bytes(obj) if snapshot or needs_copy(obj) else 0  # an expand's get makes it whole
+        reserved = self._reserve_reply(copy, f"object {obj_id} made whole to send")
         refcount, held = self.core.refcounts.get(obj_id, 0), obj_id in self.core.held
         holders = self._disown(obj_id)
         self.core.fetch(obj_id)
-        return Then(obj, failed=lambda: self._put_back(obj_id, obj, refcount, held, holders),
-                    snapshot=shares_memory(obj))
+        if self.core.budget is not None:  # its memory leaves the store's count, not the budget, until sent
+            kept = storage_bytes(obj)
+            self.core.budget.hold(kept)
+            reserved += kept
+        then = Then(obj, snapshot=snapshot, reserved=reserved)
+
+        def failed():  # its budget first: the object is counted by the store again
+            self.reply_done(then)
+            self._put_back(obj_id, obj, refcount, held, holders)
+        then.failed = failed
+        return then
 
     def _take(self, obj_id):
         self._disown(obj_id)
@@ -469,7 +518,7 @@ class WorkerService:
         if type(state) is not list or not all(type(t) is _Tensor for t in state):
             raise SyftError("a plan's state is a list of tensors")
         tags, description = _tags_and_description(msg)
-        return self._own(session, self.core.store_plan(builds, state, tags, description))
+        return self._own(session, self.core.store_plan(builds, state, tags, description, json_size=len(msg["g"])))
 
     def _run_plan(self, msg, session):
         args, state = _ids(msg, "a"), msg.get("s")
@@ -488,15 +537,20 @@ class WorkerService:
         results = self.core.run_graph(graph, _ids(msg, "i"), outputs)
         if not ret:
             return self._claim(session, results)
-        wanted, out, snapshot = set(ret), [], False
+        wanted, out, snapshot, reserved = set(ret), [], False, 0
+        budget = self.core.budget
         for r in results:
             if r.id in wanted:
                 value = self.core.fetch(r.id)
                 snapshot = snapshot or shares_memory(value)
+                if budget is not None:  # held by the reply until it has gone out
+                    n = storage_bytes(value) + (dense_bytes(value) if needs_copy(value) else 0)
+                    budget.hold(n)
+                    reserved += n
                 out.append(value)
             else:
                 out.append(self._claim(session, r))
-        return Then(out, snapshot=snapshot)
+        return Then(out, snapshot=snapshot, reserved=reserved)
 
     def _search(self, msg, session):
         q = msg.get("q")
