@@ -58,11 +58,12 @@ def wait_drawn(page):
 
 
 def seen_at_top_and_bottom(page, view):
-    """What the view shows with its scroller and its lanes at the top, then at the bottom."""
+    """What the view shows with its scroller and its lanes at the top, its lanes scrolled to
+    their bottom, then its scroller too."""
     seen = []
-    for where in ("0", "s.scrollHeight"):
-        view.evaluate(f"(v) => {{ for (const s of v.querySelectorAll('.syft-world-scroll, .syft-lane-body'))"
-                      f" s.scrollTop = {where}; }}")
+    for outer, lanes in (("0", "0"), ("0", "s.scrollHeight"), ("s.scrollHeight", "s.scrollHeight")):
+        view.evaluate(f"(v) => {{ for (const s of v.querySelectorAll('.syft-lane-body')) s.scrollTop = {lanes};"
+                      f" for (const s of v.querySelectorAll('.syft-world-scroll')) s.scrollTop = {outer}; }}")
         wait_drawn(page)
         seen.append(view.evaluate(SNAPSHOT))
     return seen
@@ -104,7 +105,7 @@ def test_patches_to_lanes_out_of_view_draw_as_a_fresh_view_does(browser, artifac
                 assert a == b, json.dumps([a, b], indent=1)
             assert patched["arrows"] == fresh["arrows"]
         # the late pointers' arrows reach their targets, in the lanes the patches changed
-        bottom = [[f, t] for f, t, _d in patched_views[1]["arrows"]]
+        bottom = [[f, t] for f, t, _d in patched_views[1]["arrows"]]  # the lanes at their bottom
         assert ["me:9101", "grace:9001"] in bottom and ["me:9102", "frank:610"] in bottom
     finally:
         page.close()
