@@ -56,6 +56,40 @@ def test_a_data_dependent_result_has_the_layout_its_kernel_gives(bob):
         torch.testing.assert_close(q.t().reshape(-1).get(), plain.t().reshape(-1))
 
 
+
+@pytest.mark.parametrize("layer", ["encoder_layer", "encoder", "decoder_layer", "transformer"])
+def test_transformer_layers_through_pointers_equal_plain_torch(bob, layer):
+    torch.manual_seed(0)
+    make = {"encoder_layer": lambda: nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0),
+            "encoder": lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, 0.0), 2,
+                                                     enable_nested_tensor=False),
+            "decoder_layer": lambda: nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0),
+            "transformer": lambda: nn.Transformer(8, 2, 1, 1, 16, 0.0)}[layer]
+    model = make()
+    src, tgt = torch.randn(5, 3, 8), torch.randn(4, 3, 8)
+    inputs = (src,) if layer.startswith("encoder") else (tgt, src)
+    expected = model(*inputs)
+    expected.sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model.send(bob)
+    out = model(*[t.send(bob) for t in inputs])
+    out.sum().backward()
+    torch.testing.assert_close(out.get(), expected.detach(), rtol=1e-4, atol=1e-5)
+    model.get()
+    for p, g in zip(model.parameters(), grads):
+        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
+    del out
+    gc.collect()
+
+
+def test_an_in_place_op_that_changes_the_shape_updates_the_pointer(bob):
+    x = torch.arange(6.).reshape(2, 3)
+    p = x.send(bob)
+    q = p.t_()
+    assert q is p and p.shape == (3, 2) and p.stride() == (1, 3)
+    torch.testing.assert_close(p.reshape(-1).get(), x.t().reshape(-1))
+
 # --- 2. no meta tensor reaches a worker; helpers a composite op makes are made for it -----------
 
 def test_composite_ops_that_make_helper_tensors_equal_plain_torch(bob):
