@@ -253,3 +253,15 @@ def test_func2plan_is_sy_plan_and_state_may_be_pysyfts_tuple():
     assert [i["name"] for i in plan_abs._graph.inputs if i["role"] == "state"] == ["state_0"]
     with pytest.raises(sy.SyftError, match=r"last argument is `state`.*sy.plan\(fn, state=model\)"):
         sy.plan(lambda x: x, state=(torch.ones(1),))
+
+
+def test_a_replay_on_a_workers_own_generator_draws_from_it_and_leaves_the_default_alone():
+    @sy.plan(args_shape=[(3,)])
+    def noise(x):
+        return x + torch.randn(3)
+
+    graph, before = noise._graph, torch.get_rng_state()
+    mine, same = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    draws = [graph.run([torch.zeros(3)], generator=mine)[0] for _ in range(2)]
+    assert torch.equal(torch.get_rng_state(), before)
+    assert torch.equal(draws[0], torch.randn(3, generator=same)) and torch.equal(draws[1], torch.randn(3, generator=same))
