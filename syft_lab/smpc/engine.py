@@ -24,6 +24,7 @@ _PER_SHARE = {aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose
               aten.narrow, aten.flatten, aten.sum, aten.neg, aten.unfold, aten.contiguous, aten.movedim,
               aten.constant_pad_nd}  # padding with 0: each party pads its share (0 is a sharing of 0)
 _BILINEAR = {aten.mul, aten.mm, aten.bmm, aten.convolution, aten.matmul}
+PAIRWISE_MAX = 256  # max_dim compares all m^2 pairs at once (few rounds); longer dims: a tournament
 
 
 def check_same_parties(tensors) -> AST:
@@ -259,8 +260,9 @@ class Engine:
         """(max along ``dim``, one-hot [argmax] along it): every pair compared at once."""
         dim = dim % x.dim() if x.dim() else 0
         m = x.shape[dim]
-        if m > 256:
-            raise SyftError(f"argmax/max along a dimension of {m} > 256 elements compares every pair: reshape first")
+        if m > PAIRWISE_MAX:
+            raise SyftError(f"a one-hot of the maximum along a dimension of {m} > {PAIRWISE_MAX} elements compares "
+                            f"every pair: max/argmax take max_index (a tournament) there")
         last = protocols.public_op(aten.movedim.int, x, lambda i, s: (s, dim, -1))
         # distinct values, ties to the lowest index: x * m + (m - 1 - index)
         offsets = torch.arange(m - 1, -1, -1, dtype=INT64)
@@ -278,6 +280,32 @@ class Engine:
                 vals = protocols.public_op(aten.unsqueeze.default, vals, lambda i, s: (s, dim))
         onehot = protocols.public_op(aten.movedim.int, onehot, lambda i, s: (s, -1, dim))
         return vals, onehot
+
+    def max_index(self, x: AST, dim: int, keepdim: bool = False):
+        """(max along ``dim``, its index) by a tournament, for dims of any length: ceil(log2 m)
+        levels, each one comparison of the two halves' keys and one product that picks the
+        (key, value, index) of the winner. Keys x * m + (m - 1 - index) are distinct, so the first
+        index among equal maxima wins, as torch's argmax."""
+        dim = dim % x.dim() if x.dim() else 0
+        m = x.shape[dim]
+        last = protocols.public_op(aten.movedim.int, x, lambda i, s: (s, dim, -1))
+        keyed = self._add_public(protocols.public_op(aten.mul.Tensor, last, lambda i, s: (s, m)),
+                                 torch.arange(m - 1, -1, -1, dtype=INT64), 1)
+        index = self._add_public(protocols.public_op(aten.mul.Tensor, last, lambda i, s: (s, 0)),
+                                 torch.arange(m, dtype=INT64), 1)
+        cand = torch.stack([keyed, last, index])  # (3, ..., m)
+        while m > 1:
+            half = m // 2
+            a, b = cand[..., :half], cand[..., half:2 * half]
+            wins = protocols.compare("gt", a[0], b[0])
+            pick = protocols.beaver(aten.mul.Tensor, wins.unsqueeze(0).expand(tuple(a.shape)).contiguous(), a - b)
+            best = b + pick
+            cand = torch.cat([best, cand[..., 2 * half:]], -1) if m % 2 else best
+            m = half + m % 2
+        vals, idx = cand[1, ..., 0], cand[2, ..., 0]
+        if keepdim:
+            vals, idx = vals.unsqueeze(dim), idx.unsqueeze(dim)
+        return vals, idx
 
     def index_of(self, onehot: AST, dim: int, keepdim: bool = False) -> AST:
         dim = dim % onehot.dim()

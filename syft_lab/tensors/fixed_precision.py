@@ -695,8 +695,7 @@ def _max(func, args, kwargs):
         dim = args[1]
         keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
         if x.shared:
-            values, onehot = engine().max_dim(x.child, dim, keepdim)
-            idx = engine().index_of(onehot, dim, keepdim)
+            values, idx = _shared_max_index(x.child, dim, keepdim)
             return _wrap(x, values), _wrap(x, idx * x.scale)
         v, i = x.child.max(dim, keepdim)
         return _wrap(x, v), i
@@ -712,8 +711,18 @@ def _argmax(func, args, kwargs):
     child = x.child
     if dim is None:
         child, dim, keepdim = aten.reshape.default(child, [-1]), 0, False
-    _, onehot = engine().max_dim(child, dim, keepdim, values=False)
-    return _wrap(x, engine().index_of(onehot, dim, keepdim) * x.scale)
+    return _wrap(x, _shared_max_index(child, dim, keepdim, values=False)[1] * x.scale)
+
+
+PAIRWISE_MAX = 256  # the engine's one-hot of the maximum compares all pairs up to this length; beyond, a tournament
+
+
+def _shared_max_index(child, dim, keepdim, values=True):
+    m = child.shape[dim % child.dim()] if child.dim() else 1
+    if m > PAIRWISE_MAX:
+        return engine().max_index(child, dim, keepdim)
+    vals, onehot = engine().max_dim(child, dim, keepdim, values=values)
+    return vals, engine().index_of(onehot, dim, keepdim)
 
 
 def _pow(func, args, kwargs):

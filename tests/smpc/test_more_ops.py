@@ -167,3 +167,18 @@ def test_pysyft_spellings_and_copy(parties):
     with pytest.raises(sy.SyftError, match="not both"):
         x.fix_precision(precision=3, precision_fractional=3)
     del sx, c
+
+
+def test_max_and_argmax_along_a_long_dim(parties2):
+    """No 256-element limit: a tournament along the dim (ties: the first index, as torch)."""
+    alice, bob, carol = parties2
+    torch.manual_seed(11)
+    x = torch.round(torch.randn(2, 300) * 5000) / 1000
+    x[1, 10] = x[1, 200] = x[1].max() + 1  # a tie: the first wins
+    sx = share(x, (alice, bob), carol)
+    v, i = sx.max(dim=1)
+    assert torch.allclose(plain(v), x.max(1).values, atol=UNIT)
+    assert torch.equal(plain(i).long(), x.argmax(1))
+    assert torch.equal(plain(sx.argmin(dim=1)).long(), x.argmin(1))
+    assert torch.equal(plain(sx.t().argmax(dim=0, keepdim=True)).long(), x.t().argmax(0, keepdim=True))
+    del sx, v, i
