@@ -84,8 +84,9 @@ def worker_parser(prog="syft-lab worker") -> argparse.ArgumentParser:
                    help=f"seconds a client whose connection dropped may take to come back before the "
                         f"objects it stored are released (default {DEFAULT_SESSION_GRACE:g})")
     p.add_argument("--max-memory", type=_size, default=None,
-                   help="bytes the stored objects may take, e.g. 4G (default: 8 GiB or half of the "
-                        "memory this process may use, whichever is less)")
+                   help="bytes the stored objects and the messages in flight may take, e.g. 4G (default: "
+                        "8 GiB or half of the memory this process may use, whichever is less: physical "
+                        "memory, its cgroup's limit, RLIMIT_AS)")
     p.add_argument("--max-objects", type=int, default=DEFAULT_MAX_OBJECTS,
                    help=f"objects the worker may hold (default {DEFAULT_MAX_OBJECTS})")
     p.add_argument("--threads", type=int, default=None,
