@@ -106,3 +106,32 @@ def test_three_parties_on_worker_processes(remote_parties3):
     for worker in (alice, bob, dave, carol):
         worker.flush()
         assert worker.objects == {}
+
+
+def test_new_ops_on_worker_processes(remote_parties):
+    """Issue 30's ops on worker processes: comparisons, abs, min, views, var, the approximations,
+    pooling and a cross-entropy gradient (their dealer material from the CSPRNG, in the programs)."""
+    import torch.nn.functional as F
+
+    alice, bob, carol = remote_parties
+    x = torch.tensor([[0.5, -1.5, 2.0, 0.0], [0.0, 3.25, -0.75, 0.5]])
+    sx = x.fix_precision().share(alice, bob, crypto_provider=carol, requires_grad=True)
+    assert torch.equal((sx == sx.roll(1, 1)).get().float_precision(), (x == x.roll(1, 1)).float())
+    assert torch.allclose(sx.abs().get().float_precision(), x.abs())
+    assert torch.allclose(sx.min(dim=1)[0].get().float_precision(), x.min(1).values)
+    assert torch.allclose(sx.var(1).get().float_precision(), x.var(1), atol=1e-2)
+    assert torch.allclose(sx.exp().get().float_precision(), x.exp(), rtol=0.02, atol=5e-3)
+    assert torch.allclose(sx.sigmoid().get().float_precision(), x.sigmoid(), atol=4e-3)
+    assert torch.allclose(F.max_pool2d(sx.view(1, 1, 2, 4), 2).get().float_precision(),
+                          F.max_pool2d(x.view(1, 1, 2, 4), 2))
+    target = torch.tensor([2, 1])
+    loss = F.cross_entropy(sx, target)
+    loss.backward()
+    xx = x.clone().requires_grad_(True)
+    F.cross_entropy(xx, target).backward()
+    assert torch.allclose(sx.grad.get().float_precision(), xx.grad, atol=3e-3)
+    del sx, loss
+    provider.clear_pool()
+    for worker in (alice, bob, carol):
+        worker.flush()
+        assert worker.objects == {}
