@@ -32,7 +32,7 @@ import comm as _comm
 
 from . import actions
 from .inspection.model import container_items
-from .widget import diff, live
+from .widget import live, tracker
 
 TARGET = "syft_lab.sidebar"
 PROTOCOL = 1
@@ -55,22 +55,26 @@ def _namespace() -> dict:
 
 
 class Panel:
-    """One sidebar panel's comm: the world it was last sent, and its revision. Its world comes
-    from the namespace's tracker (widget/tracker.py), shared with the notebook's world widgets."""
+    """One sidebar panel's comm: the world it was last sent, and its revision (its feed). Its
+    world comes from the namespace's tracker (widget/tracker.py), shared with the notebook's
+    world widgets."""
 
     def __init__(self, comm, namespace: dict | None = None):
         self.comm = comm
         self._namespace = namespace
         self.tracker = live.tracker_for(namespace)
-        self._synced: dict | None = None  # the tracker's world last sent
-        self.world: dict = {"workers": []}
-        self.rev = 0
+        self.feed = tracker.Feed(self.tracker)
         self.messages_sent = 0
         self.closed = False
 
     @property
     def namespace(self) -> dict:
         return self._namespace if self._namespace is not None else _namespace()
+
+    @property
+    def world(self) -> dict:
+        """The world last sent, with its revision."""
+        return self.feed.world
 
     # --- to the browser ----------------------------------------------------------------------
     def send(self, msg: dict) -> None:
@@ -81,14 +85,12 @@ class Panel:
 
     def snapshot(self) -> dict:
         try:
-            self._synced = live.current_world(self.tracker)
+            world = live.current_world(self.tracker)
         except Exception as e:  # the panel still gets a world, saying in one line what went wrong
             live.report_failure(None, e)
-            self.tracker.resync()
-            self._synced = live.marked_failed(self._synced, live.failure_line(e))
-        self.rev += 1
-        self.world = {**self._synced, "rev": self.rev}
-        msg = {"type": "snapshot", "protocol": PROTOCOL, "world": self.world}
+            world = self.feed.marked(live.failure_line(e))
+        world = self.feed.reset(world)
+        msg = {"type": "snapshot", "protocol": PROTOCOL, "world": world}
         self.send(msg)
         return msg
 
@@ -99,38 +101,22 @@ class Panel:
 
     def refresh(self) -> dict | None:
         """Send what changed since the last message (a patch), or nothing."""
-        new = live.current_world(self.tracker)
-        in_step = self._synced is self.tracker.previous
-        patch = self.tracker.patch_since(self._synced)
-        if patch is None:
-            self._synced = new
-            return None
-        step = live.tracker_step(self.tracker) if in_step else live.step(self._synced, new)
-        patch.update(base=self.rev, rev=self.rev + 1, step=step)
-        self.rev += 1
-        self._synced = new
-        self.world = {**new, "rev": self.rev}
-        self.send(patch)
-        return patch
+        return self._deliver(self.feed.patch(live.current_world(self.tracker), live.scheduler.step))
 
     def refresh_failed(self, line: str) -> None:
-        """The world as it was, ``line`` on its "me" lane (see WorldWidget.refresh_failed)."""
-        self.tracker.resync()
-        marked = live.marked_failed(self._synced, line)
-        patch = diff.diff(self._synced or {"workers": []}, marked)
-        if patch is None:
-            return
-        patch.update(base=self.rev, rev=self.rev + 1, step=None)
-        self.rev += 1
-        self._synced = marked
-        self.world = {**marked, "rev": self.rev}
-        self.send(patch)
+        """The world as it was, ``line`` on its "me" lane, until a refresh works again."""
+        self._deliver(self.feed.failed(line))
+
+    def _deliver(self, patch: dict | None) -> dict | None:
+        if patch is not None:
+            self.send(patch)
+        return patch
 
     # --- from the browser --------------------------------------------------------------------
     def lookup(self, worker: str, obj_id: int) -> dict | None:
         """An object of the world this panel was shown (actions may name only those), as the
         kernel's current model has it."""
-        return live.action_entry(self.tracker, self._synced, worker, obj_id)
+        return live.action_entry(self.feed, worker, obj_id)
 
     def handle(self, data) -> dict | None:
         """Handle one message from the panel; returns the reply sent (or the snapshot)."""

@@ -9,11 +9,16 @@
   an action, or (between cells) the kernel's event loop. Only a resync recomputes a world. During a long cell of in-process
   work, a "stored"/"pointer_created" event also flushes at most every FLUSH_INTERVAL seconds,
   so a training loop shows its objects while it runs.
-- ``pre_run_cell`` tells syft_lab.events which cell runs (``set_current_cell``): the op log of
-  a LoggingTensor links each op to the cell that ran it.
+- ``pre_run_cell`` tells syft_lab.events which cell runs (``set_current_cell``, its In[] number:
+  ``running_cell``): the op log of a LoggingTensor links each op to the cell that ran it.
 - Every refresh is a *step* of the views' history: the cell (its number and source) or the
   action (its equivalent code) that made it, and what happened (diff.describe: stored, moved,
-  fetched, deleted, plan run, worker changes). World views send it with their patch.
+  fetched, deleted, plan run, worker changes). World views send it with their patch (each
+  view's ``tracker.Feed`` makes the patch and its step).
+- A refresh that raises never prints under the user's cell: the view says it in one line
+  (``report_failure``), the traceback goes to the debug log.
+- What the scheduler knows (the cell running, the step being recorded, the loop, the last
+  refresh) is one ``scheduler`` object.
 - Workers that close or die stay in the world as lanes marked ``gone`` while pointers still
   point to them (their pointers are marked ``dangling``). A keepalive on the kernel's event
   loop notices a connection that died (every KEEPALIVE seconds it reads each worker's state,
@@ -37,7 +42,7 @@ from ..tensors.base import ChainLayer
 from ..tensors.nodes import LOCAL_OWNER
 from ..workers.registry import all_workers
 from . import diff
-from .tracker import WorldTracker
+from .tracker import Feed, StepContext, WorldTracker, make_step
 
 log = logging.getLogger("syft_lab.widget")
 
@@ -48,10 +53,31 @@ KEEPALIVE = 2.0  # seconds between two reads of the workers' connection states
 MAX_RAW = 10_000  # runtime events kept for the next step (a huge cell keeps the last ones)
 CODE_CHARS = 240  # of a cell's source, in a step
 
-_state = {"dirty": False, "in_cell": False, "last_flush": 0.0, "cost": 0.0, "scheduled": False,
-          "loop": None, "unsubscribe": None, "ip": None, "flushing": False, "worlds": None,
-          "cell": None, "code": None, "action": None, "raw": [], "step_raw": [], "seen": {},
-          "states": None, "ticking": False, "commands": False}
+
+
+class _Scheduler:
+    """The state of the one scheduler of every view in the kernel: when the views refresh, and
+    what the step they show is."""
+
+    def __init__(self):
+        self.ip = None  # the IPython shell whose cell hooks are installed
+        self.in_cell = False  # a cell runs now (events then flush at most every FLUSH_INTERVAL)
+        self.commands = False  # a cell ran since the last refresh: names and remote lanes to read
+        self.flushing = False  # a refresh of every view runs now
+        self.worlds: dict | None = None  # during a refresh: id of each tracker already updated
+        self.dirty = False  # events arrived since the last refresh
+        self.last_flush = 0.0  # time.monotonic() of the last refresh
+        self.cost = 0.0  # seconds the last refresh took
+        self.raw: list = []  # the runtime's events since the last refresh (the next step's)
+        self.step = StepContext()  # the step being recorded (its raw events: the refresh's)
+        self.loop = None  # the kernel's event loop (between cells, refreshes run from it)
+        self.scheduled = False  # a refresh is queued on the loop
+        self.ticking = False  # the keepalive runs
+        self.states: tuple | None = None  # the workers' states the views show (keepalive's baseline)
+        self.unsubscribe = None  # ends the subscription to syft_lab.events
+
+
+scheduler = _Scheduler()
 # id(namespace) -> its WorldTracker, alive while a view holds it (views hold their tracker)
 _trackers: "weakref.WeakValueDictionary[int, WorldTracker]" = weakref.WeakValueDictionary()
 _main_thread = threading.main_thread()
@@ -65,7 +91,7 @@ def call_on_main(fn) -> None:
         with _lock:
             fn()
         return
-    loop = _state["loop"]
+    loop = scheduler.loop
     if loop is None or loop.is_closed():
         with _lock:
             fn()
@@ -82,7 +108,7 @@ def _capture_loop() -> None:
     if threading.current_thread() is not _main_thread:
         return
     try:
-        _state["loop"] = asyncio.get_running_loop()
+        scheduler.loop = asyncio.get_running_loop()
     except RuntimeError:
         pass
 
@@ -107,7 +133,7 @@ def refresh_all(world_only: bool = False) -> None:
 
 def refreshing() -> bool:
     """Whether a refresh of every view is running (views then share its world)."""
-    return _state["flushing"]
+    return scheduler.flushing
 
 
 def tracker_for(namespace) -> WorldTracker:
@@ -124,7 +150,7 @@ def tracker_for(namespace) -> WorldTracker:
 def current_world(tracker: WorldTracker) -> dict:
     """The tracker's world with its pending changes applied (once per refresh for every view
     of it). Views copy it before changing it."""
-    cache = _state["worlds"]
+    cache = scheduler.worlds
     if cache is not None and id(tracker) in cache:
         return tracker.world
     before = tracker.world
@@ -136,14 +162,15 @@ def current_world(tracker: WorldTracker) -> dict:
     return tracker.world
 
 
-def action_entry(tracker: WorldTracker, shown: dict | None, worker: str, obj_id: int) -> dict | None:
-    """The entry an action from a view names: the object must be in ``shown`` (the world the
-    kernel last sent that view), and the entry returned is the tracker's current one (its
+def action_entry(feed: Feed, worker: str, obj_id: int) -> dict | None:
+    """The entry an action from a view names: the object must be in the world the kernel last
+    sent that view (``feed.synced``), and the entry returned is the tracker's current one (its
     pending changes applied), so that an action is decided from the kernel's model as it is
     now, never from what a browser holds or wrote. None if the view was not shown it; an
     ActionError if it went since."""
-    if diff.find_entry(shown, worker, obj_id) is None:
+    if diff.find_entry(feed.synced, worker, obj_id) is None:
         return None
+    tracker = feed.tracker
     current_world(tracker)
     entry = tracker.entry(worker, obj_id)
     if entry is None:
@@ -158,54 +185,15 @@ def action_entry(tracker: WorldTracker, shown: dict | None, worker: str, obj_id:
     return entry
 
 
-def world_for(namespace) -> dict:
-    """The world snapshot of ``namespace`` (see current_world)."""
-    return current_world(tracker_for(namespace))
-
-
 def tracker_step(tracker: WorldTracker) -> dict:
-    """The step of the tracker's last update, computed once for all its views from the entries
-    it touched (not from the two whole worlds)."""
-    if tracker.step is None:
-        old, new = tracker.changed_parts()
-        tracker.step = step(old, new)
-    return tracker.step
-
-
-def with_gone_lanes(world: dict) -> dict:
-    """``world`` (a whole snapshot) with a lane (``gone: true``, no objects) for each worker
-    that closed or went away while pointers still point to it, and ``dangling: true`` (and no
-    actions) on the pointers to a worker that is gone or down. (World trackers do the same per
-    change; this is for a snapshot computed whole.)"""
-    seen = _state["seen"]
-    lanes = world.get("workers", [])
-    present = {lane["id"] for lane in lanes}
-    for lane in lanes:
-        seen[lane["id"]] = lane.get("kind")
-    targets = {o.get("location") for lane in lanes for o in lane.get("objects", ())
-               if o.get("kind") == "pointer" and o.get("state") != "gone"}
-    for wid in [w for w in seen if w not in present]:
-        if wid in targets:
-            lanes.append({"id": wid, "kind": seen[wid], "state": "closed", "gone": True, "objects": []})
-        else:
-            del seen[wid]  # nothing points there any more: the lane can go
-    down = {lane["id"] for lane in lanes if lane.get("gone") or lane.get("state") in diff.DOWN_STATES}
-    if down:
-        for lane in lanes:
-            for o in lane.get("objects", ()):
-                if o.get("kind") == "pointer" and o.get("location") in down and o.get("state") != "gone":
-                    o["dangling"] = True
-                    o["actions"] = []
-    return world
+    """The step of the tracker's last update, once for all its views (WorldTracker.update_step)."""
+    return tracker.update_step(scheduler.step)
 
 
 def step(old: dict, new: dict) -> dict:
-    """The step a refresh from ``old`` to ``new`` is: which cell or action made it, and what
-    happened (diff.describe). The runtime's events of the step are shared by every view."""
-    code = _state["action"] or _state["code"]
-    return {"cell": None if _state["action"] else _state["cell"], "code": code or "",
-            "by": "action" if _state["action"] else ("cell" if _state["cell"] is not None else "event"),
-            "time": time.time(), "events": diff.describe(old, new, _state["step_raw"], code)}
+    """The step a refresh from ``old`` to ``new`` is (tracker.make_step): the runtime's events
+    of the step are shared by every view."""
+    return make_step(old, new, scheduler.step)
 
 
 class action_step:
@@ -215,23 +203,23 @@ class action_step:
         self.code = code
 
     def __enter__(self):
-        self.prev = _state["action"]
-        _state["action"] = self.code or "(action)"
+        self.prev = scheduler.step.action
+        scheduler.step.action = self.code or "(action)"
 
     def __exit__(self, *exc):
-        _state["action"] = self.prev
+        scheduler.step.action = self.prev
 
 
 def _refresh_all(world_only: bool) -> None:
-    if _state["flushing"]:
+    if scheduler.flushing:
         return
-    _state["flushing"] = True
-    _state["worlds"] = {}
-    _state["step_raw"], _state["raw"] = _state["raw"], []
-    commands, _state["commands"] = _state["commands"], False
+    scheduler.flushing = True
+    scheduler.worlds = {}
+    scheduler.step.raw, scheduler.raw = scheduler.raw, []
+    commands, scheduler.commands = scheduler.commands, False
     t0 = time.perf_counter()
     try:
-        _state["dirty"] = False
+        scheduler.dirty = False
         if commands or not world_only:  # a cell or an action ran: names and remote workers
             for t in list(_trackers.values()):
                 t.after_commands()
@@ -245,12 +233,12 @@ def _refresh_all(world_only: bool) -> None:
             except Exception as e:  # one broken view must not stop the others
                 report_failure(w, e)
     finally:
-        _state["flushing"] = False
-        _state["worlds"] = None
-        _state["step_raw"] = []
-        _state["states"] = worker_states()  # what the views now show: the keepalive's baseline
-        _state["cost"] = time.perf_counter() - t0
-        _state["last_flush"] = time.monotonic()
+        scheduler.flushing = False
+        scheduler.worlds = None
+        scheduler.step.raw = []
+        scheduler.states = worker_states()  # what the views now show: the keepalive's baseline
+        scheduler.cost = time.perf_counter() - t0
+        scheduler.last_flush = time.monotonic()
 
 
 # --- a refresh that fails -----------------------------------------------------------------------
@@ -279,29 +267,16 @@ def report_failure(view, e: BaseException) -> None:
         log.debug("syft_lab view could not show its refresh failure", exc_info=True)
 
 
-def marked_failed(world: dict | None, line: str) -> dict:
-    """``world`` with ``line`` as the error of its "me" lane (where a world view shows a lane's
-    error), and a "me" lane if it had none."""
-    lanes = list((world or {}).get("workers", []))
-    for i, lane in enumerate(lanes):
-        if lane.get("id") == LOCAL_OWNER:
-            lanes[i] = {**lane, "error": line}
-            break
-    else:
-        lanes.insert(0, {"id": LOCAL_OWNER, "kind": "local", "state": "in-process", "error": line, "objects": []})
-    return {**(world or {"schema": "syft_lab.world", "version": 1}), "workers": lanes}
-
-
 # --- IPython cell hooks -----------------------------------------------------------------------
 
 def _pre_run_cell(info=None, *_args):
-    _state["in_cell"] = True
-    _state["commands"] = True
-    ip = _state["ip"]
+    scheduler.in_cell = True
+    scheduler.commands = True
+    ip = scheduler.ip
     stored = getattr(info, "store_history", False)
-    _state["cell"] = running_cell(ip) if stored else None
-    _state["code"] = (getattr(info, "raw_cell", "") or "").strip()[:CODE_CHARS] if stored else None
-    events.set_current_cell(_state["cell"])  # every op a LoggingTensor records names this cell
+    scheduler.step.cell = running_cell(ip) if stored else None
+    scheduler.step.code = (getattr(info, "raw_cell", "") or "").strip()[:CODE_CHARS] if stored else None
+    events.set_current_cell(scheduler.step.cell)  # every op a LoggingTensor records names this cell
 
 
 def running_cell(ip) -> int | None:
@@ -316,14 +291,14 @@ def running_cell(ip) -> int | None:
 
 
 def _post_run_cell(result=None, *_args):
-    _state["in_cell"] = False
+    scheduler.in_cell = False
     count = getattr(result, "execution_count", None)  # IPython's own number for the cell that ran
-    if _state["cell"] is not None and isinstance(count, int):
-        _state["cell"] = count
+    if scheduler.step.cell is not None and isinstance(count, int):
+        scheduler.step.cell = count
     _capture_loop()
-    if _state["ip"] is not None:
+    if scheduler.ip is not None:
         try:
-            weaken_output(_state["ip"], result)
+            weaken_output(scheduler.ip, result)
         except Exception:  # never a traceback under the user's cell
             log.debug("syft_lab could not weaken the cell's output", exc_info=True)
     for w in list(_widgets):
@@ -332,7 +307,7 @@ def _post_run_cell(result=None, *_args):
     try:
         refresh_all()
     finally:
-        _state["cell"] = _state["code"] = None
+        scheduler.step.cell = scheduler.step.code = None
         events.set_current_cell(None)
 
 
@@ -371,19 +346,19 @@ def weaken_output(ip, result) -> None:
 
 def install(ip) -> None:
     """Register the cell hooks with IPython (once per shell)."""
-    if ip is None or _state["ip"] is ip:
+    if ip is None or scheduler.ip is ip:
         return
-    old = _state["ip"]
+    old = scheduler.ip
     if old is not None:
         uninstall()
     _capture_loop()
     ip.events.register("pre_run_cell", _pre_run_cell)
     ip.events.register("post_run_cell", _post_run_cell)
-    _state["ip"] = ip
+    scheduler.ip = ip
 
 
 def uninstall() -> None:
-    ip = _state["ip"]
+    ip = scheduler.ip
     if ip is None:
         return
     for name, fn in (("pre_run_cell", _pre_run_cell), ("post_run_cell", _post_run_cell)):
@@ -391,7 +366,7 @@ def uninstall() -> None:
             ip.events.unregister(name, fn)
         except ValueError:
             pass
-    _state["ip"] = None
+    scheduler.ip = None
 
 
 # --- worker events ----------------------------------------------------------------------------
@@ -405,44 +380,44 @@ def _on_event(event: dict) -> None:
         t.on_event(event)
     if not any(getattr(w, "view", None) == "world" and w.active for w in list(_widgets)):
         return
-    raw = _state["raw"]
+    raw = scheduler.raw
     if len(raw) >= MAX_RAW:
         del raw[: MAX_RAW // 2]
     raw.append(event)
-    _state["dirty"] = True
+    scheduler.dirty = True
     if threading.current_thread() is not _main_thread:
         _schedule()
         return
-    if not _state["in_cell"]:
+    if not scheduler.in_cell:
         _schedule()  # between cells (a finaliser, a comm message): flush from the event loop
         return
-    if event.get("type") in ("stored", "pointer_created") and not _state["flushing"]:
+    if event.get("type") in ("stored", "pointer_created") and not scheduler.flushing:
         now = time.monotonic()
-        if now - _state["last_flush"] >= max(FLUSH_INTERVAL, 20 * _state["cost"]) and _all_in_process():
+        if now - scheduler.last_flush >= max(FLUSH_INTERVAL, 20 * scheduler.cost) and _all_in_process():
             refresh_all(world_only=True)
 
 
 def _schedule() -> None:
-    loop = _state["loop"]
-    if loop is None or _state["scheduled"] or loop.is_closed():
+    loop = scheduler.loop
+    if loop is None or scheduler.scheduled or loop.is_closed():
         return
-    _state["scheduled"] = True
+    scheduler.scheduled = True
 
     def run():  # on the main thread, between cells
-        _state["scheduled"] = False
-        if _state["dirty"] and not _state["in_cell"]:
+        scheduler.scheduled = False
+        if scheduler.dirty and not scheduler.in_cell:
             refresh_all(world_only=True)
 
     try:
         loop.call_soon_threadsafe(run)
     except RuntimeError:
-        _state["scheduled"] = False
+        scheduler.scheduled = False
 
 
 def watch_events() -> None:
     """Subscribe to syft_lab.events once (the first world widget does it)."""
-    if _state["unsubscribe"] is None:
-        _state["unsubscribe"] = events.subscribe(_on_event)
+    if scheduler.unsubscribe is None:
+        scheduler.unsubscribe = events.subscribe(_on_event)
     _start_keepalive()
 
 
@@ -461,8 +436,8 @@ def keepalive_tick() -> bool:
     """One keepalive check: refresh the world views when a worker's state changed since the
     last check (a killed worker process, a dropped connection). True if it refreshed."""
     states = worker_states()
-    before, _state["states"] = _state["states"], states
-    if before is None or states == before or _state["in_cell"] or _state["flushing"]:
+    before, scheduler.states = scheduler.states, states
+    if before is None or states == before or scheduler.in_cell or scheduler.flushing:
         return False
     if not any(getattr(w, "view", None) == "world" and w.active for w in list(_widgets)):
         return False
@@ -471,10 +446,10 @@ def keepalive_tick() -> bool:
 
 
 def _start_keepalive() -> None:
-    loop = _state["loop"]
-    if _state["ticking"] or loop is None or loop.is_closed():
+    loop = scheduler.loop
+    if scheduler.ticking or loop is None or loop.is_closed():
         return
-    _state["ticking"] = True
+    scheduler.ticking = True
 
     def tick():
         try:
@@ -483,18 +458,18 @@ def _start_keepalive() -> None:
         except Exception:  # on the event loop, between cells: nothing to print it under
             log.debug("syft_lab keepalive failed", exc_info=True)
         if loop.is_closed():
-            _state["ticking"] = False
+            scheduler.ticking = False
             return
         loop.call_later(KEEPALIVE, tick)
 
     try:
         loop.call_soon_threadsafe(lambda: loop.call_later(KEEPALIVE, tick))
     except RuntimeError:
-        _state["ticking"] = False
+        scheduler.ticking = False
 
 
 def stop_watching() -> None:
-    unsub = _state["unsubscribe"]
+    unsub = scheduler.unsubscribe
     if unsub is not None:
         unsub()
-        _state["unsubscribe"] = None
+        scheduler.unsubscribe = None

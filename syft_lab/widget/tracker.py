@@ -17,12 +17,15 @@ namespace and applies each change to it:
 
 ``update()`` returns the new snapshot and the patch ops that lead to it (diff.py's format), so
 every view in step with the tracker sends them as they are; the step's events come from the
-touched entries only (diff.describe_changes). Each lane keeps its objects in a dict by id
+touched entries only (``update_step``). Each view holds a ``Feed`` (the world it was last sent
+and its revision): the feed says what goes next, the patch plus its step for revision
+``base``, or the whole world; the world widget and the sidebar panel only deliver it. Each lane keeps its objects in a dict by id
 (insertion order is the lane's order), so a change costs O(1) lookups plus one copy of the
 touched lane's list.
 """
 from __future__ import annotations
 
+import time
 import weakref
 
 from ..inspection.model import Names, _notebook_namespace, finish_entry, lane_header, lane_of
@@ -103,6 +106,14 @@ class WorldTracker:
         """The entry of object ``obj_id`` in lane ``lane_id`` as of the last update."""
         lane = self.lanes.get(lane_id)
         return lane.objects.get(obj_id) if lane is not None else None
+
+    def update_step(self, context: "StepContext") -> dict:
+        """The step of the last update, computed once for all the views in step with the
+        tracker, from the entries it touched (not from the two whole worlds)."""
+        if self.step is None:
+            old, new = self.changed_parts()
+            self.step = make_step(old, new, context)
+        return self.step
 
     @property
     def pending(self) -> bool:
@@ -359,6 +370,98 @@ class WorldTracker:
     def _snapshot(self) -> dict:
         return {"schema": "syft_lab.world", "version": 1,
                 "workers": [{**self.lanes[lid].header, "objects": self.lanes[lid].as_list()} for lid in self.order]}
+
+
+class StepContext:
+    """What makes the step being recorded: the cell that runs (its In[] number and code) or an
+    action (its equivalent code), and the runtime's events since the last step."""
+
+    def __init__(self):
+        self.cell: int | None = None
+        self.code: str | None = None
+        self.action: str | None = None
+        self.raw: list = []
+
+
+def make_step(old: dict, new: dict, context: StepContext) -> dict:
+    """The step from ``old`` to ``new``: which cell or action made it, and what happened
+    (diff.describe)."""
+    code = context.action or context.code
+    return {"cell": None if context.action else context.cell, "code": code or "",
+            "by": "action" if context.action else ("cell" if context.cell is not None else "event"),
+            "time": time.time(), "events": diff.describe(old, new, context.raw, code)}
+
+
+def marked_failed(world: dict | None, line: str) -> dict:
+    """``world`` with ``line`` as the error of its "me" lane (where a world view shows a lane's
+    error), and a "me" lane if it had none."""
+    lanes = list((world or {}).get("workers", []))
+    for i, lane in enumerate(lanes):
+        if lane.get("id") == LOCAL_OWNER:
+            lanes[i] = {**lane, "error": line}
+            break
+    else:
+        lanes.insert(0, {"id": LOCAL_OWNER, "kind": "local", "state": "in-process", "error": line, "objects": []})
+    return {**(world or {"schema": "syft_lab.world", "version": 1}), "workers": lanes}
+
+
+class Feed:
+    """One view's end of a tracker's world feed: the world it was last sent and its revision.
+    The tracker decides what goes next (the patch, plus its step, for revision ``base``; or the
+    whole world); a view (widgets.WorldWidget, sidebar.Panel) only delivers it."""
+
+    def __init__(self, tracker: WorldTracker):
+        self.tracker = tracker
+        self.synced: dict | None = None  # the world last sent (a tracker's, or one marked failed)
+        self.rev = 0
+
+    @property
+    def world(self) -> dict:
+        """The world last sent, with its revision (what the browser holds)."""
+        return {**(self.synced or {"workers": []}), "rev": self.rev}
+
+    def start(self, world: dict) -> dict:
+        """``world`` (the tracker's current one) whole, at the current revision: a first render."""
+        self.synced = world
+        return self.world
+
+    def reset(self, world: dict) -> dict:
+        """``world`` (the tracker's current one) whole, as a new revision: a resync."""
+        self.rev += 1
+        return self.start(world)
+
+    def patch(self, world: dict, context: StepContext) -> dict | None:
+        """The patch from the world last sent to ``world`` (the tracker's current one), with its
+        revisions and step; None when nothing changed."""
+        in_step = self.synced is self.tracker.previous  # then the tracker's own ops and step serve
+        patch = self.tracker.patch_since(self.synced)
+        if patch is None:
+            self.synced = world
+            return None
+        step = (self.tracker.update_step(context) if in_step
+                else make_step(self.synced or {"workers": []}, world, context))
+        return self._advance(patch, world, step)
+
+    def failed(self, line: str) -> dict | None:
+        """A refresh raised: the patch that keeps the world last sent and says ``line`` on its
+        "me" lane (None when it says so already). The tracker recomputes at the next refresh
+        (it may have stopped half-way), whose patch clears the line."""
+        self.tracker.resync()
+        marked = marked_failed(self.synced, line)
+        patch = diff.diff(self.synced or {"workers": []}, marked)
+        return None if patch is None else self._advance(patch, marked, None)
+
+    def marked(self, line: str) -> dict:
+        """The world to send whole when it could not be computed: the one last sent (or an
+        empty one) saying ``line``; the tracker recomputes at the next refresh."""
+        self.tracker.resync()
+        return marked_failed(self.synced, line)
+
+    def _advance(self, patch: dict, world: dict, step: dict | None) -> dict:
+        patch.update(base=self.rev, rev=self.rev + 1, step=step)
+        self.rev += 1
+        self.synced = world
+        return patch
 
 
 def _plain_header(header: dict) -> dict:

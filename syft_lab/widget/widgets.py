@@ -32,7 +32,7 @@ from ..inspection.model import container_items
 from ..inspection.text import render_tree, render_world
 from ..tensors.nodes import chain_nodes, walk
 from ..workers.registry import all_workers
-from . import diff, live, svg
+from . import live, svg, tracker
 
 log = logging.getLogger("syft_lab.widget")
 
@@ -370,14 +370,13 @@ class WorldWidget(SyftWidget):
         kwargs.setdefault("view", "world")
         super().__init__(namespace=namespace, focus=list(focus), **kwargs)
         self._tracker = live.tracker_for(namespace)  # shared with the other views of namespace
-        self._rev = 0
+        self._feed = tracker.Feed(self._tracker)  # what this view was sent, and what goes next
         try:
-            self._synced = live.current_world(self._tracker)  # the tracker's world this view shows
+            world = live.current_world(self._tracker)
         except Exception as e:  # the view still opens, saying in one line what went wrong
             live.report_failure(None, e)
-            self._tracker.resync()
-            self._synced = live.marked_failed(None, live.failure_line(e))
-        self.world = {**self._synced, "rev": self._rev}
+            world = self._feed.marked(live.failure_line(e))
+        self.world = self._feed.start(world)
         self.workers = worker_headers()
         self.patches_sent = 0
         self.bytes_sent = 0
@@ -387,43 +386,24 @@ class WorldWidget(SyftWidget):
         super().refresh()
         if not live.refreshing():  # asked directly (a view said hello, sy.inspect()): re-read
             self._tracker.after_commands()  # names and remote lanes, as after a cell
-        new = live.current_world(self._tracker)  # applied once per refresh for every view
-        in_step = self._synced is self._tracker.previous
-        patch = self._tracker.patch_since(self._synced)
-        if patch is None:
-            self._synced = new
-            return
-        base = self._rev
-        self._rev += 1
-        step = live.tracker_step(self._tracker) if in_step else live.step(self._synced, new)
-        patch.update(base=base, rev=self._rev, step=step)
-        self._synced = new
-        _set_silently(self, "world", {**new, "rev": self._rev})
-        self._push(patch)
+        self._deliver(self._feed.patch(live.current_world(self._tracker), live.scheduler.step))
 
     def refresh_failed(self, line: str) -> None:
-        """The world as it was, ``line`` on its "me" lane; the next refresh recomputes the world
-        (the tracker may have stopped half-way) and the line goes with the patch it sends."""
-        self._tracker.resync()
-        marked = live.marked_failed(self._synced, line)
-        patch = diff.diff(self._synced or {"workers": []}, marked)
-        if patch is None:  # it says so already
-            return
-        self._rev += 1
-        patch.update(base=self._rev - 1, rev=self._rev, step=None)
-        self._synced = marked
-        _set_silently(self, "world", {**marked, "rev": self._rev})
-        self._push(patch)
+        """The world as it was, ``line`` on its "me" lane, until a refresh works again."""
+        self._deliver(self._feed.failed(line))
 
     def resync(self) -> None:
         """The view lost track: the world is recomputed and sent whole."""
         super().refresh()
-        self._rev += 1
         self._tracker.resync()
-        self._synced = live.current_world(self._tracker)
-        w = {**self._synced, "rev": self._rev}
-        _set_silently(self, "world", w)
-        self._push({"type": "world_reset", "world": w})
+        world = self._feed.reset(live.current_world(self._tracker))
+        _set_silently(self, "world", world)
+        self._push({"type": "world_reset", "world": world})
+
+    def _deliver(self, patch: dict | None) -> None:
+        if patch is not None:
+            _set_silently(self, "world", self._feed.world)
+            self._push(patch)
 
     def held(self) -> list:
         """Pointers inside the notebook's lists and dicts (``data["bob"]``): the view shows them,
@@ -439,7 +419,7 @@ class WorldWidget(SyftWidget):
         """An object this view was shown, as the kernel's current model has it."""
         if self.focus and worker not in self.focus and worker != "me":
             return None
-        return live.action_entry(self._tracker, self._synced, worker, obj_id)
+        return live.action_entry(self._feed, worker, obj_id)
 
     def text(self) -> str:
         return render_world(self._focused())

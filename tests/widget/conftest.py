@@ -8,14 +8,18 @@ from syft_lab.widget import live
 FIXTURES = Path(__file__).resolve().parents[1] / "js" / "fixtures"
 
 
+def _idle(scheduler) -> None:
+    scheduler.loop, scheduler.in_cell, scheduler.dirty, scheduler.scheduled = None, False, False, False
+
+
 @pytest.fixture(autouse=True)
 def close_widgets():
     """Each test's widgets are closed at its end, so no test refreshes another's; no test
     inherits an event loop or an open cell from another (Playwright runs a loop too)."""
-    live._state.update(loop=None, in_cell=False, dirty=False, scheduled=False)
+    _idle(live.scheduler)
     before = set(map(id, live.widgets()))
     yield
-    live._state.update(loop=None, in_cell=False, dirty=False, scheduled=False)
+    _idle(live.scheduler)
     for w in live.widgets():
         if id(w) not in before:
             w.close()

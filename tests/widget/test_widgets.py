@@ -90,19 +90,19 @@ def test_events_mark_the_world_dirty_and_flush_later(bob, capture, monkeypatch):
     w._views.add("v1")
     w._seen = True
     sent = capture(w)
-    live._state["in_cell"] = True
+    live.scheduler.in_cell = True
     try:
-        live._state["last_flush"] = 0.0
+        live.scheduler.last_flush = 0.0
         ns["p"] = torch.ones(1).send(bob)  # in-process work mid-cell: a throttled flush
         assert sent.of("world_patch")
         n = len(sent)
         monkeypatch.setattr(live, "FLUSH_INTERVAL", 3600.0)  # however slow the machine, still within it
         ns["q"] = torch.ones(1).send(bob)  # within FLUSH_INTERVAL: no flush yet
-        assert len(sent) == n and live._state["dirty"]
+        assert len(sent) == n and live.scheduler.dirty
     finally:
-        live._state["in_cell"] = False
+        live.scheduler.in_cell = False
     live._post_run_cell()
-    assert len(sent) == n + 1 and not live._state["dirty"]
+    assert len(sent) == n + 1 and not live.scheduler.dirty
     assert any(o.get("names") == ["q"] for o in w.world["workers"][0]["objects"])
 
 
@@ -350,7 +350,7 @@ def test_messages_from_a_subshell_thread_run_on_the_main_thread(bob, capture):
     real = w.handle_message
     w.handle_message = lambda c: (ran_on.append(threading.current_thread()), real(c))[1]
     loop = MainLoop()
-    live._state["loop"] = loop
+    live.scheduler.loop = loop
     msg = {"type": "action", "req": 5, "action": "send", "target": {"worker": "me", "id": entry["id"]},
            "worker": "bob"}
     t = threading.Thread(target=w._on_front_msg, args=(w, msg, []))

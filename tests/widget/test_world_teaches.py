@@ -14,6 +14,7 @@ import syft_lab as sy
 from syft_lab.tensors.nodes import flatten
 from syft_lab.inspection.model import world_dict
 from syft_lab.widget import ChainWidget, WorldWidget, diff, live
+from syft_lab.widget.tracker import StepContext
 
 
 @pytest.fixture
@@ -23,11 +24,15 @@ def carol():
     w.close()
 
 
+def _fresh(scheduler) -> None:
+    scheduler.states, scheduler.raw, scheduler.step = None, [], StepContext()
+
+
 @pytest.fixture(autouse=True)
 def fresh_live_state():
-    live._state.update(seen={}, states=None, raw=[], action=None, cell=None, code=None)
+    _fresh(live.scheduler)
     yield
-    live._state.update(seen={}, states=None, raw=[], action=None, cell=None, code=None)
+    _fresh(live.scheduler)
 
 
 def test_a_patch_says_what_its_step_did_stored_moved_fetched(bob, alice, capture):
@@ -35,14 +40,14 @@ def test_a_patch_says_what_its_step_did_stored_moved_fetched(bob, alice, capture
     w = WorldWidget(namespace=ns)
     w._views.add("v1")
     sent = capture(w)
-    live._state.update(cell=3, code="x_ptr = x.send(bob)")
+    live.scheduler.step.cell, live.scheduler.step.code = 3, "x_ptr = x.send(bob)"
     ns["x_ptr"] = torch.ones(2).send(bob)
     live.refresh_all()
     (patch,) = sent.of("world_patch")
     step = patch["step"]
     assert (step["cell"], step["by"], step["code"]) == (3, "cell", "x_ptr = x.send(bob)")
     assert [(e["type"], e["worker"], e["names"]) for e in step["events"]] == [("stored", "bob", ["x_ptr"])]
-    live._state.update(cell=4, code="x_ptr = x_ptr.move(alice)")
+    live.scheduler.step.cell, live.scheduler.step.code = 4, "x_ptr = x_ptr.move(alice)"
     ns["x_ptr"] = ns["x_ptr"].move(alice)
     live.refresh_all()
     events = sent.of("world_patch")[-1]["step"]["events"]
@@ -165,7 +170,7 @@ def test_ops_recorded_in_a_cell_carry_its_number_for_the_op_log(monkeypatch):
     LoggingTensor records then carries it, the oplog action returns it, and the chain view links
     the op to that cell ("cell [n]"); outside a cell ops carry none."""
     ip = types.SimpleNamespace(execution_count=8, user_ns={})  # In[7]: IPython >= 9.8 counts it before it runs
-    monkeypatch.setitem(live._state, "ip", ip)
+    monkeypatch.setattr(live.scheduler, "ip", ip)
     lx = sy.LoggingTensor(torch.ones(2))
     live._pre_run_cell(types.SimpleNamespace(store_history=True, raw_cell="y = lx * 2"))
     try:
