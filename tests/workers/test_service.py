@@ -176,3 +176,26 @@ def test_run_graph_ret_in_process_hands_out_copies(bob):
     assert 201 not in bob.objects and 202 in bob.objects
     bob._release(202)
     assert 202 not in bob.objects
+
+
+def test_handle_bytes_answers_refused_content_by_request_id_and_counts_the_budget():
+    import msgpack
+
+    from syft_lab.wire.format import EXT_TENSOR, decode, encode
+    from syft_lab.workers.limits import Limits
+
+    service = WorkerService("blob", Limits(max_bytes=2**20))
+    s = Session()
+    sixty_five = encode({"c": "store", "r": 3, "o": torch.ones([1] * 64)}).frames[0]
+    header = msgpack.packb({"c": "store", "r": 3, "o": msgpack.ExtType(EXT_TENSOR, msgpack.packb(
+        [0, "float32", [1] * 65, False, None, None]))})
+    bad = bytes(sixty_five[:4]) + len(header).to_bytes(4, "big") + bytes(sixty_five[8:20]) + header + b"\x00" * 4
+    r = decode(service.handle_bytes(bad, s))
+    assert r["r"] == 3 and r["err"]["t"] == "WireError" and "at most 64 sizes" in r["err"]["m"]
+    big = encode({"c": "store", "r": 4, "o": torch.zeros(2**18 + 1)}, chunk_size=2**62).frames[0]
+    r = decode(service.handle_bytes(bytes(big), s))
+    assert r["r"] == 4 and r["err"]["t"] == "QuotaExceededError" and "before anything was allocated" in r["err"]["m"]
+    ok = decode(service.handle_bytes(encode_bytes({"c": "store", "r": 5, "o": torch.zeros(1000)}), s))
+    assert ok["r"] == 5 and service.core.budget.reserved == 0 and service.core.ledger.bytes == 4000
+    got = decode(service.handle_bytes(encode_bytes({"c": "fetch", "r": 6, "id": ok["ok"], "keep": True}), s))
+    assert torch.equal(got["ok"], torch.zeros(1000)) and service.core.budget.reserved == 0  # its copy went out
