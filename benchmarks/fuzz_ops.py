@@ -218,7 +218,13 @@ class Fuzzer:
 
     def restart(self):
         self.close()
-        self.proc.restart()
+        for attempt in range(3):  # a loaded machine can miss the ready line's timeout
+            try:
+                self.proc.restart()
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
         self.to_release = []
         self.connect()
 

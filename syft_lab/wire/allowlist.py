@@ -78,6 +78,8 @@ FUZZ_CRASHES: dict[str, str] = {
     "aten._thnn_differentiable_gru_cell_backward.default": "killed the worker with mismatched gate shapes (an "
                                                            "internal of RNN double backward; it checks none)",
     "aten._thnn_differentiable_lstm_cell_backward.default": "the same kernel family as the GRU cell's, unchecked",
+    "aten._cholesky_solve_helper.default": "killed the worker with mismatched shapes (cholesky_solve, which checks "
+                                           "them, stays allowed)",
 }
 
 _DENIED_TYPES = ("Storage", "Stream", "Event", "Dimname")
@@ -185,7 +187,7 @@ def op_name(op) -> str:
 
 # --- per-op plans: what check_call does for each allowed overload, decided once ----------------
 
-_TENSOR_OR_SCALAR = re.compile(r"^(Tensor|Scalar|Tensor\?|Scalar\?|bool)$")
+_TENSOR_OR_SCALAR = re.compile(r"^(Optional\[)?(Tensor|number|bool)\]?$")  # (a Scalar's real type: number)
 _META = torch.device("meta")
 _CPU = torch.device("cpu")
 _HELD_DTYPES = frozenset(DTYPES.values())

@@ -188,6 +188,24 @@ def _softmax_backward(name, a: _Args):
                                 f"the same shape")
 
 
+def _dist_backward(name, a: _Args):
+    """cdist/pdist backward read grad and the forward result with the sizes the inputs imply."""
+    if "x1" in a:
+        x1, x2 = _tensor(name, a["x1"], "x1"), _tensor(name, a["x2"], "x2")
+        grad, result = _tensor(name, a["grad"], "grad"), _tensor(name, a["cdist"], "cdist")
+        if x1.dim() < 2 or x2.dim() < 2 or x1.shape[-1] != x2.shape[-1] or x1.shape[:-2] != x2.shape[:-2]:
+            raise OpNotAllowedError(f"{name}: x1 and x2 must be [..., P, M] and [..., R, M]")
+        shape = (*x1.shape[:-1], x2.shape[-2])
+    else:
+        x = _tensor(name, a["self"], "self")
+        grad, result = _tensor(name, a["grad"], "grad"), _tensor(name, a["pdist"], "pdist")
+        if x.dim() != 2:
+            raise OpNotAllowedError(f"{name}: self must be 2-d")
+        shape = (x.shape[0] * (x.shape[0] - 1) // 2,)
+    if tuple(grad.shape) != shape or tuple(result.shape) != shape:
+        raise OpNotAllowedError(f"{name}: grad and the forward result must have shape {list(shape)}")
+
+
 # --- index tensors that kernels use unchecked ------------------------------------------------------
 
 def _pool_backward(dims: int):
@@ -240,6 +258,7 @@ FAMILIES = (
      "every index in [0, num_weights)"),
     (r"^(bitwise_left_shift|bitwise_right_shift|__lshift__|__rshift__|__ilshift__|__irshift__"
      r"|bitwise_left_shift_|bitwise_right_shift_)$", _shift, "an integer shift amount, a scalar one in 0..63"),
+    (r"^_(c|p)dist_backward$", _dist_backward, "grad and the forward result of the shape the inputs imply"),
     (r"^_unsafe_view$", _unsafe_view, "the new size holds exactly the input's elements"),
 )
 _FAMILY_RES = [(re.compile(p), check, what) for p, check, what in FAMILIES]
