@@ -9,7 +9,7 @@
 from .errors import (NotFoundError, NotSupportedError, ObjectNotFoundError, RemoteError, SyftError, SyftTypeError,
                      SyftValueError, UnknownWorkerError, WorkerUnavailableError, left_out)
 from .hook import hook, is_hooked, unhook
-from .plans import Plan, PlanPointer, batch, plan
+from .plans import Plan, PlanPointer, batch, func2plan, plan
 from .inspection.model import Chain, World, chain, world
 from .tensors import LoggingTensor
 from .tensors.pointer import PointerTensor
@@ -24,7 +24,7 @@ from .magics import load_ipython_extension  # noqa: E402
 
 local_worker = LocalWorker("me")
 
-__all__ = ["Plan", "PlanPointer", "batch", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
+__all__ = ["Plan", "PlanPointer", "batch", "func2plan", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
            "NotFoundError", "NotSupportedError", "SyftTypeError", "SyftValueError", "UnknownWorkerError",
            "PointerTensor", "RemoteError", "SyftError", "VirtualWorker", "World",
            "WebSocketWorker", "WorkerUnavailableError", "all_workers", "start_worker", "load_ipython_extension", "chain", "get_worker", "hook", "is_hooked",

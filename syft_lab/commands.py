@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 from contextvars import ContextVar
 
-from .errors import SyftError
+from .errors import SyftError, UnknownWorkerError
 
 __all__ = ["LOCAL", "NewObject", "Ref", "SameAsArg", "all_workers", "current_holder", "get_worker", "held_by",
            "lookup", "register", "unregister"]
@@ -102,7 +102,7 @@ def get_worker(worker_id: str):
         return _workers[worker_id]
     except KeyError:
         known = ", ".join(sorted(_workers)) or "none"
-        raise SyftError(f"no worker named {worker_id!r} (known workers: {known})") from None
+        raise UnknownWorkerError(f"no worker named {worker_id!r} (known workers: {known})") from None
 
 
 def all_workers() -> list:
