@@ -529,7 +529,7 @@ def wrap_result(cls, out, loc, args=(), desc=None):
         shape, dtype = out.shape, out.dtype
         if type(desc) is TensorMeta and desc.dtype is dtype and (desc.shape == shape or desc.shape == tuple(shape)):
             # positional: torch parses keyword arguments here ~0.2 us slower, on every op's result
-            r = _make_wrapper(cls, shape, desc.stride, desc.offset, None, dtype, _strided, _META)
+            r = _make_wrapper(cls, shape, desc.wrap_stride, desc.wrap_offset, None, dtype, _strided, _META)
             meta = desc.mkey
         else:  # meta could not tell (data-dependent shapes): contiguous, as most such kernels give
             stride = desc.stride(shape) if type(desc) is ColumnMajor else None

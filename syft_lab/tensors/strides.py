@@ -53,14 +53,27 @@ def intern(shape, stride, offset: int, dtype) -> PointerKey:
     return k
 
 
+def contiguous_strides(shape) -> tuple:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
 class TensorMeta:
     """One tensor result's metadata as the meta run gave it (``mkey``: its interned id)."""
 
-    __slots__ = ("shape", "stride", "offset", "dtype", "mkey")
+    __slots__ = ("shape", "stride", "offset", "dtype", "mkey", "wrap_stride", "wrap_offset")
 
     def __init__(self, t: _Tensor):
         self.shape, self.stride, self.offset, self.dtype = tuple(t.shape), t.stride(), t.storage_offset(), t.dtype
         self.mkey = intern(self.shape, self.stride, self.offset, self.dtype)
+        # what a wrapper is made with: None for a contiguous tensor at offset 0 (torch computes
+        # those strides itself, ~0.4 us faster than parsing them on every op's result)
+        plain = self.offset == 0 and self.stride == contiguous_strides(self.shape)
+        self.wrap_stride = None if plain else self.stride
+        self.wrap_offset = None if plain else self.offset
 
 
 def meta_tensor(mkey: PointerKey) -> _Tensor:
