@@ -170,3 +170,22 @@ def test_three_parties_relu_material_predicts_nothing(parties3):
     long_enough = [t for t in rec.tensors if len(t) >= N // 2 + 8]
     assert long_enough
     assert _attack_all(long_enough, [])[0] == 0
+
+
+def test_the_generator_and_its_fallback_fill_uniform_words():
+    """Both backends (AES-256-CTR, and os.urandom where libcrypto is missing) give words whose
+    bytes are uniform (every byte value within a wide band of its expected count) and that never
+    repeat between draws; random_below stays below its bound."""
+    fallback = csprng._Keystream()
+    fallback.lib = None
+    for fill in (csprng._stream.fill, fallback.fill):
+        a, b = torch.empty(20_000, dtype=torch.int64), torch.empty(20_000, dtype=torch.int64)
+        fill(a)
+        fill(b)
+        assert not set(a.tolist()) & set(b.tolist())
+        counts = torch.bincount(a.view(torch.uint8).long(), minlength=256).double()
+        assert counts.min() > 475 and counts.max() < 775  # expected 625 each, sigma 25: a 6-sigma band
+    low = csprng.random_below([10_000], 62)
+    assert int(low.min()) >= 0 and int(low.max()) < 2**62 and int(low.max()) > 2**61
+    bits = csprng.random_below([10_000], 1)
+    assert set(bits.tolist()) == {0, 1} and 4_600 < int(bits.sum()) < 5_400
