@@ -262,6 +262,7 @@ FAMILIES = (
     (r"^_unsafe_view$", _unsafe_view, "the new size holds exactly the input's elements"),
 )
 _FAMILY_RES = [(re.compile(p), check, what) for p, check, what in FAMILIES]
+FOREACH_RULE = "every tensor and scalar list of one length"
 VIEW_RULE = "ops taking `size` and `stride` lists: non-negative, and the view's last element " \
             "(offset + sum((size-1)*stride)) inside the input's storage (factories: non-negative, same length)"
 
@@ -274,12 +275,25 @@ def _view_kind(base: str, names: set) -> str | None:
     return "scatter" if base.endswith("_scatter") else "view"
 
 
+def _same_lengths(list_args):
+    """_foreach_* ops: their tensor (and scalar) lists pair up element by element."""
+    def check(name, a: _Args):
+        lengths = {key: len(a[key]) for key in list_args if type(a[key]) in (list, tuple)}
+        if len(set(lengths.values())) > 1:
+            raise OpNotAllowedError(f"{name}: its lists must have one length, got "
+                                    f"{', '.join(f'{k}: {n}' for k, n in lengths.items())}")
+    return check
+
+
 def check_for(name: str, op):
     """The argument check of an allowed overload, or None."""
     base = name.split(".")[1]
     names = [a.name for a in op._schema.arguments]
     pos = {n: i for i, n in enumerate(names)}
     checks = []
+    if base.startswith("_foreach_"):
+        checks.append(_same_lengths([a.name for a in op._schema.arguments if str(a.real_type).startswith("List[")
+                                     and ("Tensor" in str(a.real_type) or "number" in str(a.real_type))]))
     kind = _view_kind(base, set(names))
     if kind is not None:
         checks.append(_view_check(kind))

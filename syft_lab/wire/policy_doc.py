@@ -43,6 +43,8 @@ def tables() -> str:
     views = sum(1 for name, op in allowed.items()
                 if op_checks._view_kind(name.split(".")[1], {a.name for a in op._schema.arguments}))
     lines.append(f"| `size` and `stride` arguments | {_cell(op_checks.VIEW_RULE)} | {views} |")
+    foreach = sum(1 for name in allowed if name.split(".")[1].startswith("_foreach_"))
+    lines.append(f"| `^_foreach_` | {_cell(op_checks.FOREACH_RULE)} | {foreach} |")
     for pattern, _, what in op_checks.FAMILIES:
         n = sum(1 for name in allowed if op_checks.re.search(pattern, name.split(".")[1]))
         lines.append(f"| `{_cell(pattern)}` | {_cell(what)} | {n} |")

@@ -160,3 +160,17 @@ def test_the_doc_generator_runs_as_a_command():
     proc = subprocess.run([sys.executable, "-m", "syft_lab.wire.policy_doc", "--check"], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_kernels_the_fuzzer_crashed_are_checked_or_denied():
+    f = torch.ones(3)
+    with pytest.raises(OpNotAllowedError, match="one length"):  # heap corruption with mismatched lists
+        check_call(aten._foreach_copy.default, [[], [f, f]], None)
+    x1, x2 = torch.randn(3, 4), torch.randn(5, 4)
+    with pytest.raises(OpNotAllowedError, match=r"shape \[3, 5\]"):  # free(): invalid size
+        check_call(aten._cdist_backward.default, [torch.empty(0), x1, x2, 0.5, torch.randn(3, 5)], None)
+    d = torch.cdist(x1, x2)
+    check_call(aten._cdist_backward.default, [torch.ones_like(d), x1, x2, 2.0, d], None)
+    for name in allowlist.FUZZ_CRASHES:
+        with pytest.raises(OpNotAllowedError, match="crashed the fuzzer"):
+            allowlist.resolve(name)
