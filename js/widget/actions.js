@@ -142,7 +142,7 @@ export function actionBarHTML(worker, entry, label = "") {
   const what = label || `${entry.type || entry.kind} ${shortId(entry.id)}`;
   return `<span class="syft-actions">${acts.map((a) => `<button class="syft-btn" type="button" data-action="${a.action}"`
     + `${a.menu ? ' aria-haspopup="menu" aria-expanded="false"' : ""} aria-label="${esc(`${a.action} ${what}`)}">`
-    + `${a.label}</button>`).join("")}</span>`;
+    + `${a.action === "get" && entry.distributed?.length ? "Reconstruct" : a.label}</button>`).join("")}</span>`;
 }
 
 /** Open (or close, if open) the worker menu of a send/move button. */

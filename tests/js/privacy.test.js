@@ -62,4 +62,5 @@ test("the notebook's row of a shared value says it is held by nobody", () => {
   const html = objectRowHTML("me", { id: 1, kind: "fixed_precision", type: "FixedPrecisionTensor", names: ["sx"], group: 5,
     distributed: ["alice", "bob"], actions: ["get"] });
   assert.match(html, /held by nobody/);
+  assert.match(html, /data-action="get"[^>]*>Reconstruct</);
 });
