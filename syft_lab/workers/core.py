@@ -11,6 +11,7 @@ enters or leaves the store, "changed" for a stored object an op wrote in place.
 from __future__ import annotations
 
 import itertools
+import os
 
 import torch
 
@@ -54,6 +55,9 @@ class WorkerCore:
         # Objects the worker itself holds (``worker.load``): no pointer owns them, so no release
         # deletes them; only an explicit delete, a fetch or a move takes them away.
         self.held: set[int] = set()
+        # A plan's random ops draw from the worker's own generator (seeded from the OS), so
+        # workers in one process never share the notebook's default generator.
+        self.generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
 
     # --- store -------------------------------------------------------------------------
     def store(self, obj, obj_id: int | None = None, refcount: int = 1, held: bool = False) -> int:
@@ -282,7 +286,7 @@ class WorkerCore:
             raise QuotaExceededError(f"plan {graph.name!r} would store {len(graph.outputs)} objects while the worker "
                                      f"holds {len(self.objects)} of its limit of {limits.max_objects}: nothing ran")
         try:
-            outs = graph.run(values, guard=self._guard_node, check=check_result)
+            outs = graph.run(values, guard=self._guard_node, check=check_result, generator=self.generator)
         except SyftError:
             raise
         except Exception as e:

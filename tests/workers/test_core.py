@@ -136,3 +136,20 @@ def test_describe_and_summary_tell_no_values(core):
     assert root["id"] == i and root["kind"] == "tensor" and root["shape"] == [2]
     assert "1234" not in repr(root) and "1234" not in repr(core.summary())
     assert core.summary()[0]["id"] == i and core.summary()[0]["refcount"] == 1
+
+
+def test_a_plans_random_ops_draw_from_the_workers_own_generator():
+    import syft_lab as sy
+
+    @sy.plan(args_shape=[(3,)])
+    def noise(x):
+        return x + torch.randn(3)
+
+    core = WorkerCore("dicey")
+    before = torch.get_rng_state()
+    (out,) = core._run_graph(noise._graph, [torch.zeros(3)], None)
+    assert torch.equal(torch.get_rng_state(), before)  # the notebook's generator is untouched
+    assert core.generator.initial_seed() != torch.initial_seed()
+    replay = torch.Generator()
+    replay.set_state(torch.Generator().manual_seed(core.generator.initial_seed()).get_state())
+    assert torch.equal(core.lookup(out.id), torch.randn(3, generator=replay))
