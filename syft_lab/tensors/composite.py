@@ -41,7 +41,9 @@ _AFTER_SNAPSHOT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Pyth
 HELPER_MAKING_OPS = (
     "cov", "corrcoef", "cosine_similarity", "quantile", "quantile.scalar", "nanquantile", "nanquantile.scalar",
     "combinations", "linalg_matrix_power", "matrix_power", "scaled_dot_product_attention", "feature_alpha_dropout",
-    "alpha_dropout", "feature_dropout", "pdist", "kron",
+    "alpha_dropout", "feature_dropout", "pdist", "kron", "pinverse", "linalg_pinv", "linalg_pinv.atol_rtol_float",
+    "linalg_pinv.rcond_tensor", "linalg_matrix_rank", "linalg_matrix_rank.tol_tensor",
+    "linalg_matrix_rank.atol_rtol_tensor", "linalg_matrix_rank.atol_rtol_float",
 )
 
 

@@ -461,25 +461,35 @@ def _refuse_value(what: str):
     return refuse
 
 
-# Checks torch's own Python functions make of their inputs' values, where bool() decides only
-# whether torch raises its input error (``F.gaussian_nll_loss``: ``if torch.any(var < 0): raise
-# ValueError``): the one bit is what plain torch shows too (an error or none), so bool() of a
-# 0-dim bool pointer there reads it. Code object -> the check, for the error message.
-_INPUT_CHECKS = {torch.nn.functional.gaussian_nll_loss.__code__: "gaussian_nll_loss: var >= 0"}
+# Values torch's own Python code reads where the bit or number is what plain torch shows anyway:
+# ``F.gaussian_nll_loss`` checks ``if torch.any(var < 0): raise ValueError`` (bool() decides only
+# whether torch raises its input error), and BatchNorm with ``momentum=None`` averages by
+# ``1.0 / float(self.num_batches_tracked)`` (how many batches the module was run on: the
+# caller's own count). Code object -> (the conversion read there, the dtype it reads).
+_TORCH_READS = {
+    torch.nn.functional.gaussian_nll_loss.__code__: ("bool", torch.bool),
+    torch.nn.modules.batchnorm._BatchNorm.forward.__code__: ("float", torch.int64),
+}
 
 
-def _pointer_bool(self):
-    if self.dtype is torch.bool and self.dim() == 0 and sys._getframe(1).f_code in _INPUT_CHECKS:
-        self._check_alive()
-        return bool(self.location._copy_out(self.id_at_location))
-    raise _value_error("bool()", self.location)
+def _torch_read(what: str, cast):
+    def read(self):
+        entry = _TORCH_READS.get(sys._getframe(1).f_code)
+        if entry is not None and entry[0] == what and self.dtype is entry[1] and self.dim() == 0:
+            self._check_alive()
+            return cast(self.location._copy_out(self.id_at_location))
+        raise _value_error(f"{what}()", self.location)
+
+    read.__name__ = read.__qualname__ = f"__{what}__"
+    return read
 
 
-PointerTensor.__bool__ = _pointer_bool
+PointerTensor.__bool__ = _torch_read("bool", bool)
+PointerTensor.__float__ = _torch_read("float", float)
 
 # Python conversions that would read the data: values stay remote until .get().
 for _name, _what in (("item", "item()"), ("tolist", "tolist()"), ("numpy", "numpy()"),
-                     ("__float__", "float()"), ("__int__", "int()"), ("__index__", "index()"),
+                     ("__int__", "int()"), ("__index__", "index()"),
                      ("__complex__", "complex()"), ("__array__", "numpy conversion")):
     setattr(PointerTensor, _name, _refuse_value(_what))
 

@@ -220,3 +220,27 @@ def test_gaussian_nll_loss_checks_its_variance_on_the_worker(bob):
         loss(x.send(bob), target.send(bob), (-var).send(bob))
     with pytest.raises(sy.SyftError, match=r"bool\(\) would bring a value"):
         bool((var.send(bob) < 0).any())  # anywhere else, a value still never leaves implicitly
+
+
+def test_batch_norm_with_a_cumulative_average_through_pointers(bob):
+    torch.manual_seed(0)
+    model = nn.BatchNorm1d(3, momentum=None)  # averages by 1 / float(num_batches_tracked)
+    twin = copy.deepcopy(model)
+    xs = [torch.randn(4, 3) for _ in range(3)]
+    expected = [twin(x) for x in xs]
+    model.send(bob)
+    for x, e in zip(xs, expected):
+        torch.testing.assert_close(model(x.send(bob)).get(), e.detach())
+    model.get()
+    torch.testing.assert_close(model.running_mean, twin.running_mean)
+    with pytest.raises(sy.SyftError, match=r"float\(\) would bring a value"):
+        float(torch.tensor(3).send(bob))
+
+
+def test_pinverse_and_matrix_rank_make_their_tolerances_for_the_op(bob):
+    torch.manual_seed(0)
+    a = torch.randn(4, 3)
+    h = a @ a.t()
+    torch.testing.assert_close(torch.pinverse(a.send(bob)).get(), torch.pinverse(a), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.linalg.matrix_rank(h.send(bob), hermitian=True).get(),
+                               torch.linalg.matrix_rank(h, hermitian=True))
