@@ -4,7 +4,8 @@ A pointer is a real ``torch.Tensor`` on the meta device (shape and dtype known, 
 so nn layers, losses, autograd and optimizers accept it. Each op reaching its
 ``__torch_dispatch__`` runs on the pointer's worker and comes back as new pointers whose
 shape and dtype are the worker's answer (so data-dependent shapes such as ``nonzero`` are
-exact and no local shape inference is needed).
+exact), and whose strides and storage offset come from a memoised meta run of the op
+(strides.py), so composite ops see what the worker holds.
 
 Remote objects are reference counted: a pointer that ``owns`` a reference releases it when it
 is garbage collected, and the worker deletes the object when its last reference goes.
