@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-READY_TIMEOUT = 60
+READY_TIMEOUT = 180  # a worker process imports torch: ~2 s idle, 30 s and more on a loaded 2-core machine
 
 
 class WorkerProcess:

@@ -31,7 +31,7 @@ from note_layer import NoteTensor
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 FIXTURE = ROOT / "tests" / "js" / "fixtures" / "note_chain.json"
-READY_TIMEOUT = 60
+READY_TIMEOUT = 180  # a worker process imports torch: ~2 s idle, 30 s and more on a loaded 2-core machine
 
 
 def test_the_note_layer_is_registered_by_its_own_file():
