@@ -371,7 +371,14 @@ def main(argv=None) -> int:
         token_file = Path(tmp) / "token"
         token_file.write_text(token + "\n")
         token_file.chmod(0o600)
-        proc = WorkerProcess("fuzz", token_file, preexec_fn=limit_memory).start()
+        proc = WorkerProcess("fuzz", token_file, preexec_fn=limit_memory)
+        for attempt in range(3):  # a loaded machine can miss the ready line's timeout
+            try:
+                proc.start()
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
         try:
             summary = fuzz(proc, token, cases,
                            progress=lambda done, total, bad: print(f"{done}/{total} cases, {bad} crashes",

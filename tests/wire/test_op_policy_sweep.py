@@ -11,9 +11,9 @@ import sweep_opinfo  # noqa: E402  (the sweep lives beside its full-run script)
 
 import syft_lab as sy  # noqa: E402
 
-# Refusals that are the policy's: an op denied, refused by shape inference or by a work bound.
-POLICY = ("is denied", "refused before it ran", "QuotaExceededError")
-NOT_ATEN = "only aten.<op>.<overload> names are"  # torch's own custom ops in other namespaces
+# Refusals by the policy's class checks (shape inference, work bounds), which must never refuse
+# what plain torch runs; ops denied by nature (resize_, sparse, _unsafe*) are listed in the doc.
+POLICY = ("refused before it ran", "QuotaExceededError", "would cost")
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def sweep():
 
 def test_the_policy_refuses_none_of_torchs_sample_inputs(sweep):
     refused = [(name, why) for key in ("ops", "modules") for name, why in sweep[key]["failures"]["pointer"]
-               if any(p in why for p in POLICY) and NOT_ATEN not in why]
+               if any(p in why for p in POLICY)]
     assert sweep["ops"]["total"] > 40 and sweep["modules"]["total"] > 8
     assert refused == []
 
