@@ -29,7 +29,7 @@ import syft_lab as sy
 from syft_lab.tensors.base import ChainLayer
 
 MAX_SAMPLES = 16  # per module and training mode
-MATCH_TARGET = 0.97
+MATCH_TARGET = 0.99  # issue 22: LoggingTensor stays >= 99% (756/758 here; the known LinearCrossEntropyLoss gap)
 DTYPE = torch.float32
 
 
