@@ -268,6 +268,10 @@ class WorkerDataset:
     def location(self):
         return self.data.location
 
+    def _inspection_items(self):
+        """What the views name its pointers by: ``fds['bob'].data``, ``fds['bob'].targets``."""
+        return ((".data", self.data), (".targets", self.targets))
+
     def __len__(self) -> int:
         return self.data.shape[0]
 
@@ -390,6 +394,10 @@ class FederatedDataset:
         """Remove every part from its worker."""
         for d in self.datasets.values():
             d.unload()
+
+    def _inspection_items(self):
+        """Its parts, by the paths a person writes (``fds['bob']``)."""
+        return ((f"[{w!r}]", d) for w, d in dict.items(self.datasets))
 
     def __repr__(self):
         parts = ", ".join(f"{w} ({len(d)})" for w, d in self.datasets.items())

@@ -187,3 +187,11 @@ def test_from_workers_names_what_is_missing(bob, alice):
     with pytest.raises(sy.SyftError, match="no part of this dataset is on 'alice'; workers: bob"):
         fds["alice"]
     fds.unload()
+
+
+def test_the_world_view_names_a_federated_datasets_pointers_as_a_person_writes_them(bob, alice):
+    fds = sy.BaseDataset(torch.arange(8.).reshape(4, 2), torch.arange(4)).federate((bob, alice), name="named")
+    me = next(lane for lane in sy.world({"fds": fds})["workers"] if lane["id"] == "me")
+    held_in = sorted(n for o in me["objects"] if o["kind"] == "pointer" for n in o.get("held_in", []))
+    assert held_in == ["fds['alice'].data", "fds['alice'].targets", "fds['bob'].data", "fds['bob'].targets"]
+    fds.unload()
