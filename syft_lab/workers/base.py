@@ -56,7 +56,10 @@ class BaseWorker:
             # a result with history: the pointer stays in its graph (backward fetches the gradient)
             return SendWithGrad.apply(obj, self)
         rg = obj.requires_grad if requires_grad is None else requires_grad
-        return self._send_copy(obj, requires_grad=rg)
+        ptr = self._send_copy(obj, requires_grad=rg)
+        if obj.grad is not None and not isinstance(obj, PointerTensor) and rg:
+            ptr.grad = self._send_copy(obj.grad, requires_grad=False)  # as .to() keeps a leaf's grad
+        return ptr
 
     def _send_copy(self, obj, requires_grad: bool):
         obj_id = self._store_copy(obj)

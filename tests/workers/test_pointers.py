@@ -276,3 +276,11 @@ def test_submit_and_gather_work_on_in_process_workers(bob, alice):
     x, y = sy.workers.gather(pending)
     assert x.location is bob and y.location is alice
     assert torch.equal(x.get(), torch.full((2,), 3.0)) and torch.equal(y.get(), -torch.ones(2))
+
+
+def test_send_keeps_a_leafs_grad_as_to_does(bob):
+    x = torch.tensor([1., 2.], requires_grad=True)
+    (x * 3).sum().backward()
+    p = x.send(bob)
+    assert torch.equal(p.grad.get(), torch.tensor([3., 3.]))
+    assert torch.equal(x.grad, torch.tensor([3., 3.]))  # the original is left alone
