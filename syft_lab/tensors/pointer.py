@@ -23,7 +23,7 @@ import torch
 
 from .. import events
 from ..commands import NewObject, Ref, SameAsArg, current_holder, get_worker
-from ..errors import ObjectNotFoundError, SyftError
+from ..errors import ObjectNotFoundError, SyftError, SyftTypeError, SyftValueError
 from ..ids import new_id, short
 from .base import ChainLayer, flat_layers
 from .nodes import tree_from_list
@@ -261,12 +261,21 @@ class PointerTensor(ChainLayer, RemoteHandle):
             obj.grad = grad.get()
         return obj
 
-    def move(self, worker):
+    def move(self, worker, requires_grad: bool | None = None):
         """Move the object to ``worker`` (it leaves its current worker); returns the new pointer.
 
         A leaf's gradient moves with it. A tensor with autograd history is copied instead and
-        stays differentiable: backward moves its gradient back here (split learning)."""
+        stays differentiable: backward moves its gradient back here (split learning).
+        ``requires_grad`` (PySyft's SplitNN spelling): the moved leaf requires grad, or not."""
         self._check_alive()
+        if requires_grad is not None:
+            if not isinstance(requires_grad, bool):
+                raise SyftTypeError(f"move's requires_grad is True or False, got {requires_grad!r}")
+            if self.grad_fn is not None:
+                raise SyftValueError("move(requires_grad=...) is for a leaf; this tensor has autograd "
+                                     "history: move it, then .detach().requires_grad_() the result")
+            moved = self.move(worker)
+            return moved.requires_grad_(requires_grad)
         if worker is self.location:
             return self
         if self.grad_fn is not None:

@@ -141,10 +141,14 @@ class VirtualWorker(WorkerClient):
 
     kind = "virtual"
 
-    def __init__(self, worker_id: str):
+    def __init__(self, worker_id: str, *, data=()):
+        """``data``: tensors the worker holds from the start (PySyft's ``VirtualWorker(data=...)``),
+        as ``load`` does: found by their tags, kept when no pointer names them."""
         check_worker_id(worker_id)
         self.service = WorkerService(worker_id, unlimited=True, reach=reachable_in_process)
         super().__init__(worker_id, InProcessTransport(self.service))
+        for t in (data,) if isinstance(data, torch.Tensor) else data:
+            self.load(t)
 
     @property
     def core(self):

@@ -284,3 +284,17 @@ def test_send_keeps_a_leafs_grad_as_to_does(bob):
     p = x.send(bob)
     assert torch.equal(p.grad.get(), torch.tensor([3., 3.]))
     assert torch.equal(x.grad, torch.tensor([3., 3.]))  # the original is left alone
+
+
+def test_pysyft_spellings_virtual_worker_data_and_move_requires_grad():
+    x = torch.tensor([1., 2.]).tag("#x")
+    dan = sy.VirtualWorker("dan_with_data", data=(x,))
+    try:
+        (found,) = dan.search("#x")
+        assert torch.equal(found.copy().get(), x)
+        moved = torch.tensor([3.]).send(dan).move(dan, requires_grad=True)
+        assert moved.requires_grad
+        with pytest.raises(TypeError, match="True or False"):
+            moved.move(dan, requires_grad="yes")
+    finally:
+        dan.close()
