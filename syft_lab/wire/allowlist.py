@@ -171,9 +171,9 @@ def resolve(name) -> torch._ops.OpOverload:
         base = name.split(".")[1]
         others = [n for n in ALLOWED if n.split(".")[1] == base]
         also = f" (allowed overloads of aten.{base}: {', '.join(others)})" if others else ""
-        raise OpNotAllowedError(f"op {name!r} is denied: it is not on the worker's curated allow-list: {why}{also} "
+        raise OpNotAllowedError(f"op {name!r} is denied by the worker's op policy: {why}{also} "
                                 f"(docs/op-allowlist.md states the policy)")
-    raise OpNotAllowedError(f"op {name!r} is denied: it is not on the worker's curated allow-list (no such aten "
+    raise OpNotAllowedError(f"op {name!r} is denied by the worker's op policy (no such aten "
                             f"overload in this torch build)")
 
 

@@ -255,4 +255,4 @@ def test_an_op_off_the_list_is_refused_in_the_same_words_everywhere(client, bob)
             torch.ops.aten.resize_(p, [100])
         e = info.value
         said.append(e.remote_message if isinstance(e, RemoteError) else str(e))  # remote: under "on worker ..."
-    assert said[0] == said[1] and "is denied: it is not on the worker's curated allow-list" in said[0]
+    assert said[0] == said[1] and "is denied by the worker's op policy" in said[0]
