@@ -7,10 +7,13 @@ item into one row of an (n, L) int64 tensor, and that tensor comes here in one f
 party then receives only its own row's pieces (inline in its next program).
 
 Randomness: every random word of an item (the uniform a, b, r and the shares that split them)
-comes from the cryptographic generator (``csprng``: AES-256-CTR keyed from the OS), drawn here
-and carried in the provider's program, never from torch's ``randint`` (a Mersenne Twister: a
-party given 312 of its raw int64 draws recovers its state and predicts every later draw, the
-other parties' pieces included; tests/smpc/test_security.py runs that attack). The provider never
+comes from the cryptographic generator (workers/randomness.py: AES-256-CTR keyed from the OS),
+drawn by the provider's own worker service: the program is a ``deal`` command (run_graph whose
+random inputs the service fills), which carries the words' shapes, never the words, so a 100x100
+relu's ~3.7 MB of material is made where it is used. Never torch's ``randint`` (a Mersenne
+Twister: a party given 312 of its raw int64 draws recovers its state and predicts every later
+draw, the other parties' pieces included; tests/smpc/test_dealer_randomness.py runs that
+attack). The provider never
 sees a share of an input (it is never sent one: tests/smpc/test_security.py checks its store),
 and no party sees another's row.
 
@@ -36,7 +39,6 @@ from __future__ import annotations
 import torch
 
 from ..tensors.pointer import PointerTensor
-from .csprng import random_below, random_words
 from .runtime import Program, RowPiece, run, stats
 
 # A party's row above this size is stored on it once, as raw bytes (one message per party, all in
@@ -45,11 +47,6 @@ DELIVER_BYTES = 32 * 1024
 
 aten = torch.ops.aten
 FULL = 64  # a draw of 64 bits: a uniform ring element
-
-
-def draw(shape, bits: int = FULL) -> torch.Tensor:
-    """Uniform words of ``shape``: ring elements (64 bits) or integers in [0, 2^bits)."""
-    return random_words(shape) if bits == FULL else random_below(shape, bits)
 
 
 class Dealer:
@@ -62,7 +59,6 @@ class Dealer:
         self.blocks = []  # Vals of shape (n, L_i)
         self.items: list[list[tuple]] = []  # per item: [(shape, offset, numel), ...] per piece
         self._width = 0
-        self.draws: list[tuple] = []  # (shape, bits) of each random value, in the order of the program's constants
         self.packed = None
         self.rows = None  # per party: a pointer to its stored row, or None (pieces travel inline)
         self._programmed = False
@@ -71,7 +67,8 @@ class Dealer:
     def planned(cls, provider, n_parties: int, key, build):
         """A dealer whose items ``build(dealer)`` records; for a remote provider the recorded
         program (its ops, and the shapes of its random draws: never the draws) is kept per
-        ``key`` and reused with fresh draws, so a step of the same shape records nothing.
+        ``key`` and reused (the provider draws fresh words each run), so a step of the same shape
+        records nothing.
         Returns (dealer, build's result)."""
         d = cls(provider, n_parties)
         if d.prog.local:
@@ -82,25 +79,20 @@ class Dealer:
             d.program()
             if len(_templates) >= TEMPLATE_KEYS:
                 _templates.pop(next(iter(_templates)))
-            _templates[key] = (d.prog.nodes, d.prog._open[0], d.items, d._width, made, d.draws)
+            _templates[key] = (d.prog.nodes, d.prog._open[0], d.items, d._width, made, d.prog.inputs,
+                               d.prog.draw_bits)
             return d, made
-        nodes, out, items, width, made, draws = t
-        d.prog.nodes, d.prog._open = nodes, [out]  # read only from here on: the template's lists
-        d.prog.constants = [draw(shape, bits) for shape, bits in draws]  # fresh randomness, the same shapes
-        d.items, d._width, d._programmed, d.draws = items, width, True, draws
+        nodes, out, items, width, made, inputs, bits = t
+        # read only from here on: the template's lists; the provider draws fresh words for each run
+        d.prog.nodes, d.prog._open, d.prog.inputs, d.prog.draw_bits = nodes, [out], inputs, bits
+        d.items, d._width, d._programmed = items, width, True
         return d, made
 
     # --- helpers on the provider ------------------------------------------------------------
     def _rand(self, shape, bits: int = FULL):
-        """A random value of the program: words from the CSPRNG, drawn here, the program's next
-        constant (remote: its index is the draw's index in ``draws``, which templates rely on)."""
-        words = draw(shape, bits)
-        if self.prog.local:  # in process the provider's store takes the words themselves (no copy)
-            return self.prog.op(aten.alias.default, words)
-        if self.prog.constant(words) != len(self.draws):
-            raise RuntimeError("a dealer program's constants are its random draws only")
-        self.draws.append((tuple(shape), bits))
-        return words
+        """A random value of the program: words the provider's service draws from its CSPRNG
+        (``Program.draw``, the ``deal`` command); the program carries only their shape."""
+        return self.prog.draw(shape, bits)
 
     def _xor_all(self, stacked, count):
         p = self.prog

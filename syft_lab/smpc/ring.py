@@ -7,13 +7,13 @@ read as a signed int64 in [-2^63, 2^63) is the integer it encodes.
 Fixed point (syft_lab/tensors/fixed_precision.py) encodes a real x as round(x * 10**3).
 
 Randomness: every random ring element (shares made here, the dealer's triples, masks and
-bits) comes from ``csprng`` (AES-256-CTR keyed from the OS), never from torch's generator.
+bits) comes from ``workers.randomness`` (AES-256-CTR keyed from the OS), never from torch's generator.
 """
 from __future__ import annotations
 
 import torch
 
-from .csprng import random_words
+from ..workers.randomness import random_words
 
 
 RING_BITS = 64
@@ -21,7 +21,7 @@ INT64 = torch.int64
 RING_MIN, RING_MAX = -2**63, 2**63 - 1
 
 def random_ring(shape) -> torch.Tensor:
-    """Uniform ring elements from the cryptographic generator (``csprng``)."""
+    """Uniform ring elements from the cryptographic generator (``workers.randomness``)."""
     return random_words(shape)
 
 

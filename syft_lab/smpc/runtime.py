@@ -61,6 +61,15 @@ class RowPiece:
         self.row, self.offset, self.numel, self.shape = row, offset, numel, tuple(shape)
 
 
+def _value(v: Val) -> Value:
+    """The graph value of ``v``: a node's output, or a random input (``Program.draw``)."""
+    return v.index if type(v.index) is Value else Value("node", v.index)
+
+
+def _drawn_input(j: int, shape) -> dict:
+    return {"name": f"rand{j}", "role": "input", "shape": list(shape), "dtype": "int64"}
+
+
 def _meta(sig):
     kind = sig[0]
     if kind == "t":
@@ -81,6 +90,7 @@ class Program:
         self._input_index: dict[int, int] = {}
         self._pieces: dict = {}
         self._hold: list = []  # the input pointers: alive until the program has run
+        self.draw_bits: list[int] = []  # per random input (the last inputs): its width, drawn on the worker
         self.constants: list[torch.Tensor] = []
         self._const_index: dict[int, int] = {}
         self._const_src: list = []  # the tensors themselves: their ids stay theirs while recorded
@@ -96,7 +106,7 @@ class Program:
         if isinstance(a, Val):
             if self.local:
                 return a.ptr._ref, None
-            return Value("node", a.index), ("t", a.shape, a.dtype)
+            return _value(a), ("t", a.shape, a.dtype)
         if isinstance(a, RowPiece):
             return self._arg(self._piece(a))
         if isinstance(a, PointerTensor):
@@ -106,6 +116,8 @@ class Program:
             ref_id = a.id_at_location
             j = self._input_index.get(ref_id)
             if j is None:
+                if self.draw_bits:
+                    raise RuntimeError("a program's random inputs come after its stored inputs")
                 j = self._input_index[ref_id] = len(self.inputs)
                 self._hold.append(a)
                 self.input_ids.append(ref_id)
@@ -130,6 +142,20 @@ class Program:
         """Register ``t`` as a public value this program carries (remote only); its index."""
         self._arg(t)
         return self._const_index[id(t)]
+
+    def draw(self, shape, bits: int = 64) -> Val:
+        """Uniform random int64 words of ``shape`` (64 bits: ring elements; fewer: integers below
+        2^bits) made on the worker itself (the service's ``deal`` command), never here: the
+        program carries their shapes only. In process, one deal of the draw alone."""
+        shape = tuple(int(s) for s in shape)
+        if self.local:
+            graph = PlanGraph("deal", [_drawn_input(0, shape)], [], [], [Value("input", 0)], False)
+            out = self.worker.submit_request({"c": "deal", "g": graph.to_json(), "i": [], "o": [new_id()],
+                                              "bits": [bits]}).result()
+            return Val(None, None, None, wrap_result(PointerTensor, out[0], self.worker))
+        self.inputs.append(_drawn_input(len(self.inputs), shape))
+        self.draw_bits.append(int(bits))
+        return Val(Value("input", len(self.inputs) - 1), shape, torch.int64)
 
     def _piece(self, piece: RowPiece) -> Val:
         key = (id(piece.row), piece.offset)
@@ -188,7 +214,7 @@ class Program:
         if not outs:
             return []
         w = self.worker
-        if len(self.nodes) == 1 and len(outs) == 1 and not self._open:
+        if len(self.nodes) == 1 and len(outs) == 1 and not self._open and not self.draw_bits:
             # one op: a plain run message (its public values travel as raw tensor bytes, not JSON)
             node = self.nodes[0]
             msg = {"c": "run", "op": op_name(node.op), "a": [self._wire(a) for a in node.args],
@@ -196,10 +222,12 @@ class Program:
             stats["messages"] += 1
             return [w.submit_request(msg)]
         graph = PlanGraph("smpc", self.inputs, self.constants, self.nodes,
-                          [Value("node", v.index) for v in outs], False)
+                          [_value(v) for v in outs], False)
         ids = [new_id() for _ in outs]
         opened = ids[len(kept_vals):]
         msg = {"c": "run_graph", "g": graph.to_json(), "i": list(self.input_ids), "o": ids}
+        if self.draw_bits:  # a dealer's program: its random inputs are drawn on the worker
+            msg["c"], msg["bits"] = "deal", list(self.draw_bits)
         if opened:  # the opened values come back in the reply (never stored on the worker)
             msg["ret"] = opened
         stats["messages"] += 1

@@ -270,9 +270,10 @@ class WorkerCore:
         graph = stored.builds.select(values)  # the graph built for these inputs' shapes and dtypes
         return self._run_graph(graph, values, None)
 
-    def run_graph(self, graph, input_ids: list[int], output_ids: list[int]) -> list:
-        """Run a one-off graph (a recorded ``sy.batch``) and store its outputs under the given ids."""
-        values = [self.lookup(i) for i in input_ids]
+    def run_graph(self, graph, input_ids: list[int], output_ids: list[int], drawn=()) -> list:
+        """Run a one-off graph (a recorded ``sy.batch``) and store its outputs under the given ids;
+        ``drawn``: tensors made here for its last inputs (a dealer's random words)."""
+        values = [self.lookup(i) for i in input_ids] + list(drawn)
         graph.check_inputs(values)
         if (len(output_ids) != len(graph.outputs) or len(set(output_ids)) != len(output_ids)
                 or not all(0 < i <= MAX_OBJECT_ID for i in output_ids) or any(i in self.objects for i in output_ids)):

@@ -42,6 +42,7 @@ from ..wire import allowlist
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, Decoder, RejectedMessage, WireError, encode
 from .core import WorkerCore
 from .limits import Limits
+from .randomness import random_below, random_words
 
 DEFAULT_SUMMARY_LIMIT = 1000
 MAX_SUMMARY_LIMIT = 10000
@@ -202,7 +203,7 @@ class WorkerService:
             "run": self._run, "fetch": self._fetch, "delete": self._delete, "incref": self._incref,
             "release": self._release, "search": self._search, "describe": self._describe,
             "summary": self._summary, "store_plan": self._store_plan, "run_plan": self._run_plan,
-            "run_graph": self._run_graph,
+            "run_graph": self._run_graph, "deal": self._deal,
         }
 
     @property
@@ -529,12 +530,46 @@ class WorkerService:
         """Run a one-off graph; its outputs are stored under the ids ``o`` names, except those
         ``ret`` names (optional, a subset of ``o``): their values come back in the reply, in
         output order, and are not kept (a run_graph plus a get of each, in one message)."""
+        return self._graph_results(PlanGraph.from_json(_str(msg, "g")), msg, session)
+
+    def _deal(self, msg, session):
+        """A crypto provider's program (syft_lab/smpc/provider.py): run_graph, with the graph's
+        last ``len(bits)`` inputs uniform random words drawn here from the cryptographic
+        generator (``bits[k]``: 64, a ring element, or fewer: an integer below 2^bits), so the
+        dealer's material is made on its worker and never travels to it. The graph carries no
+        constants; its ops pass the same allow-list and quotas as run_graph's: a client gains
+        nothing but uniform words."""
         graph = PlanGraph.from_json(_str(msg, "g"))
+        bits = msg.get("bits")
+        if (type(bits) is not list or not bits or len(bits) > len(graph.inputs)
+                or not all(type(b) is int and 1 <= b <= 64 for b in bits)):
+            raise SyftError("deal's 'bits' lists, per drawn input (the graph's last inputs), a width of 1 to 64 bits")
+        if graph.constants:
+            raise SyftError("a dealer program carries no constants: its random words are drawn on the worker")
+        specs = graph.inputs[len(graph.inputs) - len(bits):]
+        nbytes = 0
+        for spec in specs:
+            if spec["role"] != "input" or spec["dtype"] != "int64" or not all(type(s) is int and s >= 0 for s in spec["shape"]):
+                raise SyftError(f"a drawn input is int64 of a fixed shape, got {spec['dtype']}{spec['shape']}")
+            numel = 1
+            for s in spec["shape"]:
+                numel *= s
+            nbytes += 8 * numel
+        reserved = self._reserve_reply(nbytes, "the dealer's random words")  # until the program has run
+        try:
+            drawn = [random_words(spec["shape"]) if b == 64 else random_below(spec["shape"], b)
+                     for spec, b in zip(specs, bits)]
+            return self._graph_results(graph, msg, session, drawn)
+        finally:
+            if reserved:
+                self.core.budget.release(reserved)
+
+    def _graph_results(self, graph, msg, session, drawn=()):
         outputs = _ids(msg, "o")
         ret = msg.get("ret")
         if ret is not None and not set(_ids(msg, "ret")) <= set(outputs):
-            raise SyftError("run_graph's 'ret' names some of its outputs (a subset of 'o')")
-        results = self.core.run_graph(graph, _ids(msg, "i"), outputs)
+            raise SyftError(f"{msg.get('c')}'s 'ret' names some of its outputs (a subset of 'o')")
+        results = self.core.run_graph(graph, _ids(msg, "i"), outputs, drawn)
         if not ret:
             return self._claim(session, results)
         wanted, out, snapshot, reserved = set(ret), [], False, 0

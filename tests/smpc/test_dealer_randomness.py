@@ -7,7 +7,8 @@ it is a working attack), and must predict nothing of what a party receives from 
 """
 import torch
 
-from syft_lab.smpc import csprng, provider
+from syft_lab.smpc import provider
+from syft_lab.workers import randomness
 from syft_lab.tensors.base import ChainLayer
 
 M32 = 0xFFFFFFFF
@@ -110,7 +111,7 @@ class Recorder:
 
 def test_the_attack_predicts_a_torch_generator():
     """The recovery works: 312 raw draws of a torch.Generator predict its next 400 exactly."""
-    g = torch.Generator().manual_seed(int.from_bytes(csprng.random_words([1]).numpy().tobytes(), "little") >> 1)
+    g = torch.Generator().manual_seed(int.from_bytes(randomness.random_words([1]).numpy().tobytes(), "little") >> 1)
     draws = torch.randint(-2**63, 2**63 - 1, (712,), generator=g, dtype=torch.int64).tolist()
     hits, _ = attack(draws, 400)
     assert hits == 400
@@ -176,16 +177,16 @@ def test_the_generator_and_its_fallback_fill_uniform_words():
     """Both backends (AES-256-CTR, and os.urandom where libcrypto is missing) give words whose
     bytes are uniform (every byte value within a wide band of its expected count) and that never
     repeat between draws; random_below stays below its bound."""
-    fallback = csprng._Keystream()
+    fallback = randomness._Keystream()
     fallback.lib = None
-    for fill in (csprng._stream.fill, fallback.fill):
+    for fill in (randomness._stream.fill, fallback.fill):
         a, b = torch.empty(20_000, dtype=torch.int64), torch.empty(20_000, dtype=torch.int64)
         fill(a)
         fill(b)
         assert not set(a.tolist()) & set(b.tolist())
         counts = torch.bincount(a.view(torch.uint8).long(), minlength=256).double()
         assert counts.min() > 475 and counts.max() < 775  # expected 625 each, sigma 25: a 6-sigma band
-    low = csprng.random_below([10_000], 62)
+    low = randomness.random_below([10_000], 62)
     assert int(low.min()) >= 0 and int(low.max()) < 2**62 and int(low.max()) > 2**61
-    bits = csprng.random_below([10_000], 1)
+    bits = randomness.random_below([10_000], 1)
     assert set(bits.tolist()) == {0, 1} and 4_600 < int(bits.sum()) < 5_400
