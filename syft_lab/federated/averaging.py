@@ -136,7 +136,10 @@ def federated_avg(models: dict, weights=None, *, to: BaseWorker | None = None) -
     memo = {}
     for name, t0 in tensors[first_key].items():
         value = averaged[name]
-        memo[id(t0)] = nn.Parameter(value, requires_grad=t0.requires_grad) if isinstance(t0, nn.Parameter) else value
+        if isinstance(value, PointerTensor):  # nn.Parameter(pointer) drops requires_grad: set it on the pointer
+            memo[id(t0)] = value.requires_grad_(True) if t0.requires_grad else value
+        else:
+            memo[id(t0)] = nn.Parameter(value, requires_grad=t0.requires_grad) if isinstance(t0, nn.Parameter) else value
     result = copy.deepcopy(models[first_key], memo)
     if to is not None:
         result.location = to

@@ -123,3 +123,16 @@ def test_bad_input_says_what_is_wrong():
         sy.federated_avg({"bob": m1, "alice": nn.Linear(3, 2)})
     with pytest.raises(sy.SyftError, match="averages nn.Modules; 'alice' is a Tensor"):
         sy.federated_avg({"bob": m1, "alice": torch.zeros(2)})
+
+
+def test_the_average_of_remote_models_trains_again(bob, alice):
+    """#26.13: the fetched average requires grad, so another FedAvg (or loss.backward) trains it."""
+    m1, m2, _ = models()
+    avg = sy.federated_avg({"bob": m1.copy().send(bob), "alice": m2.copy().send(alice)}).get()
+    assert all(type(p) is nn.Parameter and p.requires_grad for p in avg.parameters())
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(0)) * 3
+    fds = sy.BaseDataset(x, torch.arange(6) % 2, name="again").federate((bob, alice))
+    before = values(avg)
+    sy.federated.FedAvg(avg, fds, lr=0.5, batch_size=3).round(progress=False)
+    assert all(not torch.equal(v, before[k]) for k, v in values(avg).items())  # every layer learnt
+    fds.unload()
