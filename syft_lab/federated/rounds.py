@@ -114,6 +114,18 @@ class FedAvg:
         self.history: list[RoundResult] = []
         self._clients: dict[str, _Client] = {}
 
+    @property
+    def clients(self) -> dict:
+        """Worker id -> that client's state (``.model``: its copy of the model, on its worker)."""
+        return dict(self._clients)
+
+    def _inspection_items(self):
+        """What the views name its pointers by: ``fl.clients['bob'].model`` (a client's copy)."""
+        yield ".model", self.model
+        yield ".fds", self.fds
+        for wid, client in self._clients.items():
+            yield f".clients[{wid!r}].model", client.model
+
     # --- one round ------------------------------------------------------------------------
     def sample_clients(self) -> list[str]:
         workers = self.fds.workers

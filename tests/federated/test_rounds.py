@@ -158,3 +158,16 @@ def test_a_trusted_aggregator_gives_the_same_model_and_keeps_nothing(setup):
         assert len(secure.objects) == 0  # the clients' copies and the average left with the round
     finally:
         secure.close()
+
+
+def test_views_name_each_clients_model_by_the_path_a_person_writes(setup):
+    """#26.4: fl.clients['bob'].model.0.weight, not an anonymous pointer."""
+    _, _, fds = setup
+    fl = sy.federated.FedAvg(net(), fds, lr=0.1, batch_size=5)
+    fl.round(progress=False)
+    lanes = {lane["id"]: lane for lane in sy.world({"fl": fl})["workers"]}
+    held = sorted(h for o in lanes["me"]["objects"] if o["kind"] == "pointer" for h in o.get("held_in", []))
+    names = [n for n, _ in net().named_parameters()]
+    assert {f"fl.clients[{w!r}].model.{n}" for w in ("bob", "alice", "carol") for n in names} <= set(held), held
+    assert "fl.fds['bob'].data" in held
+    assert fl.clients["bob"].model[0].weight.location.id == "bob"
