@@ -28,7 +28,8 @@ from __future__ import annotations
 import time
 import weakref
 
-from ..inspection.model import Names, _notebook_namespace, finish_entry, lane_header, lane_of
+from ..inspection.model import (Names, _notebook_namespace, finish_entry, lane_header, lane_of, local_pointers,
+                                mark_plan_state)
 from ..tensors.nodes import LOCAL_OWNER, object_entry
 from ..workers.registry import all_workers
 from . import diff
@@ -67,6 +68,7 @@ class WorldTracker:
         # worker id -> the worker object its lane shows, weakly (a closed worker's name can come back)
         self._objects: "weakref.WeakValueDictionary[str, object]" = weakref.WeakValueDictionary()
         self._entries: set = set()  # (worker, id) to read again
+        self._state_owner: dict = {}  # (worker, state tensor id) -> id of the plan it is state of
         self._lanes_dirty: set[str] = set()  # lanes to read whole
         self._me_dirty = True
         self._full = True
@@ -188,6 +190,7 @@ class WorldTracker:
                 continue
             entry = finish_entry(lid, object_entry(oid, obj, lid, core.refcounts.get(oid, 0), oid in core.held),
                                  self.names)
+            self._mark_state(lid, lane, entry, old, ops, touched)
             if entry != old:
                 lane.objects[oid] = entry
                 lane.listed = None
@@ -215,6 +218,27 @@ class WorldTracker:
         else:
             self.previous = self.world
         return self.world
+
+    def _mark_state(self, lid: str, lane: _Lane, entry: dict, old: dict | None, ops: list, touched: list) -> None:
+        """``state_of`` on a plan's state entries, as ``lane_of`` marks them: a plan entry marks
+        the state entries its lane holds; a state entry read again asks its plan."""
+        if entry.get("kind") == "plan":
+            ids = [i for i in entry.get("state_ids") or () if i != entry["id"]]
+            for i in ids:
+                self._state_owner[(lid, i)] = entry["id"]
+            states = [dict(lane.objects[i]) for i in ids if i in lane.objects]  # copies: the last world keeps its rows
+            mark_plan_state([entry, *states])
+            for s in states:
+                if s != lane.objects[s["id"]]:
+                    ops.append(["put", lid, list(lane.objects).index(s["id"]), s])
+                    touched.append(((lid, s["id"]), lane.objects[s["id"]], s))
+                    lane.objects[s["id"]] = s
+                    lane.listed = None
+            return
+        plan_id = self._state_owner.get((lid, entry["id"]), (old or {}).get("state_of_id"))
+        plan = lane.objects.get(plan_id) if plan_id is not None else None
+        if plan is not None:
+            mark_plan_state([plan, entry])
 
     def _names(self) -> Names:
         ns = self.namespace
@@ -324,6 +348,12 @@ class WorldTracker:
         targets = {o.get("location") for lane in self.lanes.values() for o in lane.objects.values()
                    if o.get("kind") == "pointer" and o.get("state") != "gone"}
         changed = False
+        for lid in sorted(t for t in targets - present - set(self.lanes) if isinstance(t, str)):
+            # pointers to a worker that closed before this tracker showed it: a closed worker is a
+            # gone lane whatever its kind, whether a view saw it open or not
+            self.lanes[lid] = _Lane({"id": lid, "kind": self.seen.get(lid), "state": "closed", "gone": True}, [])
+            self.order.append(lid)
+            changed = True
         for lid in [lid for lid in self.order if lid not in present]:
             lane = self.lanes[lid]
             if lid in targets:
@@ -358,6 +388,11 @@ class WorldTracker:
                 lanes[lid] = _Lane(dict(self.lanes[lid].header), [])
                 order.append(lid)
         self.lanes, self.order = lanes, order
+        present = {w.id for w in workers}
+        for ref in local_pointers(self.names):  # a worker closed before this tracker saw it: its kind
+            loc = ref.location
+            if loc.id not in present:
+                self.seen.setdefault(loc.id, getattr(loc, "kind", None))
         self._entries.clear()
         self._lanes_dirty.clear()
         self._me_dirty = self._full = False
