@@ -17,14 +17,22 @@ import traitlets
 class RoundChart(anywidget.AnyWidget):
     _esm = Path(__file__).with_name("chart.mjs").read_text(encoding="utf-8")  # text: a Path keeps instances alive
     rounds = traitlets.List().tag(sync=True)
+    # the round running now: {"round": n, "clients": {worker id: metrics}}, one change per finished client
+    running = traitlets.Dict().tag(sync=True)
+
+    def client(self, round_no: int, worker_id: str, metrics: dict) -> None:
+        """One client of round ``round_no`` finished (shown at once, before the round ends)."""
+        done = self.running.get("clients", {}) if self.running.get("round") == round_no else {}
+        self.running = {"round": round_no, "clients": {**done, worker_id: dict(metrics)}}
 
     def add(self, result) -> None:
         """Append one round (a RoundResult, or its ``as_dict()``)."""
         entry = result.as_dict() if hasattr(result, "as_dict") else dict(result)
         self.rounds = [*self.rounds, entry]  # a new list: traitlets syncs on assignment
+        self.running = {}
 
     def clear(self) -> None:
-        self.rounds = []
+        self.rounds, self.running = [], {}
 
     def text(self) -> str:
         lines = ["round  global loss  accuracy  clients (loss)"]

@@ -28,11 +28,14 @@ from tqdm.auto import tqdm
 
 from ..errors import SyftError
 from ..plans import plan as make_plan
-from ..tensors.pointer import PointerTensor
+from ..tensors.pointer import PointerTensor, wrap_result
 from ..workers.base import BaseWorker
+from ..workers.protocol import submit
 from .averaging import federated_avg
 from .datasets import FederatedDataset, check_alive
 from .loader import FederatedDataLoader
+
+aten = torch.ops.aten
 
 
 class FederatedRoundError(SyftError):
@@ -144,11 +147,20 @@ class FedAvg:
         t0 = time.perf_counter()
         total = sum(self.loader.num_batches(c) for c in clients) * self.local_epochs
         bar = tqdm(total=total, desc=f"round {number}", unit="batch", leave=False, disable=not progress)
+        def finished(wid, m):  # the chart shows each client as it finishes, while the round runs
+            if chart is not None:
+                chart.client(number, wid, m)
+
         try:
             metrics = {}
-            for wid in clients:
-                client = self._client(number, wid)
-                metrics[wid] = self._guard(number, wid, "local training", lambda: self._train(client, bar))
+            if self.plans:
+                prepared = {wid: self._client(number, wid) for wid in clients}
+                metrics = self._train_in_flight(number, prepared, bar, finished)
+            else:  # op by op: one client after another (each op waits for its reply)
+                for wid in clients:
+                    client = self._client(number, wid)
+                    metrics[wid] = self._guard(number, wid, "local training", lambda: self._train(client, bar))
+                    finished(wid, metrics[wid])
             trained = {wid: self._clients[wid].model for wid in clients}
             where = self.aggregator or self._clients[clients[0]].worker
             average = self._guard(number, where.id, "averaging", lambda: federated_avg(
@@ -221,6 +233,62 @@ class FedAvg:
                        torch.empty((n, *ds.targets.shape[1:]), dtype=ds.targets.dtype))
         return step
 
+    def _batch_indices(self, wid: str) -> list[torch.Tensor]:
+        """The sample indices of every batch of ``wid``'s local epochs, shuffled as the loader does."""
+        n, bs, loader = len(self.fds[wid]), self.loader.batch_size, self.loader
+        stop = n - n % bs if loader.drop_last else n
+        batches = []
+        for _ in range(self.local_epochs):
+            order = torch.randperm(n, generator=self.generator) if loader.shuffle else torch.arange(n)
+            batches += [order[start:start + bs] for start in range(0, stop, bs)]
+        return batches
+
+    def _train_in_flight(self, number: int, clients: dict, bar, finished) -> dict:
+        """Plans: batch k of every client is sent before any reply is read, so the clients train
+        at once and a round costs about the round trips of one client's batches. A batch is three
+        requests per client (its indices, the two index_selects, the plan), each step's in flight
+        together; the plans' replies are read at the end."""
+        # drawn in the order the one-after-another loop draws them: the same batches for one seed
+        indices = {wid: self._batch_indices(wid) for wid in clients}
+        outputs = {wid: [] for wid in clients}
+        for k in range(max(len(b) for b in indices.values())):
+            step = {wid: clients[wid] for wid in clients if k < len(indices[wid])}
+            for wid, c in step.items():
+                self._guard(number, wid, "local training", lambda: check_alive(c.worker))
+            ids = _read_replies(number, {wid: c.worker.submit_request(
+                {"c": "store", "o": indices[wid][k]}, detach=True, label="send") for wid, c in step.items()})
+            index = {wid: PointerTensor(c.worker, ids[wid], indices[wid][k].shape, indices[wid][k].dtype)
+                     for wid, c in step.items()}
+            cut = {}
+            for wid in step:
+                ds = self.fds[wid]
+                cut[wid] = (submit(aten.index_select.default, (ds.data, 0, index[wid])),
+                            submit(aten.index_select.default, (ds.targets, 0, index[wid])))
+            xs = _read_replies(number, {wid: x for wid, (x, _) in cut.items()})
+            ys = _read_replies(number, {wid: y for wid, (_, y) in cut.items()})
+            for wid, c in step.items():
+                plan = c.step
+                state = plan._state_refs()
+                outputs[wid].append((c.worker, xs[wid].shape[0], xs[wid], ys[wid], c.worker.submit_request(
+                    {"c": "run_plan", "id": plan._ref.id, "a": [xs[wid]._ref.id, ys[wid]._ref.id],
+                     "s": None if state is None else [r.id for r in state]})))
+                bar.update(1)
+        metrics = {}
+        for wid, runs in outputs.items():
+            losses, corrects, sizes = [], [], []
+            for worker, size, _x, _y, p in runs:  # the batch's pointers lived until its plan ran
+                loss, correct = (wrap_result(PointerTensor, o, worker) for o in _read_replies(number, {wid: p})[wid])
+                losses.append(loss)
+                corrects.append(correct)
+                sizes.append(size)
+            def read(worker=clients[wid].worker):
+                check_alive(worker)
+                return self._metrics(losses, corrects, sizes)
+
+            metrics[wid] = self._guard(number, wid, "local training", read)
+            finished(wid, metrics[wid])
+        return metrics
+
     def _train(self, client: _Client, bar) -> dict:
         losses, corrects, sizes = [], [], []
         model, opt = client.model, client.opt
@@ -241,6 +309,9 @@ class FedAvg:
                 corrects.append(correct)
                 sizes.append(x.shape[0])
                 bar.update(1)
+        return self._metrics(losses, corrects, sizes)
+
+    def _metrics(self, losses, corrects, sizes) -> dict:
         n = sum(sizes)
         batch_losses = torch.stack(losses).get()
         result = {"loss": float((batch_losses * torch.tensor(sizes, dtype=batch_losses.dtype)).sum() / n),
@@ -248,6 +319,20 @@ class FedAvg:
         if self.accuracy:
             result["accuracy"] = float(torch.stack(corrects).sum().get()) / n
         return result
+
+
+def _read_replies(number: int, pending: dict) -> dict:
+    """Worker id -> the result of its request in flight. Every reply is read, so no worker is left
+    with one unread; then the first client that failed is named."""
+    results, failed = {}, None
+    for wid, p in pending.items():
+        try:
+            results[wid] = p.result()
+        except SyftError as e:
+            failed = failed or (wid, e)
+    if failed is not None:
+        raise FederatedRoundError(number, failed[0], "local training", failed[1]) from failed[1]
+    return results
 
 
 def run_rounds(model: nn.Module, fds: FederatedDataset, rounds: int, *, evaluate=None, chart=None,

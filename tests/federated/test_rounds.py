@@ -171,3 +171,39 @@ def test_views_name_each_clients_model_by_the_path_a_person_writes(setup):
     assert {f"fl.clients[{w!r}].model.{n}" for w in ("bob", "alice", "carol") for n in names} <= set(held), held
     assert "fl.fds['bob'].data" in held
     assert fl.clients["bob"].model[0].weight.location.id == "bob"
+
+
+@pytest.mark.parametrize("plans", [False, True], ids=["op_by_op", "plans"])
+def test_the_chart_shows_each_client_as_it_finishes(setup, plans):
+    x, y, fds = setup
+    chart = sy.federated.RoundChart()
+    seen = []
+    chart.observe(lambda change: seen.append(change["new"]), names="running")
+    fl = sy.federated.FedAvg(net(), fds, lr=0.1, batch_size=5, plans=plans)
+    result = fl.round(evaluate=(x, y), chart=chart, progress=False)
+    updates = [s for s in seen if s]  # add() clears it when the round ends
+    assert [list(u["clients"]) for u in updates] == [["bob"], ["bob", "alice"], ["bob", "alice", "carol"]]
+    assert all(u["round"] == 1 for u in updates)
+    assert updates[-1]["clients"] == result.clients
+    assert chart.rounds[-1]["round"] == 1 and chart.running == {}
+
+
+def test_clients_in_flight_when_one_goes_away_name_it_and_change_nothing(setup, trio):
+    x, y, fds = setup
+    carol = trio[2]
+    model = net()
+    fl = sy.federated.FedAvg(model, fds, lr=0.2, batch_size=5, plans=True)
+    fl.round(progress=False)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    chart = sy.federated.RoundChart()
+    # when bob's results are in, carol's plans were sent but not read: she goes away mid-round
+    chart.observe(lambda change: carol.close() if "bob" in change["new"].get("clients", {}) else None,
+                  names="running")
+    with pytest.raises(sy.federated.FederatedRoundError,
+                       match="round 2: worker 'carol' failed during local training.*global model is unchanged") as e:
+        fl.round(chart=chart, progress=False)
+    assert e.value.worker_id == "carol"
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert len(fl.history) == 1
+    retry = fl.round(clients=["bob", "alice"], progress=False)
+    assert retry.round == 2 and set(retry.clients) == {"bob", "alice"}
