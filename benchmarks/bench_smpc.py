@@ -12,10 +12,9 @@ Figures:
 - in process (VirtualWorkers): a shared 100x100 matmul against a plain float32 100x100 matmul,
   in turns (CPU time of this thread: everything runs here);
 - randomness: 4*10^5 int64 words (a 100x100 relu's dealer material) from the generator the dealer
-  uses (AES-256-CTR, syft_lab.smpc.csprng), from os.urandom and from torch's randint (the
-  Mersenne Twister the dealer used before, which a party could predict), side by side; and an
-  in-process 100x100 relu and matmul with the dealer drawing from the CSPRNG against the same
-  with torch's randint swapped in (what the cryptographic generator costs an op).
+  uses (AES-256-CTR, syft_lab.workers.randomness, drawn on the provider's worker by its `deal`
+  command), from os.urandom and from torch's randint (the Mersenne Twister the dealer used
+  before, which a party could predict), side by side.
 """
 from __future__ import annotations
 
@@ -120,7 +119,7 @@ def _in_process(sy, quick):
 def _randomness(sy, quick):
     import os
 
-    from syft_lab.smpc import csprng, provider
+    from syft_lab.workers import randomness as csprng
 
     words = 4 * 10**5
     fns = {"csprng": lambda: csprng.random_words([words]),
@@ -133,35 +132,6 @@ def _randomness(sy, quick):
                    peer=f"{mb / t['csprng']:.0f} MB/s; os.urandom {t['urandom'] * 1e3:.2f} ms ({mb / t['urandom']:.0f} MB/s); "
                         f"torch randint (Mersenne Twister) {t['randint'] * 1e3:.2f} ms ({mb / t['randint']:.0f} MB/s)")]
 
-    def mt_draw(shape, bits=provider.FULL):  # the old dealer's draws, for comparison only
-        if bits == provider.FULL:
-            return torch.randint(-2**63, 2**63 - 1, tuple(shape), dtype=torch.int64)
-        return torch.randint(0, 2**bits, tuple(shape), dtype=torch.int64)
-
-    alice, bob, carol = (sy.VirtualWorker(f"bench_smpc_r{i}") for i in range(3))
-    secure = provider.draw
-    try:
-        sx = torch.randn(100, 100).fix_precision().share(alice, bob, crypto_provider=carol)
-        for name, op in (("relu", lambda: sx.relu()), ("matmul", lambda: sx @ sx)):
-            def with_draw(d, op=op):
-                provider.draw = d
-                try:
-                    provider.clear_pool()
-                    op()
-                finally:
-                    provider.draw = secure
-
-            t = interleaved({"csprng": lambda: with_draw(secure), "mt": lambda: with_draw(mt_draw)},
-                            number=1, repeat=5 if quick else 15, clock=cpu_clock)
-            rows.append(figure(f"in-process 100x100 {name} (dealer round included), dealer drawing from the CSPRNG "
-                               f"(ratio: to torch randint draws)", t["csprng"] * 1e3, "ms", None,
-                               ratio=t["csprng"] / t["mt"], peer=f"with randint draws {t['mt'] * 1e3:.2f} ms"))
-        del sx
-    finally:
-        provider.draw = secure
-        provider.clear_pool()
-        for v in (alice, bob, carol):
-            v.close()
     return rows
 
 
