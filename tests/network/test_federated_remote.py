@@ -126,3 +126,25 @@ def test_a_worker_process_killed_mid_round_is_named_and_the_round_can_be_retried
     retry = fl.round(clients=["bob", "alice"], progress=False)
     assert retry.round == 1 and set(retry.clients) == {"bob", "alice"}
     assert not torch.equal(model[0].weight, before["0.weight"])
+
+
+def test_clients_in_flight_when_a_worker_process_is_killed_name_it_and_change_nothing(trio):
+    bob, alice, carol, carol_proc = trio
+    x, y = numbered(18)
+    fds = sy.BaseDataset(x / 18, y, name="kill_in_flight").federate((bob, alice, carol))
+    model = net()
+    fl = sy.federated.FedAvg(model, fds, lr=0.2, batch_size=4, plans=True)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    chart = sy.federated.RoundChart()
+    # bob's results are in while carol's plans are sent and unread: her process dies mid-round
+    chart.observe(lambda change: carol_proc.kill() if "bob" in change["new"].get("clients", {}) else None,
+                  names="running")
+    with pytest.raises(sy.federated.FederatedRoundError,
+                       match="round 1: worker 'carol' failed during local training: .*"
+                             "worker 'carol' at .* is unavailable.*global model is unchanged") as e:
+        fl.round(chart=chart, progress=False)
+    assert isinstance(e.value.cause, sy.WorkerUnavailableError)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    retry = fl.round(clients=["bob", "alice"], progress=False)
+    assert retry.round == 1 and set(retry.clients) == {"bob", "alice"}
+    assert not torch.equal(model[0].weight, before["0.weight"])
