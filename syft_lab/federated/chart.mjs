@@ -1,7 +1,8 @@
 // The round chart of syft_lab.federated.RoundChart: loss and accuracy per round, one line per
 // client (its local training) and a thick one for the global model (its evaluation). It redraws
-// whenever the kernel changes the synced `rounds` list, which it does after every round, while
-// the training cell still runs (no polling).
+// whenever the kernel changes the synced `rounds` list, which it does after every round, and
+// `running` (the clients of the round in progress, one change per finished client), while the
+// training cell still runs (no polling).
 const W = 300, H = 170, PAD = { l: 38, r: 8, t: 18, b: 22 };
 const COLOURS = ["#1976d2", "#e65100", "#2e7d32", "#6a1b9a", "#00838f", "#ad1457", "#5d4037", "#9e9d24"];
 
@@ -44,8 +45,16 @@ export function panelSVG(title, series, names) {
   return `<svg class="syft-chart-panel" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}">${body}</svg>`;
 }
 
-export function chartHTML(rounds) {
-  if (!rounds.length) return '<div class="syft-chart-empty">no rounds yet</div>';
+/** The round running now (`running` trait): the clients that finished it so far. */
+export function runningHTML(running) {
+  const done = Object.entries(running?.clients || {});
+  if (!running?.round) return "";
+  const parts = done.map(([n, m]) => `${n} ${typeof m.loss === "number" ? m.loss.toFixed(4) : "-"}`).join(", ");
+  return `<div class="syft-chart-running">${esc(`round ${running.round} running · done: ${parts}`)}</div>`;
+}
+
+export function chartHTML(rounds, running = {}) {
+  if (!rounds.length) return runningHTML(running) || '<div class="syft-chart-empty">no rounds yet</div>';
   const names = [...new Set(rounds.flatMap((r) => Object.keys(r.clients || {})))];
   const legend = names.map((n, i) => `<span style="color:${COLOURS[i % COLOURS.length]}">━ ${esc(n)}</span>`).join(" ")
     + ' <span><b>━ global</b></span>';
@@ -53,7 +62,7 @@ export function chartHTML(rounds) {
   const g = last.global || {};
   const summary = `round ${last.round}` + (typeof g.loss === "number" ? ` · global loss ${g.loss.toFixed(4)}` : "")
     + (typeof g.accuracy === "number" ? ` · accuracy ${(100 * g.accuracy).toFixed(1)}%` : "");
-  return `<div class="syft-chart-summary">${esc(summary)}</div>`
+  return `<div class="syft-chart-summary">${esc(summary)}</div>` + runningHTML(running)
     + panelSVG("loss", seriesOf(rounds, "loss"), names) + panelSVG("accuracy", seriesOf(rounds, "accuracy"), names)
     + `<div class="syft-chart-legend">${legend}</div>`;
 }
@@ -70,9 +79,10 @@ export default {
     const box = document.createElement("div");
     box.className = "syft-chart";
     el.append(style, box);
-    const draw = () => { box.innerHTML = chartHTML(model.get("rounds") || []); };
+    const draw = () => { box.innerHTML = chartHTML(model.get("rounds") || [], model.get("running") || {}); };
     model.on("change:rounds", draw);
+    model.on("change:running", draw);  // each client as it finishes, while the round runs
     draw();
-    return () => model.off("change:rounds", draw);
+    return () => { model.off("change:rounds", draw); model.off("change:running", draw); };
   },
 };

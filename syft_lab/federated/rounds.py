@@ -6,11 +6,14 @@
 
 Each client keeps a copy of the model on its worker for the whole training (its parameters
 are pointers there). A round copies the global weights into it (one send per tensor), trains it
-for ``local_epochs`` on the client's data, op by op through pointers or, with ``plans=True``,
-one plan message per batch, and averages the clients on one worker (``aggregator``, by default
-the first client's; see ``federated_avg``). Only the average comes back here: it becomes the
-global model, which is then evaluated here. Local training is plain SGD with ``lr``, the same in
-both modes.
+for ``local_epochs`` on the client's data, op by op through pointers (one client after another)
+or, with ``plans=True``, one plan message per batch with every sampled client's batch in flight
+before any reply is read (the clients train at once; the batches, their order and the result
+are those of the one-after-another loop for a seed), and averages the clients on one worker
+(``aggregator``, by default the first client's; see ``federated_avg``). Only the average comes
+back here: it becomes the global model, which is then evaluated here. Local training is plain
+SGD with ``lr``, the same in both modes. A ``chart`` gets each client's metrics as it finishes
+(``RoundChart.client``), then the round.
 
 A round that fails (a worker that went away, a bad batch) raises ``FederatedRoundError``
 naming the worker; the global model is only replaced at the end of a successful round, so it is
@@ -94,7 +97,7 @@ class FedAvg:
 
     ``loss(output, target)``: the training loss; ``lr``, ``batch_size``, ``local_epochs``: each
     client's SGD; ``clients_per_round``: how many clients a round samples (all by default);
-    ``plans``: one plan message per batch instead of op by op; ``aggregator``: the worker that
+    ``plans``: one plan message per batch, all clients in flight, instead of op by op (sequential); ``aggregator``: the worker that
     averages (the first client's by default); ``accuracy``: also count correct argmax
     predictions (classifiers); ``seed``: the shuffling and client sampling, repeatable."""
 
