@@ -1,6 +1,8 @@
 """sy.hook(): add syft methods (send, send_, tag, describe, copy) to torch.Tensor and nn.Module.
 
-It wraps or patches no torch op and installs no mode, so plain tensors pay nothing.
+It wraps or patches no torch op and installs no mode, so plain tensors pay nothing. The one
+method it replaces is ``Tensor.__repr__`` (not an op): a tagged tensor prints its tags and
+description below it, as in PySyft 0.2; every other tensor prints as torch prints it.
 ``sy.unhook()`` removes exactly what hook() added. Both are idempotent. Packages above this one
 add their own methods to the tables with ``register_methods`` (smpc: ``fix_precision``;
 federated: ``Dataset.federate``). A worker may be named by its id (``model.send("alice")``).
@@ -11,6 +13,7 @@ import torch
 from torch.utils.data import Dataset
 
 from .errors import SyftError
+from .tensors.base import tag_lines
 from .workers.base import resolve_worker
 from .workers.modules import copy_module, get_module, move_module, send_module
 
@@ -96,6 +99,18 @@ def register_methods(cls: type, methods: dict) -> None:
                 _added.append((cls, name))
 
 
+_native_tensor_repr = torch.Tensor.__repr__
+
+
+def _tensor_repr(self, *args, **kwargs):
+    """A tagged or described tensor prints its tags and description below it, as in PySyft 0.2;
+    any other tensor prints exactly as torch prints it."""
+    return _native_tensor_repr(self, *args, **kwargs) + tag_lines(self)
+
+
+_REPLACED = {(torch.Tensor, "__repr__"): (_native_tensor_repr, _tensor_repr)}  # the one replaced method
+
+
 def hook() -> None:
     if _added:
         return
@@ -105,12 +120,16 @@ def hook() -> None:
                 raise SyftError(f"{cls.__name__}.{name} exists already; syft_lab will not replace it")
             setattr(cls, name, fn)
             _added.append((cls, name))
+    for (cls, name), (_, fn) in _REPLACED.items():
+        setattr(cls, name, fn)
 
 
 def unhook() -> None:
     while _added:
         cls, name = _added.pop()
         delattr(cls, name)
+    for (cls, name), (native, _) in _REPLACED.items():
+        setattr(cls, name, native)
 
 
 def is_hooked() -> bool:

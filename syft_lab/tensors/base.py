@@ -80,6 +80,14 @@ def _plain_repr(layer) -> str:
 _chain_repr: Callable[[torch.Tensor], str] = _plain_repr
 
 
+def tag_lines(t: torch.Tensor) -> str:
+    """What PySyft 0.2 printed under a tagged tensor: its tags and description (or nothing)."""
+    d = getattr(t, "__dict__", None) or {}
+    tags, description = d.get("tags"), d.get("description")
+    text = f"\n\tTags: {' '.join(sorted(tags))}" if tags else ""
+    return text + (f"\n\tDescription: {description}" if description else "")
+
+
 def set_chain_repr(fn: Callable[[torch.Tensor], str] | None) -> None:
     """Register the function that gives a layer its ``repr`` (the text renderer of chains).
 
@@ -144,7 +152,7 @@ class ChainLayer(torch.Tensor):
 
     # --- shared behaviour -------------------------------------------------------------------
     def __repr__(self, *, tensor_contents=None):  # torch passes tensor_contents sometimes
-        return _chain_repr(self)
+        return _chain_repr(self) + tag_lines(self)
 
     __str__ = __repr__
 

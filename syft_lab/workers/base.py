@@ -95,7 +95,10 @@ class BaseWorker:
     def search(self, *query: str) -> list:
         """Pointers to the objects whose tags contain every query term (e.g. ``"#data"``).
 
-        These pointers do not own the objects: dropping them deletes nothing."""
+        These pointers do not own the objects: dropping them deletes nothing. PySyft's
+        ``search(["#a", "#b"])`` (a list of tags) means the same as ``search("#a", "#b")``."""
+        if len(query) == 1 and isinstance(query[0], (list, tuple)):
+            query = tuple(query[0])
         if not query or not all(isinstance(q, str) for q in query):
             raise SyftError(f"search takes one or more tags such as '#data', got {query!r}")
         return [self._pointer_to(obj_id, meta, owning=False) for obj_id, meta in self._search(query)]

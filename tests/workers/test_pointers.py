@@ -298,3 +298,18 @@ def test_pysyft_spellings_virtual_worker_data_and_move_requires_grad():
             moved.move(dan, requires_grad="yes")
     finally:
         dan.close()
+
+
+def test_pysyft_discovery_search_by_a_list_of_tags_and_tags_in_the_repr(bob, alice):
+    x = torch.tensor([1., 2.]).tag("#a", "#b").describe("two numbers")
+    assert repr(x) == "tensor([1., 2.])\n\tTags: #a #b\n\tDescription: two numbers"
+    assert repr(torch.tensor([1., 2.])) == "tensor([1., 2.])"  # untagged tensors print as torch prints
+    bob.load(x)
+    (found,) = bob.search(["#a", "#b"])
+    assert bob.search(["#a", "#nope"]) == []
+    assert repr(found).endswith("\n\tTags: #a #b\n\tDescription: two numbers")
+    # one id per object everywhere: the pointer alice holds is known by the same id in the chain
+    pp = torch.ones(1).send(bob).send(alice)
+    inner = sy.chain(pp).root["children"][0]
+    assert inner["owner"] == "alice" and inner["id"] in alice.objects
+    assert sy.chain(pp).root["id_at_location"] == inner["id"]
