@@ -15,10 +15,12 @@ from torch import nn
 
 from ..hook import _MODULE_METHODS, _TENSOR_METHODS, _added, is_hooked
 from ..errors import SyftError
+from ..tensors.fixed_precision import refuse_left_out
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from ..tensors.base import ChainLayer
 from ..tensors.fixed_precision import (DEFAULT_BASE, DEFAULT_PRECISION, FixedPrecisionTensor, check_precision,
                                        encode)
+from ..workers.modules import in_place_possible, replace_tensor, weights_unreferenced
 from ..workers.modules import module_tensors as _tensors
 from .engine import ENGINE
 
@@ -33,9 +35,10 @@ def _precision(precision, precision_fractional) -> int:
 
 
 def fix_precision(t, base: int = DEFAULT_BASE, precision: int | None = None, *,
-                  precision_fractional: int | None = None) -> FixedPrecisionTensor:
+                  precision_fractional: int | None = None, **pysyft) -> FixedPrecisionTensor:
     """``x.fix_precision()``: x encoded as round(x * base**precision) in an int64 child
     (``precision_fractional=``: PySyft's name for ``precision``)."""
+    refuse_left_out(pysyft, "fix_precision")
     if isinstance(t, ChainLayer):
         raise SyftError(f"fix_precision encodes a plain tensor, got a {type(t).__name__}")
     precision = _precision(precision, precision_fractional)
@@ -44,8 +47,9 @@ def fix_precision(t, base: int = DEFAULT_BASE, precision: int | None = None, *,
                                 requires_grad=bool(t.requires_grad and t.is_floating_point()))
 
 
-def share(t, *workers, crypto_provider=None, requires_grad=None) -> AdditiveSharingTensor:
+def share(t, *workers, crypto_provider=None, requires_grad=None, **pysyft) -> AdditiveSharingTensor:
     """``x.share(alice, bob, crypto_provider=carol)`` of a plain int64 tensor (reals: fix_precision first)."""
+    refuse_left_out(pysyft, "share")
     if requires_grad:
         raise SyftError("an int64 shared tensor has no gradient: share a fixed precision tensor with "
                         "requires_grad=True (x.fix_precision().share(..., requires_grad=True))")
@@ -58,63 +62,69 @@ def share(t, *workers, crypto_provider=None, requires_grad=None) -> AdditiveShar
 
 # --- modules ------------------------------------------------------------------------------------
 
-def _replace(old, new, what: str) -> None:
-    old.grad = None
-    try:
-        torch.utils.swap_tensors(old, new)
-    except RuntimeError as e:
-        raise SyftError(f"cannot {what} this module in place: a result that used its parameters still holds them "
-                        f"in its autograd graph. Call backward() on it or del it, then {what} again. ({e})") from None
+def _replace_each(module, tensors, make) -> None:
+    """Each of ``tensors`` of ``module`` becomes ``make(t)``: swapped in place (an optimizer built
+    before keeps working), or, while a forward result still holds them in its autograd graph,
+    put in the module's slots instead (that result can still backward)."""
+    with weights_unreferenced(module):
+        in_place = in_place_possible(tensors)
+        for t in tensors:
+            new = make(t)
+            if new is None:
+                continue
+            t.grad = None
+            replace_tensor(module, t, new, in_place)
 
 
 def module_fix_precision(module, base: int = DEFAULT_BASE, precision: int | None = None, *,
-                         precision_fractional: int | None = None):
+                         precision_fractional: int | None = None, **pysyft):
     """Every parameter and buffer becomes a FixedPrecisionTensor (in place); returns the module."""
+    refuse_left_out(pysyft, "fix_precision")
     precision = _precision(precision, precision_fractional)
     check_precision(base, precision)
     tensors = list(_tensors(module))
     if any(isinstance(t, ChainLayer) for t in tensors):
         raise SyftError("this module's parameters are not plain tensors (sent, shared or fixed already)")
-    for t in tensors:
+    def fixed(t):
         with torch.no_grad():
             new = fix_precision(t.detach(), base, precision)
-        if t.requires_grad:
-            new.requires_grad_(True)
-        _replace(t, new, "fix_precision")
+        return new.requires_grad_(True) if t.requires_grad else new
+
+    _replace_each(module, tensors, fixed)
     return module
 
 
-def module_share(module, *workers, crypto_provider=None):
+def module_share(module, *workers, crypto_provider=None, **pysyft):
     """Every fixed precision parameter is secret-shared among ``workers`` (in place)."""
+    refuse_left_out(pysyft, "share")
     tensors = list(_tensors(module))
     if not tensors or not all(isinstance(t, FixedPrecisionTensor) for t in tensors):
         raise SyftError("share() a module after .fix_precision(): its parameters must be FixedPrecisionTensors")
     if any(t.shared for t in tensors):
         raise SyftError("this module is shared already")
-    for t in tensors:
-        rg = t.requires_grad
-        new = FixedPrecisionTensor(ENGINE.share(t.child, workers, crypto_provider), t.base, t.precision,
-                                   requires_grad=rg)
-        _replace(t, new, "share")
+    _replace_each(module, tensors, lambda t: FixedPrecisionTensor(ENGINE.share(t.child, workers, crypto_provider),
+                                                                  t.base, t.precision, requires_grad=t.requires_grad))
     return module
 
 
 def _module_get_shared(module):
-    for t in list(_tensors(module)):
-        if isinstance(t, FixedPrecisionTensor) and t.shared:
-            rg = t.requires_grad
-            _replace(t, FixedPrecisionTensor(t.child.get(), t.base, t.precision, requires_grad=rg), "get")
+    _replace_each(module, list(_tensors(module)), lambda t: FixedPrecisionTensor(
+        t.child.get(), t.base, t.precision, requires_grad=t.requires_grad)
+        if isinstance(t, FixedPrecisionTensor) and t.shared else None)
 
 
 def module_float_precision(module):
     """Every fixed precision parameter becomes a float Parameter again (shared ones are
     reconstructed first); returns the module."""
     _module_get_shared(module)
-    for t in list(_tensors(module)):
-        if isinstance(t, FixedPrecisionTensor):
-            rg = t.requires_grad
-            value = t.float_precision()
-            _replace(t, nn.Parameter(value, requires_grad=rg) if rg else value, "float_precision")
+
+    def floated(t):
+        if not isinstance(t, FixedPrecisionTensor):
+            return None
+        value = t.float_precision()
+        return nn.Parameter(value, requires_grad=True) if t.requires_grad else value
+
+    _replace_each(module, list(_tensors(module)), floated)
     return module
 
 

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from ..errors import SyftError
+from ..errors import NotSupportedError, SyftError
 from .additive_sharing import AdditiveSharingTensor, engine
 from .base import ChainLayer, flat_layers, make_layer
 from .registry import register_layer
@@ -140,6 +140,24 @@ def scale_by(child, k: int, scale: int):
     return child * k
 
 
+
+# PySyft 0.2 keywords syft_lab leaves out by design (docs/pysyft.md), each with what to use instead
+_LEFT_OUT = {
+    "protocol": "one protocol: additive sharing with a crypto provider (Beaver triples, CrypTen-style "
+                "comparisons; docs/secure-computation.md); PySyft's FSS protocol is left out",
+    "dtype": "one ring, Z_2^64 (int64): 32-bit rings are left out; choose the encoding with precision=",
+    "field": "one ring, Z_2^64 (int64): 32-bit rings and other fields are left out; choose the encoding with precision=",
+}
+
+
+def refuse_left_out(kwargs: dict, method: str) -> None:
+    """A one-line error for a PySyft keyword left out by design, a TypeError for any other."""
+    for name in kwargs:
+        if name in _LEFT_OUT:
+            raise NotSupportedError(f"{method}({name}=...) is PySyft 0.2's: syft_lab has {_LEFT_OUT[name]} "
+                                    f"(docs/pysyft.md)")
+        raise TypeError(f"{method}() got an unexpected keyword argument {name!r}")
+
 @register_layer
 class FixedPrecisionTensor(ChainLayer):
     kind = "fixed_precision"
@@ -184,9 +202,10 @@ class FixedPrecisionTensor(ChainLayer):
             raise SyftError("this fixed precision tensor is not shared: .float_precision() decodes it")
         return self._like(self.child.get(), requires_grad=self.requires_grad)
 
-    def share(self, *workers, crypto_provider=None, requires_grad=None) -> "FixedPrecisionTensor":
+    def share(self, *workers, crypto_provider=None, requires_grad=None, **pysyft) -> "FixedPrecisionTensor":
         """Split the encoding into additive shares, one per worker (at least two).
         ``requires_grad``: PySyft's spelling; the shared tensor is then an autograd leaf."""
+        refuse_left_out(pysyft, "share")
         if self.shared:
             raise SyftError("this tensor is shared already; .refresh() gives it new shares")
         rg = self.requires_grad if requires_grad is None else bool(requires_grad)
