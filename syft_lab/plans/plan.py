@@ -389,8 +389,8 @@ class Plan:
             obj_id = same.id
         else:
             obj_id = worker._store_plan(builds, state, sorted(self.tags), self.description)
-        if keep:  # a reference no pointer releases: the plan stays until unloaded
-            worker._incref(obj_id)
+        if keep:  # held by the worker itself, as loaded data is: it stays until unloaded, beyond this session
+            worker._hold(obj_id)
         if worker.id not in self.sent_to:
             self.sent_to.append(worker.id)
         pointer = PlanPointer(worker, obj_id, self._object_meta(), plan=self)

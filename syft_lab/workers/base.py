@@ -16,6 +16,7 @@ import torch
 from ..dtypes import parse_dtype
 from ..commands import all_workers, lookup
 from ..errors import SyftError, SyftTypeError, UnknownWorkerError
+from ..plans.plan import Plan
 from ..plans.pointer import PlanPointer
 from ..tensors.pointer import PointerTensor, RemoteHandle, mark_left
 from ..tensors.transfer import SendWithGrad
@@ -70,7 +71,10 @@ class BaseWorker:
 
         Unlike ``send``, no pointer owns the copy: it stays when every pointer is gone, and
         ``search`` finds it by its tags (PySyft's ``x.tag("#boston").send(bob)`` without
-        keeping the pointer). Returns a pointer that does not own it; ``unload`` removes it."""
+        keeping the pointer). Returns a pointer that does not own it; ``unload`` removes it.
+        A built plan is left the same way: ``bob.load(plan)`` is ``plan.send(bob, keep=True)``."""
+        if isinstance(obj, Plan):
+            return obj.send(self, keep=True)
         if not isinstance(obj, torch.Tensor) or isinstance(obj, PointerTensor):
             raise SyftError(f"{self.id}.load takes a tensor or a LoggingTensor, got {type(obj).__name__}")
         if isinstance(tags, str):

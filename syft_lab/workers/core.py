@@ -102,6 +102,11 @@ class WorkerCore:
         self.lookup(obj_id)
         self.refcounts[obj_id] = self.refcounts.get(obj_id, 0) + 1
 
+    def hold(self, obj_id: int) -> None:
+        """The worker itself keeps ``obj_id`` from now on (as ``load`` does): no release deletes it."""
+        self.lookup(obj_id)
+        self.held.add(obj_id)
+
     def decref(self, obj_id: int) -> None:
         """One owning pointer is gone; the last one deletes the object. Unknown ids are ignored:
         the object was fetched or moved already, and that is not the dropping pointer's fault."""

@@ -747,6 +747,9 @@ class WorkerClient(BaseWorker):
     def _incref(self, obj_id) -> None:
         self._request({"c": "incref", "id": obj_id})
 
+    def _hold(self, obj_id) -> None:
+        self._request({"c": "hold", "id": obj_id})
+
     def _search(self, query):
         return [(i, meta) for i, meta in self._request({"c": "search", "q": list(query)})]
 

@@ -200,7 +200,7 @@ class WorkerService:
         self._default_session = None
         self._commands = {
             "hello": self._hello, "ping": self._ping, "store": self._store, "load": self._load,
-            "run": self._run, "fetch": self._fetch, "delete": self._delete, "incref": self._incref,
+            "run": self._run, "fetch": self._fetch, "delete": self._delete, "incref": self._incref, "hold": self._hold,
             "release": self._release, "search": self._search, "describe": self._describe,
             "summary": self._summary, "store_plan": self._store_plan, "run_plan": self._run_plan,
             "run_graph": self._run_graph, "deal": self._deal,
@@ -503,6 +503,14 @@ class WorkerService:
 
     def _delete(self, msg, session):
         self._take(_int(msg, "id"))
+
+    def _hold(self, msg, session):
+        """The worker keeps an object the session holds a reference to (``plan.send(bob, keep=True)``,
+        ``bob.load(plan)``): it outlives the session, as loaded data does; ``delete`` removes it."""
+        obj_id = _int(msg, "id")
+        if session.refs.get(obj_id, 0) < 1:
+            raise ObjectNotFoundError(self.id, obj_id)  # a session keeps only what it holds
+        self.core.hold(obj_id)
 
     def _incref(self, msg, session):
         obj_id = _int(msg, "id")

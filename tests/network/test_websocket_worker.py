@@ -386,3 +386,28 @@ def test_requests_to_two_worker_processes_are_in_flight_together(remote):
     assert x.location is bob and y.location is alice
     assert torch.equal(x.get(), torch.arange(4.0) * 2) and torch.equal(y.get(), torch.arange(4.0) * 3)
     assert bob.ping() and alice.ping()  # nothing left unread on either connection
+
+
+def test_a_kept_plan_outlives_its_session_as_loaded_data_does(worker_procs, token):
+    from syft_lab.workers.websocket import WebSocketWorker
+
+    @sy.plan(args_shape=[(1,)])
+    def add_two(x):
+        return x + 2
+
+    first = WebSocketWorker(worker_procs["bob"].url, id="bob", token=token, progress=False)
+    add_two.tag("#add_two_kept").send(first, keep=True)
+    first.close()  # the session ends: a plan only its pointers owned would be released here
+    second = WebSocketWorker(worker_procs["bob"].url, id="bob", token=token, progress=False)
+    try:
+        (found,) = second.search("#add_two_kept")
+        assert float(found(torch.ones(1).send(second)).get()) == 3.
+        second.unload(found)
+        assert second.search("#add_two_kept") == []
+        loaded = second.load(add_two.tag("#add_two_loaded"))  # bob.load(plan): the same choice
+        assert float(loaded(torch.ones(1).send(second)).get()) == 3.
+        second.unload(loaded)
+        with pytest.raises(ObjectNotFoundError, match="holds no object with id 123456789"):
+            second._hold(123456789)  # a client keeps only what its session holds
+    finally:
+        second.close()
