@@ -28,8 +28,11 @@ def test_setup_output_is_a_few_lines_of_its_own():
 
 def test_demo_prints_the_notebooks_url_last_and_stops_on_ctrl_c(browser, artifacts):
     env = dict(os.environ, BROWSER="true")  # nothing to open a window with here
+    # as from a terminal: Ctrl+C reaches the script even when this run was started with SIGINT
+    # ignored (a background job, as CI runners and nohup start it; bash cannot trap an ignored signal)
     proc = subprocess.Popen(["./scripts/demo"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env, start_new_session=True)
+                            text=True, env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     try:
         deadline = time.monotonic() + 600
