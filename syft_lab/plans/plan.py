@@ -375,7 +375,7 @@ class Plan:
             else:
                 t = t.detach().contiguous().cpu()
                 h.update(f"{dtype_name(t.dtype)}{list(t.shape)}".encode())
-                h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+                h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")  # 0-dim too
         h.update(repr((sorted(self.tags), self.description)).encode())
         return h.hexdigest()
 
