@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import syft_lab as sy
+from syft_lab.wire.op_checks import OpNotAllowedError
 
 
 def test_send_returns_a_pointer_and_leaves_the_original_alone(bob):
@@ -255,7 +256,7 @@ def test_a_worker_stores_a_pointer_only_to_a_worker_it_can_reach(bob, alice):
 
 def test_the_allow_list_holds_in_process(bob):
     p = torch.ones(2).send(bob)
-    with pytest.raises(sy.SyftError, match="allow-list"):
+    with pytest.raises(OpNotAllowedError, match="denied by the worker's op policy: storage manipulation"):
         bob._run(torch.ops.aten.set_.source_Tensor, [p._ref, p._ref], None)
     assert torch.equal(p.get(), torch.ones(2))
 
