@@ -425,8 +425,8 @@ def check_call(op, args, kwargs) -> None:
             verdict.work = work
     if work > op_cost.MAX_OP_WORK:
         raise QuotaExceededError(
-            f"{plan.name} would cost about {work:.3g} element operations ({plan.family.name}), more than the "
-            f"{op_cost.MAX_OP_WORK:.3g} one op may take on a worker (a broadcast view counts every element it "
+            f"{plan.name} would cost about {work:.3g} element operations ({plan.family.name}), more than the per-op "
+            f"limit of {op_cost.MAX_OP_WORK:.3g} on a worker (a broadcast view counts every element it "
             f"shows): nothing ran. Work in smaller pieces (a smaller window, fewer rows, a materialised input)")
 
 

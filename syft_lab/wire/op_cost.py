@@ -341,6 +341,6 @@ def check_pointwise(name: str, args) -> None:
         return  # not broadcastable: the op refuses it itself
     if work > MAX_OP_WORK:
         raise QuotaExceededError(
-            f"{name} would compute {work:.3g} elements, more than the {MAX_OP_WORK:.3g} one op may take on a "
+            f"{name} would compute {work:.3g} elements, more than the per-op limit of {MAX_OP_WORK:.3g} on a "
             f"worker (a broadcast view counts every element it shows): nothing ran. Compute on the tensor "
             f"before expanding it, or work in smaller pieces")

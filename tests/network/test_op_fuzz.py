@@ -253,22 +253,25 @@ def test_the_reviews_memory_attacks_are_refused_and_the_worker_lives(remote, wor
         "batch norm without stats, eval (a segfault)": (
             "aten._native_batch_norm_legit.no_stats", [ref(torch.ones(2, 3)), None, None,
                                                        False, 0.1, 1e-5], {}),
-        "an fft internal": ("aten._fft_r2c.default", [buf_id, [0], 0, True], {}),
+        "an fft over a dim the input lacks": ("aten._fft_r2c.default", [buf_id, [5], 0, True], {}),
         "a vmap internal": ("aten._remove_batch_dim.default", [buf_id, 0, 1, 0], {}),
         "a polynomial of degree 2**40 (a 19 s stall)": ("aten.special_laguerre_polynomial_l.default",
                                                         [buf_id, 2**40], {}),
     }
+    costly = {"a polynomial of degree 2**40 (a 19 s stall)"}  # refused by its cost bound
     for what, (op, args, kwargs) in attacks.items():
         with pytest.raises(RemoteError) as info:
             run_op(bob, op, *args, **kwargs)
-        assert info.value.remote_type == "OpNotAllowedError", what
+        expected = "QuotaExceededError" if what in costly else "OpNotAllowedError"
+        assert info.value.remote_type == expected, what
         assert worker_procs["bob"].proc.poll() is None and bob.ping(), what
     assert torch.equal(buf.get(), torch.arange(16.))
 
 
 def test_no_command_can_free_or_reshape_a_tensor_while_a_reply_streams_it(remote, token, worker_procs):
     """Client A fetches a 64 MiB tensor while client B tries to resize it or write into it with
-    out=: B is refused (those overloads are off the list), A gets exactly what was stored."""
+    out=: B is refused (those overloads are denied), A gets exactly what was stored. (In-place view
+    ops such as t_ are allowed: they change no storage, and a reply is copied between commands.)"""
     bob, _ = remote
     data = torch.arange(16 * 2**20, dtype=torch.float32)
     p = data.send(bob)
@@ -282,13 +285,12 @@ def test_no_command_can_free_or_reshape_a_tensor_while_a_reply_streams_it(remote
     for op, args, kwargs in [("aten.resize_.default", [target, [1]], {}),
                              ("aten.resize_as_.default", [target, Ref(one.id_at_location)], {}),
                              ("aten.add.out", [target, 1.0], {"out": target}),
-                             ("aten.set_.source_Tensor", [target, Ref(one.id_at_location)], {}),
-                             ("aten.t_.default", [target], {})]:
+                             ("aten.set_.source_Tensor", [target, Ref(one.id_at_location)], {})]:
         with pytest.raises(RemoteError) as info:
             run_op(other, op, *args, **kwargs)
         refused.append(info.value.remote_type)
     reader.join(60)
     del one
     other.close()
-    assert refused == ["OpNotAllowedError"] * 5
+    assert refused == ["OpNotAllowedError"] * 4
     assert torch.equal(got["copy"], data) and torch.equal(p.get(), data)
