@@ -277,20 +277,22 @@ def test_no_command_can_free_or_reshape_a_tensor_while_a_reply_streams_it(remote
     p = data.send(bob)
     target = Ref(p.id_at_location)
     other = WebSocketWorker(worker_procs["bob"].url, id="bob", token=token, progress=False)
-    one = torch.ones(1).send(other)
-    got = {}
-    reader = threading.Thread(target=lambda: got.setdefault("copy", bob._copy_out(p.id_at_location)))
-    reader.start()
-    refused = []
-    for op, args, kwargs in [("aten.resize_.default", [target, [1]], {}),
-                             ("aten.resize_as_.default", [target, Ref(one.id_at_location)], {}),
-                             ("aten.add.out", [target, 1.0], {"out": target}),
-                             ("aten.set_.source_Tensor", [target, Ref(one.id_at_location)], {})]:
-        with pytest.raises(RemoteError) as info:
-            run_op(other, op, *args, **kwargs)
-        refused.append(info.value.remote_type)
-    reader.join(60)
-    del one
-    other.close()
+    try:  # a failing check must not leave this second session (and its objects) open
+        one = torch.ones(1).send(other)
+        got = {}
+        reader = threading.Thread(target=lambda: got.setdefault("copy", bob._copy_out(p.id_at_location)))
+        reader.start()
+        refused = []
+        for op, args, kwargs in [("aten.resize_.default", [target, [1]], {}),
+                                 ("aten.resize_as_.default", [target, Ref(one.id_at_location)], {}),
+                                 ("aten.add.out", [target, 1.0], {"out": target}),
+                                 ("aten.set_.source_Tensor", [target, Ref(one.id_at_location)], {})]:
+            with pytest.raises(RemoteError) as info:
+                run_op(other, op, *args, **kwargs)
+            refused.append(info.value.remote_type)
+        reader.join(60)
+        del one
+    finally:
+        other.close()
     assert refused == ["OpNotAllowedError"] * 4
     assert torch.equal(got["copy"], data) and torch.equal(p.get(), data)
