@@ -6,7 +6,7 @@
     p = torch.tensor([1., 2.]).send(bob)
     sy.chain(p), sy.world()          # the inspection model every view renders
 """
-from .errors import (NotFoundError, NotSupportedError, ObjectNotFoundError, RemoteError, SyftError, SyftTypeError,
+from .errors import (NotFoundError, NotSupportedError, ObjectNotFoundError, OpCancelledError, QuotaExceededError, RemoteError, SyftError, SyftTypeError,
                      SyftValueError, UnknownWorkerError, WorkerUnavailableError, left_out)
 from .hook import hook, is_hooked, unhook
 from .plans import Plan, PlanPointer, batch, func2plan, plan
@@ -25,7 +25,7 @@ from .magics import load_ipython_extension  # noqa: E402
 local_worker = LocalWorker("me")
 
 __all__ = ["Plan", "PlanPointer", "batch", "func2plan", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
-           "NotFoundError", "NotSupportedError", "SyftTypeError", "SyftValueError", "UnknownWorkerError",
+           "NotFoundError", "NotSupportedError", "OpCancelledError", "QuotaExceededError", "SyftTypeError", "SyftValueError", "UnknownWorkerError",
            "PointerTensor", "RemoteError", "SyftError", "VirtualWorker", "World",
            "WebSocketWorker", "WorkerUnavailableError", "all_workers", "start_worker", "load_ipython_extension", "chain", "get_worker", "hook", "is_hooked",
            "local_worker", "unhook", "world"]

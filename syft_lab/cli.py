@@ -3,7 +3,7 @@
     syft-lab worker --id bob [--host 127.0.0.1] [--port 8777] [--token-file F]
                     [--certfile C --keyfile K] [--max-message-size N] [--max-connections N]
                     [--max-pending-handshakes N] [--handshake-timeout S] [--allow-origin URL ...]
-                    [--session-grace S] [--max-memory N] [--max-objects N] [--threads N]
+                    [--session-grace S] [--max-memory N] [--max-op-seconds S] [--max-objects N] [--threads N]
                     [--layers MODULE ...]
 
 The token comes from --token-file or the SYFT_LAB_TOKEN environment variable. Without one the
@@ -23,7 +23,7 @@ import torch
 from .errors import SyftError
 from .wire.format import DEFAULT_MAX_MESSAGE_SIZE
 from .workers.base import check_worker_id
-from .workers.limits import DEFAULT_MAX_OBJECTS, Limits, fmt_bytes
+from .workers.limits import DEFAULT_MAX_OBJECTS, DEFAULT_MAX_OP_SECONDS, Limits, fmt_bytes
 from .workers.server import (DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PENDING_HANDSHAKES,
                              DEFAULT_SESSION_GRACE, WorkerServer, read_token)
 
@@ -87,6 +87,9 @@ def worker_parser(prog="syft-lab worker") -> argparse.ArgumentParser:
                    help="bytes the stored objects and the messages in flight may take, e.g. 4G (default: "
                         "8 GiB or half of the memory this process may use, whichever is less: physical "
                         "memory, its cgroup's limit, RLIMIT_AS)")
+    p.add_argument("--max-op-seconds", type=_seconds, default=DEFAULT_MAX_OP_SECONDS,
+                   help=f"seconds an expensive op may run before the worker stops it; nothing is lost "
+                        f"(default {DEFAULT_MAX_OP_SECONDS:g}; docs/workers.md, Time budget)")
     p.add_argument("--max-objects", type=int, default=DEFAULT_MAX_OBJECTS,
                    help=f"objects the worker may hold (default {DEFAULT_MAX_OBJECTS})")
     p.add_argument("--threads", type=int, default=None,
@@ -123,7 +126,7 @@ def run_worker(argv) -> int:
                 importlib.import_module(module)
             except ImportError as e:
                 raise SyftError(f"--layers {module}: cannot import it ({e})") from None
-        limits = Limits(max_bytes=args.max_memory, max_objects=args.max_objects,
+        limits = Limits(max_bytes=args.max_memory, max_objects=args.max_objects, max_op_seconds=args.max_op_seconds,
                         **({} if args.max_memory is None else {"source": "--max-memory"}))
         server = WorkerServer(args.id, args.host, args.port, token=token, ssl=ssl_ctx,
                               max_message_size=args.max_message_size, max_connections=args.max_connections,

@@ -66,6 +66,11 @@ class QuotaExceededError(SyftError):
     """An op refused because its outputs would exceed the worker's memory or object limit (nothing ran)."""
 
 
+class OpCancelledError(SyftError, TimeoutError):
+    """An op that ran past its worker's time budget and was stopped: nothing was stored and no
+    object changed (``--max-op-seconds``, docs/workers.md)."""
+
+
 def left_out(pysyft_name: str, instead: str):
     """A stand-in for a PySyft 0.2 name that syft_lab leaves out: calling it raises a one-line
     NotSupportedError naming what to use instead (``docs/pysyft.md`` lists them and why)."""

@@ -109,7 +109,7 @@ class WorkerHost:
         except RuntimeError:
             pass
         kwargs = {k: v for k, v in (("max_bytes", max_bytes), ("max_objects", max_objects)) if v is not None}
-        limits = Limits(**kwargs)
+        limits = Limits(**kwargs, max_op_seconds=None)  # no forks of a Ray actor (docs/workers.md)
         self.services = {w: WorkerService(w, limits) for w in worker_ids}
         warm_up()
         self.sessions: dict = {}  # (worker id, session id) -> Session

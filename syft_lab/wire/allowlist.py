@@ -394,11 +394,13 @@ def _verdict(plan: _Plan, args, kwargs) -> _Verdict:
 
 # --- the checks --------------------------------------------------------------------------------
 
-def check_call(op, args, kwargs) -> None:
+def check_call(op, args, kwargs) -> int:
     """Refuse an op off the list (OpNotAllowedError), arguments that would reach outside a
     tensor's storage or that shape inference rejects (OpNotAllowedError), or an op whose work
     exceeds ``op_cost.MAX_OP_WORK`` (QuotaExceededError); nothing has run then. ``args``/``kwargs`` are
-    the resolved values the op is about to run on."""
+    the resolved values the op is about to run on. Returns the estimated work of an op whose cost
+    grows faster than its sizes (0 for a view or an op whose cost is its sizes: bounded by them, it
+    runs inline; workers/forked.py)."""
     plan = _plans.get(id(op))
     if plan is None:
         if id(op) not in _ALLOWED_IDS:
@@ -406,7 +408,7 @@ def check_call(op, args, kwargs) -> None:
         plan = _plan(op)
     if plan.fast:
         op_cost.check_pointwise(plan.name, args)
-        return
+        return 0
     if plan.typed:
         _check_typed(plan, args, kwargs)
     if plan.arg_check is not None:
@@ -417,7 +419,7 @@ def check_call(op, args, kwargs) -> None:
         # to it: a client sees the error type and words plain torch gives)
         raise OpNotAllowedError(f"{plan.name}: refused before it ran, by shape inference: {verdict.refusal}")
     if plan.view:
-        return  # a view computes nothing (its bounds are checked above and on its result)
+        return 0  # a view computes nothing (its bounds are checked above and on its result)
     work = verdict.work
     if work is None or plan.family.data_sized:
         work = op_cost.op_work(plan.family, plan.name, op, args, kwargs, verdict.out_numels)
@@ -428,6 +430,7 @@ def check_call(op, args, kwargs) -> None:
             f"{plan.name} would cost about {work:.3g} element operations ({plan.family.name}), more than the per-op "
             f"limit of {op_cost.MAX_OP_WORK:.3g} on a worker (a broadcast view counts every element it "
             f"shows): nothing ran. Work in smaller pieces (a smaller window, fewer rows, a materialised input)")
+    return 0 if plan.family is op_cost.LINEAR else work
 
 
 _Tensor, _Parameter, _strided = torch.Tensor, torch.nn.Parameter, torch.strided  # read on every result

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 
 import torch
 
 from .. import events
 from ..commands import NewObject, Ref, SameAsArg
-from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError
+from ..errors import ObjectNotFoundError, OpCancelledError, QuotaExceededError, RemoteError, SyftError
 from ..ids import new_id
 from ..plans.plan import StoredPlan
 from ..tensors import nodes
 from ..tensors.pointer import PointerTensor
 from ..wire.allowlist import check_call, check_result
 from ..wire.format import WireError
+from . import forked
 from .limits import (PLAN_EXPANSION, Estimate, Limits, MemoryBudget, OutputEstimator, StorageLedger,
                      check_input_sizes, check_quota, fmt_bytes, output_count, uncarriable)
 
@@ -58,6 +60,7 @@ class WorkerCore:
         # A plan's random ops draw from the worker's own generator (seeded from the OS), so
         # workers in one process never share the notebook's default generator.
         self.generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        self._graph_deadline = None  # (monotonic deadline, budget, plan name) while a graph runs
 
     # --- store -------------------------------------------------------------------------
     def store(self, obj, obj_id: int | None = None, refcount: int = 1, held: bool = False) -> int:
@@ -157,13 +160,20 @@ class WorkerCore:
             else:
                 resolved.append(a)
         kw = {k: self._resolve(v) for k, v in kwargs.items()} if kwargs else None
-        check_call(op, resolved, kw)
-        if self.limits is not None:
+        work = check_call(op, resolved, kw)
+        limits = self.limits
+        if limits is not None:
             self._check_quota(op, resolved, kw, 0)
         try:
-            out = op(*resolved, **kw) if kw else op(*resolved)
+            if (limits is not None and limits.max_op_seconds is not None and work is not None
+                    and work >= forked.FORK_WORK and forked.forkable(op, resolved, kw)):
+                out = forked.run_forked(op, resolved, kw, limits.max_op_seconds, (self.generator,))
+            else:
+                out = op(*resolved, **kw) if kw else op(*resolved)
         except SyftError:
             raise
+        except forked.ChildError as e:  # the op's own error, raised in the forked copy
+            raise RemoteError(self.id, e.kind, str(e)) from None
         except Exception as e:  # the op's own error, reported without a traceback
             raise RemoteError(self.id, type(e).__name__, str(e)) from None
         if isinstance(out, _Tensor):
@@ -291,12 +301,16 @@ class WorkerCore:
         if limits is not None and len(self.objects) + len(graph.outputs) > limits.max_objects:
             raise QuotaExceededError(f"plan {graph.name!r} would store {len(graph.outputs)} objects while the worker "
                                      f"holds {len(self.objects)} of its limit of {limits.max_objects}: nothing ran")
+        budget = limits.max_op_seconds if limits is not None else None
+        self._graph_deadline = None if budget is None else (time.monotonic() + budget, budget, graph.name)
         try:
             outs = graph.run(values, guard=self._guard_node, check=check_result, generator=self.generator)
         except SyftError:
             raise
         except Exception as e:
             raise RemoteError(self.id, type(e).__name__, str(e)) from None
+        finally:
+            self._graph_deadline = None
         for out in outs:
             _check_carriable(f"plan {graph.name!r}", out, "nothing was stored")
         results = []
@@ -311,7 +325,14 @@ class WorkerCore:
         return results
 
     def _guard_node(self, op, args, kwargs, live_bytes: int) -> int:
-        """Before each op of a plan replay: the same checks as a single ``run``."""
+        """Before each op of a plan replay: the same checks as a single ``run``, and the time budget
+        (a replay stops between two ops; each op stays under the per-op cost bound)."""
+        if self._graph_deadline is not None and time.monotonic() > self._graph_deadline[0]:
+            _, budget, name = self._graph_deadline
+            raise OpCancelledError(f"plan {name!r} ran past the worker's time budget of {budget:g} s and was "
+                                   f"stopped between two of its ops: nothing was stored (in-place writes to its "
+                                   f"inputs before that stay). Run it on smaller pieces, or start the worker "
+                                   f"with a larger --max-op-seconds")
         check_call(op, args, kwargs)
         if self.limits is None:
             return 0

@@ -23,6 +23,7 @@ from ..tensors.registry import MAX_DIM_SIZE, MAX_DIMS
 _META = torch.device("meta")
 GiB = 2**30
 DEFAULT_MAX_OBJECTS = 100_000
+DEFAULT_MAX_OP_SECONDS = 30.0  # an expensive op still running then is stopped (workers/forked.py)
 _MEMO_SIZE = 8192
 
 
@@ -155,6 +156,9 @@ class Limits:
     max_bytes: int | None = None
     max_objects: int = DEFAULT_MAX_OBJECTS
     source: str = "given"  # where max_bytes comes from (the default says which bound it halves)
+    # seconds an expensive op may run before it is stopped; None: never stopped (only the per-op
+    # cost bound holds), as in a Ray actor, whose threads a fork must not copy
+    max_op_seconds: float | None = DEFAULT_MAX_OP_SECONDS
 
     def __post_init__(self):
         if self.max_bytes is None:
@@ -165,6 +169,10 @@ class Limits:
             raise ValueError(f"max_bytes must be a positive number of bytes, got {self.max_bytes!r}")
         if type(self.max_objects) is not int or self.max_objects <= 0:
             raise ValueError(f"max_objects must be a positive integer, got {self.max_objects!r}")
+        if self.max_op_seconds is not None and not (type(self.max_op_seconds) in (int, float)
+                                                    and 0 < self.max_op_seconds < float("inf")):
+            raise ValueError(f"max_op_seconds must be a positive number of seconds or None, "
+                             f"got {self.max_op_seconds!r}")
 
 
 def fmt_bytes(n: int) -> str:

@@ -40,7 +40,7 @@ import threading
 
 import torch
 
-from ..errors import ObjectNotFoundError, QuotaExceededError, RemoteError, SyftError, WorkerUnavailableError
+from ..errors import ObjectNotFoundError, OpCancelledError, QuotaExceededError, RemoteError, SyftError, WorkerUnavailableError
 from ..plans.graph import PlanBuilds
 from ..plans.plan import StoredPlan
 from ..tensors.pointer import PointerTensor, wrap_result
@@ -69,12 +69,16 @@ class RemoteOpNotAllowedError(RemoteError, OpNotAllowedError):
     """A worker refused an op off its allow-list (both a RemoteError and an OpNotAllowedError)."""
 
 
+class RemoteOpCancelledError(RemoteError, OpCancelledError):
+    """A worker stopped an op past its time budget (both a RemoteError and an OpCancelledError)."""
+
+
 class RemoteWireError(RemoteError, WireError):
     """A worker could not read or write a message (both a RemoteError and a WireError)."""
 
 
 _TYPED = {"QuotaExceededError": RemoteQuotaExceededError, "OpNotAllowedError": RemoteOpNotAllowedError,
-          "WireError": RemoteWireError}
+          "WireError": RemoteWireError, "OpCancelledError": RemoteOpCancelledError}
 
 
 def error_from_reply(worker_id: str, err, restarted: bool = False) -> SyftError:
