@@ -162,11 +162,13 @@ class WorkerCore:
         kw = {k: self._resolve(v) for k, v in kwargs.items()} if kwargs else None
         work = check_call(op, resolved, kw)
         limits = self.limits
+        new_bytes = 0
         if limits is not None:
-            self._check_quota(op, resolved, kw, 0)
+            new_bytes = self._check_quota(op, resolved, kw, 0)
         try:
-            if (limits is not None and limits.max_op_seconds is not None and work is not None
-                    and work >= forked.FORK_WORK and forked.forkable(op, resolved, kw)):
+            # (a fork's results exist twice while they come back: only if that fits the budget)
+            if (limits is not None and limits.max_op_seconds is not None and work >= forked.FORK_WORK
+                    and self.budget.used + 2 * new_bytes <= limits.max_bytes and forked.forkable(op, resolved, kw)):
                 out = forked.run_forked(op, resolved, kw, limits.max_op_seconds, (self.generator,))
             else:
                 out = op(*resolved, **kw) if kw else op(*resolved)
