@@ -11,8 +11,9 @@ import torch
 from ..errors import SyftError
 from ..tensors.additive_sharing import AdditiveSharingTensor, set_engine
 from ..tensors.base import ChainLayer, flat_layers
+from ..tensors.pointer import PointerTensor
 from ..workers.base import BaseWorker
-from . import protocols, ring
+from . import protocols, ring, runtime
 
 aten = torch.ops.aten
 AST = AdditiveSharingTensor
@@ -80,6 +81,8 @@ class Engine:
             if any(crypto_provider is w or crypto_provider.id == w.id for w in workers):
                 raise SyftError(f"the crypto provider {crypto_provider.id!r} is also a party: it would see a share "
                                 f"and the randomness that masks the others. Pick a worker that is not a party")
+        if isinstance(secret, PointerTensor):
+            return self._share_where_it_lives(secret, workers, crypto_provider)
         if isinstance(secret, ChainLayer) or not isinstance(secret, torch.Tensor):
             raise SyftError(f"share() splits a plain int64 tensor (or a fixed precision one), got "
                             f"{type(secret).__name__}")
@@ -87,6 +90,34 @@ class Engine:
             raise SyftError(f"share() splits int64 tensors; encode {secret.dtype} values with .fix_precision() first")
         parts = ring.split(secret.detach(), len(workers))
         shares = [w.send(s) for w, s in zip(workers, parts)]
+        return AST(shares, crypto_provider)
+
+    def _share_where_it_lives(self, secret: PointerTensor, workers, crypto_provider) -> AST:
+        """Shares of the int64 tensor a pointer points to, made on its worker (the data owner):
+        it draws n - 1 uniform shares itself (a ``deal``), keeps x - their sum as its own share
+        and each other share moves to its party. The owner must be a party: its share never
+        leaves it, so the shares that pass through this process on their way (uniform words)
+        never add up to x here."""
+        secret._check_alive()
+        owner = secret.location
+        if secret.dtype != INT64:
+            raise SyftError(f"share() splits int64 tensors; encode the {secret.dtype} values on their worker with "
+                            f"ptr.fix_precision() first")
+        mine = [i for i, w in enumerate(workers) if w is owner]
+        if not mine:
+            raise SyftError(f"a tensor on {owner.id!r} is shared from there among parties {owner.id!r} is one of "
+                            f"(got {[w.id for w in workers]}): the other shares pass through this process on their "
+                            f"way, and with the owner's share among them they would add up to the secret here")
+        prog = runtime.Program(owner)
+        own = prog.op(aten.clone.default, secret)  # the stored input comes before the drawn ones
+        drawn = [prog.draw(tuple(secret.shape)) for _ in range(len(workers) - 1)]
+        for r in drawn:
+            own = prog.op(aten.sub.Tensor, own, r)
+        keys = [prog.keep(r) for r in drawn]
+        own_key = prog.keep(own)
+        runtime.run([prog])
+        others = iter(prog.kept[k] for k in keys)
+        shares = [prog.kept[own_key] if i == mine[0] else next(others).move(w) for i, w in enumerate(workers)]
         return AST(shares, crypto_provider)
 
     def reconstruct(self, x: AST) -> torch.Tensor:

@@ -18,8 +18,9 @@ from ..errors import SyftError
 from ..tensors.fixed_precision import refuse_left_out
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from ..tensors.base import ChainLayer
-from ..tensors.fixed_precision import (DEFAULT_BASE, DEFAULT_PRECISION, FixedPrecisionTensor, check_precision,
-                                       encode)
+from ..tensors.fixed_precision import (DEFAULT_BASE, DEFAULT_PRECISION, RING, RING_MAX, FixedPrecisionTensor,
+                                       check_precision, encode)
+from ..tensors.pointer import PointerTensor
 from ..workers.modules import in_place_possible, replace_tensor, weights_unreferenced
 from ..workers.modules import module_tensors as _tensors
 from .engine import ENGINE
@@ -39,12 +40,33 @@ def fix_precision(t, base: int = DEFAULT_BASE, precision: int | None = None, *,
     """``x.fix_precision()``: x encoded as round(x * base**precision) in an int64 child
     (``precision_fractional=``: PySyft's name for ``precision``)."""
     refuse_left_out(pysyft, "fix_precision")
-    if isinstance(t, ChainLayer):
-        raise SyftError(f"fix_precision encodes a plain tensor, got a {type(t).__name__}")
     precision = _precision(precision, precision_fractional)
     scale = check_precision(base, precision)
+    if isinstance(t, PointerTensor):
+        return FixedPrecisionTensor(_encode_on_worker(t, scale), base, precision)
+    if isinstance(t, ChainLayer):
+        raise SyftError(f"fix_precision encodes a plain tensor or a pointer, got a {type(t).__name__}")
     return FixedPrecisionTensor(encode(t, scale), base, precision,
                                 requires_grad=bool(t.requires_grad and t.is_floating_point()))
+
+
+def _encode_on_worker(ptr: PointerTensor, scale: int) -> PointerTensor:
+    """``encode`` run on the pointer's worker: a pointer to the int64 encoding. The one thing
+    that comes here is whether every value fits the ring (one bool), for a clear error."""
+    if ptr.is_complex():
+        raise SyftError("fix_precision encodes real tensors, not complex ones")
+    with torch.no_grad():
+        if ptr.is_floating_point():
+            y = torch.round(ptr.double() * scale)
+            bad = ~(y.abs() < float(RING))  # also NaN and infinities
+        else:
+            bound = RING_MAX // scale
+            y = ptr.long()
+            bad = (y < -bound) | (y > bound)
+        if bool(bad.any().get()):
+            raise SyftError(f"a value on {ptr.location.id!r} does not fit fixed precision with scale {scale} (or is "
+                            f"NaN or infinite): the ring holds |x| < {RING / scale:.4g}")
+        return y.long() if ptr.is_floating_point() else y * scale
 
 
 def share(t, *workers, crypto_provider=None, requires_grad=None, **pysyft) -> AdditiveSharingTensor:
@@ -53,6 +75,11 @@ def share(t, *workers, crypto_provider=None, requires_grad=None, **pysyft) -> Ad
     if requires_grad:
         raise SyftError("an int64 shared tensor has no gradient: share a fixed precision tensor with "
                         "requires_grad=True (x.fix_precision().share(..., requires_grad=True))")
+    if isinstance(t, PointerTensor) and t.dtype != torch.int64:
+        raise SyftError(f"share() splits int64 tensors; encode the {t.dtype} values on {t.location.id!r} with "
+                        f"ptr.fix_precision() first (ptr.fix_precision().share(...))")
+    if isinstance(t, PointerTensor):
+        return ENGINE.share(t, workers, crypto_provider)
     if isinstance(t, ChainLayer):
         raise SyftError(f"share() splits a plain int64 tensor or a FixedPrecisionTensor, got {type(t).__name__}")
     if t.dtype != torch.int64:

@@ -20,6 +20,7 @@ import torch
 from ..errors import NotSupportedError, SyftError
 from .additive_sharing import AdditiveSharingTensor, engine
 from .base import ChainLayer, flat_layers, make_layer
+from .pointer import PointerTensor
 from .registry import register_layer
 
 aten = torch.ops.aten
@@ -192,15 +193,23 @@ class FixedPrecisionTensor(ChainLayer):
             raise SyftError("this fixed precision tensor is shared: reconstruct it with .get() first, then "
                             ".float_precision()")
         child = self.child
+        if self.on_worker:
+            raise SyftError(f"this fixed precision tensor is encoded on {child.location.id!r}: bring it here with "
+                            f".get() first, then .float_precision()")
         if not isinstance(child, torch.Tensor) or isinstance(child, ChainLayer):
             raise SyftError(f"float_precision needs a local child, got {type(child).__name__}")
         return decode(child, self.scale)
 
     def get(self) -> "FixedPrecisionTensor":
         """Reconstruct a shared value here: a FixedPrecisionTensor over a plain int64 tensor."""
-        if not self.shared:
+        if not self.shared and not self.on_worker:
             raise SyftError("this fixed precision tensor is not shared: .float_precision() decodes it")
         return self._like(self.child.get(), requires_grad=self.requires_grad)
+
+    @property
+    def on_worker(self) -> bool:
+        """Encoded on a worker (``ptr.fix_precision()``): it shares from there or comes back with .get()."""
+        return type(self.child) is PointerTensor
 
     def share(self, *workers, crypto_provider=None, requires_grad=None, **pysyft) -> "FixedPrecisionTensor":
         """Split the encoding into additive shares, one per worker (at least two).
@@ -237,6 +246,10 @@ class FixedPrecisionTensor(ChainLayer):
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
         kwargs = kwargs or {}
         handler = _HANDLERS.get(func) or _HANDLERS.get(func.overloadpacket)
+        if handler is not _alias and any(type(a) is FixedPrecisionTensor and type(a.child) is PointerTensor
+                                         for a in args):
+            raise SyftError(f"{func} on a fixed precision tensor encoded on a worker (ptr.fix_precision()): share it "
+                            f"from there (.share(alice, bob, crypto_provider=...)) or bring it here (.get()) first")
         if handler is not None:
             return handler(func, args, kwargs)
         decomposition = torch._decomp.decomposition_table.get(func)
