@@ -20,7 +20,7 @@ import torch
 
 from ..dtypes import DTYPES, dtype_name, parse_dtype
 from ..errors import SyftError
-from ..wire.allowlist import resolve
+from ..wire.allowlist import decided_by_metadata, resolve
 
 _Tensor = torch.Tensor
 
@@ -32,6 +32,7 @@ MAX_GRAPHS = 64
 BATCH = -1  # the batch dimension in an input's shape
 _MAX_SHAPE_VALUE = 2 ** 62  # shape arithmetic stays far from bignums
 _SIZE_TEXT = re.compile(r"[0-9N+\-*/() ]{1,64}")  # an op output's size that depends on N, e.g. "3*N"
+_LEARNED_SIGNATURES = 16  # per graph: the input metadata whose checks a replay remembers
 
 _LAYOUTS = {"strided": torch.strided}
 _MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format, "preserve_format": torch.preserve_format,
@@ -253,6 +254,12 @@ class PlanGraph:
         self.outputs = outputs
         self.single_output = single_output
         self._program = None
+        # input metadata -> (the worker's token, per node: (new bytes, outputs) of an op whose
+        # checks passed and follow from that metadata, else None); see ``run``'s ``learn``
+        self._learned: dict = {}
+        # an op that changes a tensor's shape in place (t_, squeeze_) could change a constant's
+        # between calls, which no input key sees: such a graph is checked op by op every time
+        self._learnable = not any(n.is_op and torch.Tag.inplace_view in n.op.tags for n in nodes)
         self.mutated_inputs = sorted({a.index for n in nodes for a in _written_args(n)
                                       if isinstance(a, Value) and a.kind == "input"})
 
@@ -302,13 +309,23 @@ class PlanGraph:
         self._program = program, outputs
         return self._program
 
-    def run(self, inputs: list, guard=None, check=None, generator: torch.Generator | None = None) -> list:
+    def run(self, inputs: list, guard=None, check=None, generator: torch.Generator | None = None,
+            learn=None, recheck=None) -> list:
         """Replay the graph on real values; returns the output values in order.
 
         Each node's value is dropped after its last use, so a long chain holds only what is
         still needed. On a worker, ``guard(op, args, kwargs, live_bytes)`` runs before each op
         (the allow-list's argument checks and the quota, given the bytes the replay holds) and
         returns the op's estimated new bytes; ``check(op, value)`` refuses a bad result.
+
+        ``learn`` (a stored plan's worker: a token naming its policy, e.g. its limits): the
+        first replay on inputs of some metadata (shapes, strides, dtypes, storage extents) runs
+        every check and notes the ops whose verdicts follow from that metadata alone
+        (``decided_by_metadata``; the outputs of the others, and of what reads them, count as
+        data); a later replay on inputs of the same metadata with the same token skips their
+        ``guard`` and ``check`` and calls ``recheck(op, new_bytes, outputs, live_bytes)``
+        instead (what changes between calls: the time budget, the memory held), if given. The
+        other ops are checked every time.
 
         Random ops draw from ``generator`` (a worker's own), or from the process's default
         generator; a plan that seeds (``torch.manual_seed`` inside it) seeds only its replay:
@@ -317,10 +334,10 @@ class PlanGraph:
             raise SyftError(f"plan {self.name!r} takes {len(self.inputs)} values (state and inputs), "
                             f"got {len(inputs)}")
         if self.random and (generator is not None or self.seeded):
-            return self._run_on_generator(inputs, guard, check, generator)
-        return self._replay(inputs, guard, check)
+            return self._run_on_generator(inputs, guard, check, generator, learn, recheck)
+        return self._replay(inputs, guard, check, learn, recheck)
 
-    def _run_on_generator(self, inputs, guard, check, generator):
+    def _run_on_generator(self, inputs, guard, check, generator, learn, recheck):
         """Replay with the default generator standing for ``generator`` (aten's random ops take
         no generator argument of their own), then put both back."""
         default = torch.default_generator
@@ -328,17 +345,26 @@ class PlanGraph:
         if generator is not None:
             default.set_state(generator.get_state())
         try:
-            out = self._replay(inputs, guard, check)
+            out = self._replay(inputs, guard, check, learn, recheck)
             if generator is not None and not self.seeded:  # a seeded plan leaves the worker's stream alone
                 generator.set_state(default.get_state())
             return out
         finally:
             default.set_state(saved)
 
-    def _replay(self, inputs, guard, check) -> list:
+    def _replay(self, inputs, guard, check, learn=None, recheck=None) -> list:
         program, outputs = self._program or self._compile()
         slots = [*inputs, *self.constants, *([None] * len(program))]
         sizes = [0] * len(program) if guard is not None else None
+        known = learning = data = key = None
+        if learn is not None and guard is not None and self._learnable:
+            key = _metadata_key(inputs)
+            if key is not None:
+                entry = self._learned.get(key)
+                if entry is not None and entry[0] is learn:
+                    known = entry[1]
+                else:  # this replay checks every op and notes which verdicts a later one may reuse
+                    learning, data = [None] * len(program), [False] * len(slots)
         live = 0
         grad = torch.is_grad_enabled() and not self.mutated_inputs
         with torch.set_grad_enabled(grad):
@@ -359,22 +385,52 @@ class PlanGraph:
                 else:
                     kw = kwargs
                 if guard is not None and is_op:
-                    sizes[k] = guard(fn, args, kw, live)
-                    live += sizes[k]
-                out = call(*args, **kw)
-                if check is not None and is_op:
-                    if type(out) is _Tensor:
-                        check(fn, out)
+                    verdict = known[k] if known is not None else None
+                    if verdict is not None:  # checked once for these inputs' metadata
+                        if recheck is not None:
+                            recheck(fn, verdict[0], verdict[1], live)
+                        sizes[k] = verdict[0]
+                        live += verdict[0]
+                        out = call(*args, **kw)
                     else:
-                        for o in (out if type(out) in (list, tuple) else (out,)):
-                            if isinstance(o, _Tensor):
-                                check(fn, o)
+                        sizes[k] = guard(fn, args, kw, live)
+                        live += sizes[k]
+                        out = call(*args, **kw)
+                        if check is not None:
+                            if type(out) is _Tensor:
+                                check(fn, out)
+                            else:
+                                for o in (out if type(out) in (list, tuple) else (out,)):
+                                    if isinstance(o, _Tensor):
+                                        check(fn, o)
+                        if learning is not None:
+                            if (not any(data[src] for _, _, src in fills) and not any(data[src] for _, src in kw_fills)
+                                    and decided_by_metadata(fn, args, kw, out)):
+                                learning[k] = (sizes[k], len(out) if type(out) in (list, tuple) else 1)
+                            else:
+                                data[at] = True
+                else:
+                    out = call(*args, **kw)
+                    if check is not None and is_op:
+                        if type(out) is _Tensor:
+                            check(fn, out)
+                        else:
+                            for o in (out if type(out) in (list, tuple) else (out,)):
+                                if isinstance(o, _Tensor):
+                                    check(fn, o)
+                    if learning is not None and (any(data[src] for _, _, src in fills)
+                                                 or any(data[src] for _, src in kw_fills)):
+                        data[at] = True  # getitem or shape arithmetic on data-made values
                 slots[at] = out
                 del args, kw, out
                 for s, d in dead:
                     slots[s] = None
                     if sizes is not None:
                         live -= sizes[d]
+        if learning is not None:  # every op passed: later replays on this metadata reuse the verdicts
+            if len(self._learned) >= _LEARNED_SIGNATURES:
+                self._learned.clear()
+            self._learned[key] = (learn, learning)
         return [slots[v] if is_ref else v for is_ref, v in outputs]
 
     def check_inputs(self, values: list, *, roles=("input", "state")) -> None:
@@ -752,6 +808,22 @@ def _check_shape_op_args(k, name, args, kwargs, takes_tensor, scalar_nodes) -> N
             type(a) in (int, float) and abs(a) <= _MAX_SHAPE_VALUE)
         if not ok:
             raise PlanFormatError(f"plan node {k}: {name} computes on integers, got {a!r:.40}")
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _metadata_key(values: list) -> tuple | None:
+    """What decides every op's shapes, strides, dtypes and storage extents in a replay on
+    ``values`` (with the graph's constants, and given no op reads data to make them): each
+    input's, and whether autograd records. None when an input is not a plain tensor."""
+    key = [torch.is_grad_enabled()]
+    for v in values:
+        if type(v) not in _PLAIN:
+            return None
+        key.append((v.shape, v.stride(), v.storage_offset(), v.dtype, v.untyped_storage().nbytes(),
+                    v.requires_grad, v.is_conj(), v.is_neg()))
+    return tuple(key)
 
 
 def _written_args(node: Node) -> list:

@@ -36,7 +36,7 @@ from .op_checks import OpNotAllowedError
 aten = torch.ops.aten
 _NAME = re.compile(r"^aten\.([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)$")
 __all__ = ["OpNotAllowedError", "ALLOWED", "ALLOWED_OPS", "resolve", "is_allowed", "op_name", "check_call",
-           "check_result"]
+           "check_result", "decided_by_metadata"]
 
 # A CPU kernel, or a composite one written once for every backend in terms of other ops (a
 # pointer's ops arrive decomposed; plans and secure computation also name composites such as
@@ -394,6 +394,11 @@ def _verdict(plan: _Plan, args, kwargs) -> _Verdict:
 
 # --- the checks --------------------------------------------------------------------------------
 
+# families whose work bound may read a tensor argument's values (bincount's largest value,
+# repeats' sum, a degree given as a tensor): computed on every call, never memoised
+_VALUE_READ_FAMILIES = frozenset(("data-sized", "degree"))
+
+
 def check_call(op, args, kwargs) -> int:
     """Refuse an op off the list (OpNotAllowedError), arguments that would reach outside a
     tensor's storage or that shape inference rejects (OpNotAllowedError), or an op whose work
@@ -421,9 +426,9 @@ def check_call(op, args, kwargs) -> int:
     if plan.view:
         return 0  # a view computes nothing (its bounds are checked above and on its result)
     work = verdict.work
-    if work is None or plan.family.data_sized:
+    if work is None:
         work = op_cost.op_work(plan.family, plan.name, op, args, kwargs, verdict.out_numels)
-        if not plan.family.data_sized:
+        if plan.family.name not in _VALUE_READ_FAMILIES:  # (the memo is keyed by metadata, not values)
             verdict.work = work
     if work > op_cost.MAX_OP_WORK:
         raise QuotaExceededError(
@@ -431,6 +436,64 @@ def check_call(op, args, kwargs) -> int:
             f"limit of {op_cost.MAX_OP_WORK:.3g} on a worker (a broadcast view counts every element it "
             f"shows): nothing ran. Work in smaller pieces (a smaller window, fewer rows, a materialised input)")
     return 0 if plan.family is op_cost.LINEAR else work
+
+
+# ops whose outputs' sizes or values follow their inputs' data (nonzero, unique, item ...)
+_DATA_TAGS = frozenset((torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output))
+# what a check may ask a tensor without reading its values: its metadata (attribute getters
+# return metadata or tensors, whose values a later call would read)
+_METADATA_CALLS = frozenset(("getset_descriptor.__get__", "TensorBase.size", "TensorBase.stride",
+                             "TensorBase.numel", "TensorBase.nelement", "TensorBase.dim", "TensorBase.ndimension",
+                             "TensorBase.storage_offset", "TensorBase.untyped_storage", "TensorBase.element_size",
+                             "TensorBase.is_floating_point", "TensorBase.is_complex", "TensorBase.is_contiguous",
+                             "TensorBase.is_signed", "TensorBase.is_conj", "TensorBase.is_neg", "Tensor.__len__"))
+
+
+class _ValueReads(torch.overrides.TorchFunctionMode):
+    """Notes whether the code it watches called anything on a tensor beyond its metadata."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__qualname__", None) not in _METADATA_CALLS:
+            self.seen = True
+        return func(*args, **(kwargs or {}))
+
+
+def decided_by_metadata(op, args, kwargs, out) -> bool:
+    """Whether ``check_call``'s verdict on these arguments (which it passed) and the metadata of
+    the op's result ``out`` follow from the arguments' metadata alone (shapes, strides, dtypes,
+    storage extents) and their literal values. Then a stored plan replayed on inputs of the same
+    metadata gets the same verdicts and may skip ``check_call`` and ``check_result`` for this
+    op. False (check every call) when a check reads tensor values (a degree or repeats given as
+    a tensor, a backward kernel's indices), when the outputs follow the data (nonzero, unique,
+    item), or when the meta run could not tell their sizes."""
+    plan = _plans.get(id(op))
+    if plan is None or not _DATA_TAGS.isdisjoint(op.tags) or plan.family.data_sized:
+        return False
+    outs = out if type(out) in (list, tuple) else (out,)
+    if not all(type(o) is _Tensor for o in outs):
+        return False  # a number or flag made from the data, or a chain layer
+    if plan.fast:
+        return True  # the pointwise bound reads sizes only; the output has the broadcast shape
+    verdict = _verdict(plan, args, kwargs)  # (memoised by check_call, on the arguments' metadata)
+    if verdict.out_numels is None or verdict.out_numels != [o.numel() for o in outs]:
+        return False  # the meta run could not tell, or its sizes are not what the kernel made
+    if plan.arg_check is None and (plan.view or plan.family is op_cost.LINEAR):
+        return True  # the bound of a view or a linear op is its sizes
+    # the argument check and the work bound again, watched: any call beyond metadata reads values
+    watch = _ValueReads()
+    try:
+        with watch:
+            if plan.arg_check is not None:
+                plan.arg_check(plan.name, args, kwargs)
+            if not plan.view:
+                op_cost.op_work(plan.family, plan.name, op, args, kwargs, verdict.out_numels)
+    except Exception:
+        return False
+    return not watch.seen
 
 
 _Tensor, _Parameter, _strided = torch.Tensor, torch.nn.Parameter, torch.strided  # read on every result

@@ -31,6 +31,7 @@ from .limits import (PLAN_EXPANSION, Estimate, Limits, MemoryBudget, OutputEstim
 
 _Tensor = torch.Tensor
 _seq = (list, tuple)
+_NO_LIMITS = object()  # the policy token of a worker without limits (PlanGraph.run's ``learn``)
 MAX_OBJECT_ID = 2**63 - 1  # ids a client may name (run_graph's outputs); the worker's own are 53-bit
 
 
@@ -285,7 +286,7 @@ class WorkerCore:
         values = [self.lookup(i) for i in (stored.state_ids if state_ids is None else state_ids)]
         values += [self.lookup(i) for i in arg_ids]
         graph = stored.builds.select(values)  # the graph built for these inputs' shapes and dtypes
-        return self._run_graph(graph, values, None)
+        return self._run_graph(graph, values, None, learn=True)
 
     def run_graph(self, graph, input_ids: list[int], output_ids: list[int], drawn=()) -> list:
         """Run a one-off graph (a recorded ``sy.batch``) and store its outputs under the given ids;
@@ -298,7 +299,9 @@ class WorkerCore:
                             f"nothing ran")
         return self._run_graph(graph, values, output_ids)
 
-    def _run_graph(self, graph, values, output_ids):
+    def _run_graph(self, graph, values, output_ids, learn: bool = False):
+        """``learn``: a stored plan, replayed again and again: its ops are checked on its first run
+        for some input metadata, then only what changes between calls (PlanGraph.run)."""
         limits = self.limits
         if limits is not None and len(self.objects) + len(graph.outputs) > limits.max_objects:
             raise QuotaExceededError(f"plan {graph.name!r} would store {len(graph.outputs)} objects while the worker "
@@ -306,7 +309,9 @@ class WorkerCore:
         budget = limits.max_op_seconds if limits is not None else None
         self._graph_deadline = None if budget is None else (time.monotonic() + budget, budget, graph.name)
         try:
-            outs = graph.run(values, guard=self._guard_node, check=check_result, generator=self.generator)
+            outs = graph.run(values, guard=self._guard_node, check=check_result, generator=self.generator,
+                             learn=(_NO_LIMITS if limits is None else limits) if learn else None,
+                             recheck=None if limits is None else self._recheck_node)
         except SyftError:
             raise
         except Exception as e:
@@ -329,16 +334,29 @@ class WorkerCore:
     def _guard_node(self, op, args, kwargs, live_bytes: int) -> int:
         """Before each op of a plan replay: the same checks as a single ``run``, and the time budget
         (a replay stops between two ops; each op stays under the per-op cost bound)."""
+        self._check_deadline()
+        check_call(op, args, kwargs)
+        if self.limits is None:
+            return 0
+        return self._check_quota(op, args, kwargs, live_bytes, travels=False)  # its values stay here
+
+    def _recheck_node(self, op, new_bytes: int, outputs: int, live_bytes: int) -> None:
+        """Before an op of a stored plan whose checks passed for these inputs' metadata (its
+        estimate is ``new_bytes`` and ``outputs`` tensors): what changes between calls, the time
+        budget and what the worker holds."""
+        self._check_deadline()
+        limits = self.limits
+        held = self.budget.used + live_bytes
+        if held + new_bytes > limits.max_bytes or len(self.objects) + outputs > limits.max_objects:
+            check_quota(limits, held, len(self.objects), op, Estimate(new_bytes, outputs))
+
+    def _check_deadline(self) -> None:
         if self._graph_deadline is not None and time.monotonic() > self._graph_deadline[0]:
             _, budget, name = self._graph_deadline
             raise OpCancelledError(f"plan {name!r} ran past the worker's time budget of {budget:g} s and was "
                                    f"stopped between two of its ops: nothing was stored (in-place writes to its "
                                    f"inputs before that stay). Run it on smaller pieces, or start the worker "
                                    f"with a larger --max-op-seconds")
-        check_call(op, args, kwargs)
-        if self.limits is None:
-            return 0
-        return self._check_quota(op, args, kwargs, live_bytes, travels=False)  # its values stay here
 
     def search(self, query: tuple[str, ...]) -> list[int]:
         """Ids of objects whose tags (or description words) contain every query term."""
