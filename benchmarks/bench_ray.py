@@ -19,6 +19,7 @@ import sys
 import torch
 import torch.nn as nn
 
+import common
 from common import figure, interleaved, interleaved_samples, paired_ratio, wall_clock
 
 torch.set_num_threads(1)
@@ -135,9 +136,9 @@ def _move(sy, ray, bare_cls, quick):
 
 
 def _startup(sy, quick):
-    n = 4 if quick else 32  # quick: each actor process costs ~2 s of CPU to start
+    n = 2 if common.SMOKE else 4 if quick else 32  # quick: each actor process costs ~2 s of CPU to start
     out, kept = [], None
-    for per_actor in (1, 4 if quick else 8):
+    for per_actor in (1, 2 if common.SMOKE else 4 if quick else 8):
         t0 = wall_clock()
         workers = sy.ray.workers(n, prefix=f"bench_ray_s{per_actor}_", num_cpus=CPU, per_actor=per_actor)
         seconds = wall_clock() - t0
@@ -170,7 +171,7 @@ def _fedavg_round(sy, workers, per_client=32):
 
 
 def _scaling(sy, ray_workers, quick):
-    sizes = (2, 4) if quick else (4, 16, 32)
+    sizes = (2,) if common.SMOKE else (2, 4) if quick else (4, 16, 32)
     rows = []
     for k in sizes:
         virtual = [sy.VirtualWorker(f"bench_ray_v{i}") for i in range(k)]

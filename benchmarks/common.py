@@ -17,9 +17,16 @@ cpu_clock = time.thread_time
 wall_clock = time.perf_counter
 
 
+# Smoke mode (run.py --smoke, what scripts/test runs): every figure computed once over the fewest
+# samples, to show the benchmarks still run; its numbers are not measurements.
+SMOKE = False
+
+
 def interleaved_samples(fns: dict, *, number: int, repeat: int, clock=wall_clock) -> dict:
     """Seconds per call of each function in each round, sampled in turns (ABC, CBA, ABC, ...)
     so that drift and the order within a round hit all alike."""
+    if SMOKE:
+        number, repeat = max(1, number // 10), min(repeat, 3)
     samples = {k: [] for k in fns}
     items = list(fns.items())
     for i in range(repeat):

@@ -27,6 +27,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+import common  # noqa: E402  (beside this script: its SMOKE switch is read by every module)
+
 MODULES = ["bench_runtime", "bench_plans", "bench_transport", "bench_widget", "bench_federated", "bench_smpc", "bench_events", "bench_ray"]
 
 
@@ -92,9 +94,14 @@ def print_table(results):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="short mode: fewer samples, smaller sizes")
+    ap.add_argument("--smoke", action="store_true",
+                    help="quick mode with the fewest samples: shows every benchmark runs (scripts/test); "
+                         "its figures are not measurements")
     ap.add_argument("--out", type=Path, default=HERE, help="folder for results.md and results.json")
     ap.add_argument("--only", nargs="*", help="run only these modules")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.quick = common.SMOKE = True
     src = source()  # before running: the code measured is the code at start
     results, seconds = [], {}
     for name in args.only or MODULES:
@@ -113,10 +120,12 @@ def main(argv=None) -> int:
         print(f"benchmarks/run.py: {name} took {seconds[name]} s", file=sys.stderr, flush=True)
     info = machine()
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "results.quick" if args.quick else "results"
+    stem = "results.smoke" if args.smoke else "results.quick" if args.quick else "results"
+    mode = " (smoke mode: the fewest samples, not measurements)" if args.smoke else " (quick mode)" if args.quick else ""
     (args.out / f"{stem}.json").write_text(json.dumps({"machine": info, "source": src, "quick": args.quick,
+                                                       "smoke": args.smoke,
                                                        "seconds": seconds, "results": results}, indent=2))
-    md = [f"# Benchmark results{' (quick mode)' if args.quick else ''}", "",
+    md = [f"# Benchmark results{mode}", "",
           source_line(src), "",
           f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}, torch {info['torch']} "
           f"({info['torch_threads']} thread(s)), {info['platform']}; load average at the end "

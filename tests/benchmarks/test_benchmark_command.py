@@ -1,4 +1,5 @@
-"""The benchmark command runs (short mode) and writes its table: figures, targets, peers, machine.
+"""The benchmark command runs (smoke mode: every benchmark with the fewest samples) and writes its
+table: figures, targets, peers, machine.
 
 Outside the main test run (marker "benchmark"): scripts/test runs it as a step of its own."""
 import json
@@ -10,17 +11,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 900  # seconds for the whole quick run (pytest-timeout's limit for this test too)
+TIMEOUT = 900  # seconds for the whole smoke run (pytest-timeout's limit for this test too)
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.slow, pytest.mark.timeout(TIMEOUT + 60)]
 
 
-def test_quick_benchmark_writes_results_with_every_figure(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(tmp_path)],
+def test_smoke_benchmark_writes_results_with_every_figure(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--smoke", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads((tmp_path / "results.quick.json").read_text())
-    assert data["quick"] is True and data["machine"]["torch"].startswith("2.13.0")
+    data = json.loads((tmp_path / "results.smoke.json").read_text())
+    assert data["smoke"] is True and data["quick"] is True and data["machine"]["torch"].startswith("2.13.0")
     names = [r["name"] for r in data["results"]]
     for expected in ("LoggingTensor 1-element add",
                      "pointer op round trip (1 element, VirtualWorker, through the worker service)",
@@ -36,6 +37,6 @@ def test_quick_benchmark_writes_results_with_every_figure(tmp_path):
     for r in data["results"]:
         assert "error" not in r, r
         assert isinstance(r["value"], (int, float)) and r["value"] == r["value"]  # a number, not NaN
-    md = (tmp_path / "results.quick.md").read_text()
-    assert md.startswith("# Benchmark results (quick mode)") and "| figure |" in md
+    md = (tmp_path / "results.smoke.md").read_text()
+    assert md.startswith("# Benchmark results (smoke mode") and "| figure |" in md
     assert f"{os.cpu_count()} cores" in md and data["machine"]["cores"] == os.cpu_count()
