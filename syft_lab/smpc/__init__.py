@@ -11,7 +11,8 @@ explains the protocols, their rounds and the trust model.
 """
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from ..tensors.fixed_precision import FixedPrecisionTensor
-from . import approximations, engine, methods, pooling, protocols, ring, runtime  # noqa: F401  (engine registers itself with the layer,
+from . import approximations, convolution, engine, layers, methods, pooling, protocols, ring, runtime  # noqa: F401  (engine registers itself with the layer,
 #                                                       methods with sy.hook())
 
-__all__ = ["AdditiveSharingTensor", "FixedPrecisionTensor", "approximations", "engine", "methods", "protocols", "ring", "runtime"]
+__all__ = ["AdditiveSharingTensor", "FixedPrecisionTensor", "approximations", "engine", "layers", "methods", "protocols",
+           "ring", "runtime"]

@@ -94,9 +94,9 @@ def reciprocal(x: FPT, positive: bool = False, iters: int = RECIPROCAL_ITERS, in
     return y
 
 
-def inv_sqrt(x: FPT) -> FPT:
+def inv_sqrt(x: FPT, iters: int = SQRT_ITERS) -> FPT:
     y = exp(-(x / 2 + 0.2)) * 2.2 + 0.2 - x / 1024
-    for _ in range(SQRT_ITERS):
+    for _ in range(iters):
         y = y * (3 - x * y * y) / 2
     return y
 
