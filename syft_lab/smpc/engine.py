@@ -22,7 +22,7 @@ INT64 = torch.int64
 # Ops every party applies to its own share with the same other arguments.
 _PER_SHARE = {aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose, aten.permute, aten.expand,
               aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.repeat,
-              aten.narrow, aten.flatten, aten.sum, aten.neg, aten.unfold, aten.contiguous, aten.movedim,
+              aten.narrow, aten.flatten, aten.sum, aten.neg, aten.unfold, aten.unfold_backward, aten.contiguous, aten.movedim,
               aten.constant_pad_nd}  # padding with 0: each party pads its share (0 is a sharing of 0)
 _BILINEAR = {aten.mul, aten.mm, aten.bmm, aten.convolution, aten.matmul}
 PAIRWISE_MAX = 256  # max_dim compares all m^2 pairs at once (few rounds); longer dims: a tournament
