@@ -129,8 +129,16 @@ def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, q
     if kwargs["_node_ip_address"] == "127.0.0.1" and before is not None:
         constants.ENABLE_RAY_CLUSTER = False
     try:
-        ray.init(address="local", num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
-                 object_store_memory=object_store_memory or LOCAL_OBJECT_STORE, **kwargs)
+        for attempt in (1, 2):
+            try:
+                ray.init(address="local", num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
+                         object_store_memory=object_store_memory or LOCAL_OBJECT_STORE, **kwargs)
+                break
+            except Exception as e:
+                # Ray waits a fixed 30 s for its raylet; on a loaded machine that can pass: once more
+                if attempt == 2 or "timed out during startup" not in str(e):
+                    raise
+                ray.shutdown()
     finally:
         if before is not None:
             constants.ENABLE_RAY_CLUSTER = before

@@ -7,8 +7,8 @@ by a short cell run before the block each time (``ASSUMED``, keyed by a call the
 the reader's own notebook would define them. The websocket block connects to a worker on 127.0.0.1:8777, which
 the test starts (a real ``syft-lab worker`` process) with the token the block names.
 
-The Ray section's block is not run here: as written it starts 32 actor processes, one each
-(~266 MiB and ~2 s of CPU apiece), more than a suite run on 2 shared cores can carry twice;
+The Ray section's block runs twice in tests/ray/test_readme_ray_block.py instead, on the Ray
+tier's session Ray (a second local Ray in this kernel would double the suite's Ray start-ups);
 ``RAY_BLOCK`` names it so that the test fails if another block starts Ray unnoticed.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ model = nn.Linear(3, 2)
 }
 
 
-RAY_BLOCK = "clients = sy.ray.workers(32"
+RAY_BLOCK = "clients = sy.ray.workers(16"
 
 
 def readme_blocks() -> list[tuple[str, str]]:
