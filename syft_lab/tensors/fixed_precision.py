@@ -90,7 +90,7 @@ def check_fits(value: torch.Tensor, what: str, scale: int) -> None:
     if value.numel() and value.abs().max().item() >= RING:
         raise SyftError(f"{what} overflows the 64-bit ring at scale {scale}: a product of two encodings needs "
                         f"|x * y| < 2^63 / scale^2 = {product_bound(scale):.4g}, a product with an integer k "
-                        f"|x * k| < 2^63 / scale = {RING / scale:.4g} (docs/secure-computation.md, 'Fixed-precision "
+                        f"|x * k| < 2^63 / scale = {RING / scale:.4g}, a sum |x + y| < {RING / scale:.4g} (docs/secure-computation.md, 'Fixed-precision "
                         f"error'); shared operands cannot be checked")
 
 
@@ -400,6 +400,11 @@ def _addsub(func, args, kwargs):
                                                          alpha))
     b = _enc(b, t.scale)
     packet = func.overloadpacket
+    if not (_is_shared(a) or _is_shared(b)):  # public operands: the sum in float64 beside the int64 one
+        sign = -1.0 if packet is aten.sub else 1.0
+        check_fits(_exact(a) * (-1.0 if packet is aten.rsub else 1.0) + _exact(b) * sign
+                   if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) else torch.tensor(0.0),
+                   f"{packet.__name__} of fixed precision values", t.scale)
     if packet is aten.sub:
         return _wrap(t, _add(a, -b) if isinstance(b, torch.Tensor) else _add(a, -b))
     if packet is aten.rsub:
@@ -451,7 +456,10 @@ def _sum(func, args, kwargs):
     kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
     if len(args) > 3:
         args = args[:3]
-    return _wrap(args[0], func(args[0].child, *args[1:], **kwargs))
+    child = args[0].child
+    if not _is_shared(child):  # a public sum: checked in float64 (exact to 2^-52 relative: near 2^63 it errs safe)
+        check_fits(func(child.double(), *args[1:], **kwargs), "a sum of fixed precision values", args[0].scale)
+    return _wrap(args[0], func(child, *args[1:], **kwargs))
 
 
 def _mean(func, args, kwargs):

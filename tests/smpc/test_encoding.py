@@ -83,3 +83,26 @@ def test_errors_come_before_anything_is_shared(parties2):
         with pytest.raises(sy.SyftError):
             bad()
         assert alice.objects == {} and bob.objects == {}
+
+
+def test_public_sums_that_overflow_are_refused():
+    """A sum of public encodings must stay within |x + y| < 2^63 / scale (9.22e15 at scale 1000)."""
+    big = torch.tensor([6e15], dtype=torch.float64).fix_precision()
+    for bad in (lambda: big + big, lambda: big - (-big), lambda: -big - big, lambda: big + 4e15,
+                lambda: torch.tensor([6e15, 6e15], dtype=torch.float64).fix_precision().sum()):
+        with pytest.raises(sy.SyftError, match=r"overflows the 64-bit ring.*\|x \+ y\| < 9.223e\+15"):
+            bad()
+    fits = torch.tensor([4.6e15, 4.6e15], dtype=torch.float64).fix_precision()
+    assert fits.sum().float_precision().double().item() == pytest.approx(9.2e15)
+    assert (fits[0] + fits[1]).float_precision().double().item() == pytest.approx(9.2e15)
+
+
+def test_shared_sums_are_not_checked_but_public_addends_are(parties2):
+    """A shared operand cannot be checked (it would need the secret); an addend that alone cannot be
+    encoded still is."""
+    alice, bob, carol = parties2
+    sx = torch.tensor([1.0]).fix_precision().share(alice, bob, crypto_provider=carol)
+    with pytest.raises(sy.SyftError, match="does not fit fixed precision"):
+        sx + torch.tensor([1e16], dtype=torch.float64)
+    assert torch.allclose((sx + 2.5).get().float_precision(), torch.tensor([3.5]))
+    del sx
