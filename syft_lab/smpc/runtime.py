@@ -40,6 +40,19 @@ def reset_stats() -> None:
     stats["rounds"] = 0
 
 
+# What every op costs wherever its workers are (in process too), for the inspection model's
+# ``last_op`` (costs.py): protocol steps (rounds) and random words drawn on workers (the dealer's
+# material; counts only, never values). Only ever increases.
+totals = {"rounds": 0, "random_words": 0}
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
 class Val:
     """A value of a program: the output of one op (or, in process, its pointer already)."""
 
@@ -149,6 +162,7 @@ class Program:
         program carries their shapes only. In process, one deal of the draw alone."""
         shape = tuple(int(s) for s in shape)
         if self.local:
+            totals["random_words"] += _numel(shape)
             graph = PlanGraph("deal", [_drawn_input(0, shape)], [], [], [Value("input", 0)], False)
             out = self.worker.submit_request({"c": "deal", "g": graph.to_json(), "i": [], "o": [new_id()],
                                               "bits": [bits]}).result()
@@ -228,6 +242,7 @@ class Program:
         msg = {"c": "run_graph", "g": graph.to_json(), "i": list(self.input_ids), "o": ids}
         if self.draw_bits:  # a dealer's program: its random inputs are drawn on the worker
             msg["c"], msg["bits"] = "deal", list(self.draw_bits)
+            totals["random_words"] += sum(_numel(spec["shape"]) for spec in self.inputs[-len(self.draw_bits):])
         if opened:  # the opened values come back in the reply (never stored on the worker)
             msg["ret"] = opened
         stats["messages"] += 1
@@ -260,6 +275,8 @@ def run(programs) -> None:
     """Execute one round: every program; remote ones all at once (every request of the round is
     in flight before the first reply is read, so the round costs about one round trip)."""
     programs = [p for p in programs if p is not None]
+    if any(p._keep or p._open for p in programs):  # as remotely: a program with no output sends nothing
+        totals["rounds"] += 1
     for p in programs:
         if p.local:
             p._execute_local()

@@ -103,6 +103,9 @@ class AdditiveSharingTensor(ChainLayer):
                   "n_shares": len(self.shares), "ring": "Z_2^64"}
         if provider is not None:
             fields["annotations"] = [{"label": "crypto provider", "value": provider}]
+        last_op = getattr(self, "last_op", None)  # what made it: {"op", "rounds", "random_words"} (smpc/costs.py)
+        if last_op is not None:
+            fields["last_op"] = dict(last_op)
         return fields
 
     def display(self) -> dict:

@@ -72,17 +72,3 @@ def test_what_stays_unsupported_is_a_clear_error(parties2):
     with pytest.raises(sy.SyftError, match="does not fit fixed precision"):
         torch.tensor([float("nan")]).send(alice).fix_precision()
     del ptr, fp
-
-
-@pytest.mark.network
-def test_share_from_a_worker_process(remote_parties3):
-    alice, bob, dave, carol = remote_parties3
-    x = torch.tensor([[1.5, -0.25], [4.0, 0.125]])
-    ptr = x.send(bob)
-    sx = ptr.fix_precision().share(alice, bob, dave, crypto_provider=carol)
-    assert [s.location for s in sx.child.shares] == [alice, bob, dave]
-    assert torch.allclose((sx @ sx).get().float_precision(), x @ x, atol=5e-3)
-    del sx, ptr
-    for w in (alice, bob, dave, carol):
-        w.flush()
-        assert w.objects == {}
