@@ -314,7 +314,16 @@ class RayWorker(WorkerClient):
                 raise
             raise self._source_error(source, ref, e) from None
         if not keep_source:
-            source._discard(obj_id)
+            try:
+                source._discard(obj_id)
+            except BaseException:
+                # the source died (or stopped answering) after the copy: a move is all or nothing,
+                # so the copy goes too (two live copies of a share would be two shares on one party)
+                try:
+                    self._discard(new_id)
+                except Exception:
+                    pass  # (this worker's own failure: its session releases the copy)
+                raise
         return PointerTensor(self, new_id, shape, dtype, requires_grad=requires_grad)
 
     def _source_error(self, source, ref, e):
