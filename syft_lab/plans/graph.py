@@ -397,12 +397,7 @@ class PlanGraph:
                         live += sizes[k]
                         out = call(*args, **kw)
                         if check is not None:
-                            if type(out) is _Tensor:
-                                check(fn, out)
-                            else:
-                                for o in (out if type(out) in (list, tuple) else (out,)):
-                                    if isinstance(o, _Tensor):
-                                        check(fn, o)
+                            _check_outputs(check, fn, out)
                         if learning is not None:
                             if (not any(data[src] for _, _, src in fills) and not any(data[src] for _, src in kw_fills)
                                     and decided_by_metadata(fn, args, kw, out)):
@@ -412,12 +407,7 @@ class PlanGraph:
                 else:
                     out = call(*args, **kw)
                     if check is not None and is_op:
-                        if type(out) is _Tensor:
-                            check(fn, out)
-                        else:
-                            for o in (out if type(out) in (list, tuple) else (out,)):
-                                if isinstance(o, _Tensor):
-                                    check(fn, o)
+                        _check_outputs(check, fn, out)
                     if learning is not None and (any(data[src] for _, _, src in fills)
                                                  or any(data[src] for _, src in kw_fills)):
                         data[at] = True  # getitem or shape arithmetic on data-made values
@@ -851,3 +841,13 @@ def _refs(node: Node):
 
 def _getitem(seq, i):
     return seq[i]
+
+
+def _check_outputs(check, fn, out) -> None:
+    """``check(fn, t)`` on every tensor an op returned (one, or a tuple or list of them)."""
+    if type(out) is _Tensor:
+        check(fn, out)
+        return
+    for o in (out if type(out) in (list, tuple) else (out,)):
+        if isinstance(o, _Tensor):
+            check(fn, o)
