@@ -18,6 +18,7 @@ records autograd history, since a fork cannot hand back a graph.
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
@@ -252,12 +253,9 @@ def _read_tensor(reader: _Reader, spec: dict) -> torch.Tensor:
     stride = spec["stride"]
     if stride is None:  # sent contiguous
         stride = torch.empty(shape, device="meta").stride() if shape else []
-    t = torch.empty(0, dtype=dtype)
-    numel = 1
-    for s in shape:
-        numel *= s
+    numel = math.prod(shape)
     if numel == 0:
         return torch.empty_strided(shape, stride, dtype=dtype)
-    raw = torch.empty(numel * t.element_size(), dtype=torch.uint8)
+    raw = torch.empty(numel * dtype.itemsize, dtype=torch.uint8)
     reader.readinto(memoryview(raw.numpy()))
     return raw.view(dtype).as_strided(shape, stride, 0)
