@@ -193,3 +193,27 @@ def kernel(tmp_path_factory):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+# scripts/test runs the suite in 2 processes (pytest-xdist, --dist loadgroup). A group runs in
+# one process, in order: a test file by default, so its module fixtures start once. The browser
+# tests share one JupyterLab, and whatever starts a local Ray (tests/ray, notebook 08, the Ray
+# world view) runs in one process, so two Ray clusters never compete for the 2 cores.
+_HEAVY_FIRST = ("browser", "ray", "tests/notebooks/test_notebooks.py")  # the longest groups start first
+
+
+def _xdist_group(item) -> str:
+    path = Path(str(item.path)).resolve().relative_to(ROOT).as_posix()
+    if path.startswith("tests/ray/") or path == "tests/browser/test_world_view_ray.py" \
+            or item.name.endswith("[08_ray_workers]"):
+        return "ray"
+    if path.startswith("tests/browser/"):
+        return "browser"
+    return path
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+    rank = {g: i for i, g in enumerate(_HEAVY_FIRST)}
+    items.sort(key=lambda it: rank.get(_xdist_group(it), len(rank)))  # stable: files keep their order
