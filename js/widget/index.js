@@ -58,8 +58,9 @@ function render({ model, el }) {
     gone = why;
     root.classList.add("syft-disabled");
     for (const b of root.querySelectorAll("button[data-action], .syft-menu-item")) b.disabled = true;
-    wv?.setDisabled(why);
-    status.error(why);
+    // said once: a world view's own banner, or else the status line (not both)
+    if (wv) wv.setDisabled(why);
+    else status.error(why);
   };
   const KERNEL_GONE = "The kernel of this view is gone (restarted or shut down): it shows the world as it was, "
     + "and its buttons are off. Run its cell again to get a live view.";
@@ -72,7 +73,7 @@ function render({ model, el }) {
     async run(action, target, extra = {}) {
       if (!gone && kernel && model.widget_manager?.kernel !== kernel) markGone(KERNEL_GONE); // the notebook changed kernel
       if (gone) {
-        status.error(gone);
+        if (!wv) status.error(gone);
         return { ok: false, error: gone };
       }
       status.pending(`${action}…`);

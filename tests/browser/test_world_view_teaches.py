@@ -129,6 +129,7 @@ def test_a_view_whose_kernel_restarted_says_so_and_turns_its_buttons_off(open_no
     nb.wait_idle()
     expect(world.locator(".syft-root.syft-disabled")).to_have_count(1)
     expect(world.locator(".syft-dead-banner")).to_contain_text("kernel of this view is gone")
+    assert world.inner_text().count("kernel of this view is gone") == 1  # said once, not in two places
     expect(get).to_be_disabled()
     get.click(force=True)
     expect(world.locator(".syft-status")).not_to_have_text(re.compile(r"get…"))
