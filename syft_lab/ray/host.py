@@ -114,7 +114,7 @@ class WorkerHost:
         warm_up()
         self.sessions: dict = {}  # (worker id, session id) -> Session
         self.info = {**node_info(), "workers": {w: s.instance for w, s in self.services.items()}}
-        self._last = None  # the last reply's Encoded, until Ray has copied it (see _reply)
+        self._last = None  # (service, then, Encoded) of the last reply, until Ray has copied it
 
     def hello(self) -> bytes:
         """Where this actor runs and which workers it hosts (a wire message)."""
@@ -143,31 +143,16 @@ class WorkerHost:
     def call(self, message):
         """One command: a packed message in, a packed reply out (``RESTARTED`` if the message
         names a service instance other than this process's)."""
-        self._last = None
-        rid = 0
-        try:
-            msg, service, session = self._route(message)
-            if msg is None:
-                return RESTARTED
-            rid = msg.get("r", 0)
-        except Exception as e:  # a WireError, a worker id this actor does not host, a bad session id
-            return bytes(encode(error_reply(rid, e)).frames[0])
-        reply, then = service.handle(msg, session)
-        try:
-            encoded = encode(reply, max_message_size=service.max_message_size)
-        except WireError as e:  # the reply itself cannot travel (too large, an odd dtype)
-            if then is not None and then.failed is not None:
-                then.failed()  # a fetched object goes back into the store
-            return bytes(encode(error_reply(rid, e)).frames[0])
-        if then is not None and then.sent is not None:
-            then.sent()  # a reply that holds no memory of the store (a plan's JSON)
-        # A streamed reply's buffers point into tensors, some still in the store (a copy, a
-        # view). Ray copies a method's result into its object store when the method returns and
-        # before the next method runs (an actor runs one at a time), so no other command can
-        # change those bytes before they are copied: unlike the websocket server, which streams
-        # a reply while later commands run, no snapshot copy is needed (``then.snapshot``).
-        # ``encoded`` keeps the tensors alive until then.
-        self._last = encoded
+        routed = self._begin(message)
+        if type(routed) is not tuple:
+            return routed
+        msg, service, session = routed
+        # The service's reply path, as the websocket server's (its snapshot copy included: the
+        # bytes Ray copies are then the reply's own). Ray copies a method's result into its
+        # object store when the method returns, before the next method runs (an actor runs one
+        # at a time): the reply has gone out when the next call begins (``_finish_last``).
+        encoded, then = service.encoded_reply(msg, session)
+        self._last = (service, then, encoded)  # ``encoded`` keeps its buffers alive until then
         return pack(encoded)
 
     def receive(self, message, source_reply):
@@ -175,32 +160,48 @@ class WorkerHost:
         which Ray resolved from its object store (it never went through the client).
         ``message`` is a ``store`` command without its object; the reply's result is
         ``[id, shape, dtype]`` (what the client's pointer needs)."""
-        self._last = None
+        routed = self._begin(message, lambda msg, service: _moved_object(msg, service, source_reply))
+        if type(routed) is not tuple:
+            return routed
+        msg, service, session = routed
+        obj = msg["o"]
+        reply, _ = service.handle(msg, session)  # a store's reply holds nothing of the store
+        if "ok" in reply:
+            reply["ok"] = [reply["ok"], list(obj.shape), obj.dtype]
+        return bytes(encode(reply, chunk_size=NO_CHUNK).frames[0])
+
+    def _begin(self, message, check=None):
+        """What every call does first: the previous reply is done (Ray has copied it), then
+        the message is routed (and ``check(msg, service)`` run, which may add to it). Returns
+        ``(msg, service, session)``, or what the call answers at once: ``RESTARTED``, or an
+        error reply (a WireError, a worker id this actor does not host, a bad session id)."""
+        self._finish_last()
         rid = 0
         try:
             msg, service, session = self._route(message)
             if msg is None:
                 return RESTARTED
             rid = msg.get("r", 0)
-            if msg.get("c") != "store" or "o" in msg:
-                raise SyftError("receive takes a store command without its object")
-            if source_reply == RESTARTED:
-                raise MoveSourceError("the source worker was restarted by Ray: it came back empty")
-            src = unpack(source_reply, service.max_message_size)
-            if "ok" not in src:
-                err = src.get("err") if type(src.get("err")) is dict else {}
-                raise MoveSourceError(f"the source worker could not send it: {str(err.get('t'))[:64]}: "
-                                      f"{str(err.get('m'))[:1000]}")
+            if check is not None:
+                check(msg, service)
         except Exception as e:
-            return bytes(encode(error_reply(rid, e)).frames[0])
-        obj = msg["o"] = src["ok"]
-        reply, _ = service.handle(msg, session)
-        if "ok" in reply:
-            reply["ok"] = [reply["ok"], list(obj.shape), obj.dtype]
-        return bytes(encode(reply, chunk_size=NO_CHUNK).frames[0])
+            return _error(rid, e)
+        return msg, service, session
+
+    def _finish_last(self) -> None:
+        """The last reply has gone out: its ``then`` runs (a fetched plan leaves the store) and
+        the memory budget it held is free again."""
+        last, self._last = self._last, None
+        if last is None:
+            return
+        service, then, _encoded = last
+        if then is not None and then.sent is not None:
+            then.sent()
+        service.reply_done(then)
 
     def end_session(self, worker_id: str, session_id: str) -> None:
         """The client closed: release every reference its session holds."""
+        self._finish_last()
         s = self.sessions.pop((worker_id, session_id), None)
         service = self.services.get(worker_id)
         if s is not None and service is not None:
@@ -209,3 +210,21 @@ class WorkerHost:
 
 class MoveSourceError(SyftError):
     """A move between two Ray workers whose source could not send the object."""
+
+
+def _error(rid, e) -> bytes:
+    return bytes(encode(error_reply(rid, e)).frames[0])
+
+
+def _moved_object(msg: dict, service, source_reply) -> None:
+    """A move's store command gets its object: the source's fetch reply, decoded here."""
+    if msg.get("c") != "store" or "o" in msg:
+        raise SyftError("receive takes a store command without its object")
+    if source_reply == RESTARTED:
+        raise MoveSourceError("the source worker was restarted by Ray: it came back empty")
+    src = unpack(source_reply, service.max_message_size)
+    if "ok" not in src:
+        err = src.get("err") if type(src.get("err")) is dict else {}
+        raise MoveSourceError(f"the source worker could not send it: {str(err.get('t'))[:64]}: "
+                              f"{str(err.get('m'))[:1000]}")
+    msg["o"] = src["ok"]

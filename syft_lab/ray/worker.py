@@ -32,7 +32,7 @@ from ..errors import RemoteError, WorkerUnavailableError
 from ..tensors.pointer import PointerTensor
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, encode
 from ..workers.base import check_worker_id
-from ..workers.protocol import ConnectionLost, FramedTransport, WorkerClient, error_from_reply
+from ..workers.protocol import ConnectionLost, FramedTransport, FramedWorker, error_from_reply
 from .host import RESTARTED, WorkerHost, pack, unpack
 from .runtime import ensure_initialized
 
@@ -145,11 +145,9 @@ class RayTransport(FramedTransport):
     def _is_open(self) -> bool:
         return True
 
-    def send(self, msg: dict, *, detach: bool = False, label: str | None = None) -> None:
+    def _send_message(self, msg: dict, detach: bool, label: str | None) -> None:
         """One actor call per request: the frames as ``[first frame, *buffers]`` (host.pack)."""
         source = msg.pop("src", None)  # a move: (source worker, ObjectRef of its fetch reply)
-        self._rid += 1
-        rid = msg["r"] = self._rid
         encoded = self._encode(msg, detach)
         if source is None:
             ref = self.actor.call.remote(pack(encoded))
@@ -157,7 +155,6 @@ class RayTransport(FramedTransport):
             ref = self.actor.receive.remote(pack(encoded), source[1])
         del encoded  # Ray has copied the arguments into its object store
         self._replies.append((ref, source))
-        self._in_flight.append(rid)
 
     def call_ref(self, msg: dict):
         """Send one request and leave its reply in Ray's object store: returns the ObjectRef
@@ -233,7 +230,7 @@ class RayTransport(FramedTransport):
                 pass
 
 
-class RayWorker(WorkerClient):
+class RayWorker(FramedWorker):
     """A worker service running in a Ray actor (see the module docstring).
 
     ``RayWorker("bob")`` starts its own actor, placed by Ray with ``num_cpus`` (a fraction of a
@@ -286,20 +283,6 @@ class RayWorker(WorkerClient):
     def pid(self) -> int | None:
         """The actor's process id (on its node)."""
         return self.transport.info.get("pid")
-
-    @property
-    def timeout(self) -> float | None:
-        """The longest a call waits for its reply, in seconds (None: no limit)."""
-        return self.transport.timeout
-
-    @timeout.setter
-    def timeout(self, seconds: float | None) -> None:
-        self.transport.timeout = seconds
-
-    @property
-    def instance(self):
-        """The worker service's instance id; it changes when Ray restarts the actor."""
-        return self.transport.instance
 
     # --- moves between Ray workers: through the object store --------------------------------
     def _receive_from(self, source, obj_id, requires_grad, keep_source=False):

@@ -188,12 +188,16 @@ class FramedTransport(Transport):
     ``_is_open() -> bool`` (optional)
         Whether the connection is still usable (default: True while connected).
 
-    A transport that carries a whole message per call (a Ray actor method: bytes in, bytes
-    out) sets ``chunk_size = WHOLE`` so no message is ever split, and pairs each
-    ``_send_frame`` with the reply its ``_receive_frame`` returns (a queue of futures)."""
+    A transport that carries a whole message per call (bytes in, bytes out) sets
+    ``chunk_size = WHOLE`` so no message is ever split, and pairs each ``_send_frame`` with the
+    reply its ``_receive_frame`` returns (a queue of futures). One that carries a message as
+    something other than frames (a Ray actor call: the first frame and the tensors' buffers
+    as one argument) overrides ``_send_message(msg, detach, label)`` instead of
+    ``_send_frame``; ``tests/workers/test_toy_transport.py`` is a complete byte transport."""
 
     chunk_size: int | None = None  # None: the wire format's CHUNK_SIZE
     progress: bool | None = None  # None: a bar for large transfers; False: never
+    timeout: float | None = None  # seconds ``_receive_frame`` waits for a frame (None: forever)
 
     def __init__(self, *, session: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, progress=None):
         self.session = session  # the client's session id, kept across reconnects
@@ -278,6 +282,17 @@ class FramedTransport(Transport):
     def send(self, msg: dict, *, detach: bool = False, label: str | None = None) -> None:
         self._rid += 1
         rid = msg["r"] = self._rid
+        try:
+            self._send_message(msg, detach, label)
+        except ConnectionLost:
+            self.drop()
+            raise
+        self._in_flight.append(rid)
+
+    def _send_message(self, msg: dict, detach: bool, label: str | None) -> None:
+        """Encode one request (its id set) and send its frames, with a progress bar for a
+        large one. The one hook a transport that carries a message per call overrides (a Ray
+        actor call takes the first frame and the tensors' buffers as one argument)."""
         kw = {} if self.chunk_size is None else {"chunk_size": self.chunk_size}
         encoded = encode(msg, max_message_size=self.max_message_size, detach=detach, **kw)
         bar = None
@@ -288,13 +303,9 @@ class FramedTransport(Transport):
                 self._send_frame(frame)
                 if bar is not None:
                     bar.update(len(frame))
-        except ConnectionLost:
-            self.drop()
-            raise
         finally:
             if bar is not None:
                 bar.close()
-        self._in_flight.append(rid)
 
     def receive(self, *, label: str | None = None):
         if not self._in_flight:
@@ -314,7 +325,7 @@ class FramedTransport(Transport):
             raise RemoteWireError(self.worker_id, "WireError", f"its reply cannot be read here: {e.error}") from None
         except TimeoutError:
             self.drop()  # a late reply would arrive out of step: start afresh
-            raise self.unavailable(f"no reply within {getattr(self, 'timeout', None)} s") from None
+            raise self.unavailable(f"no reply within {self.timeout} s") from None
         except ConnectionLost:
             self.drop()
             raise
@@ -811,3 +822,26 @@ class WorkerClient(BaseWorker):
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id!r}: {self.state}>"
+
+
+class FramedWorker(WorkerClient):
+    """A worker over a FramedTransport (a websocket connection, a Ray actor): what those
+    workers share beside the client (their reply timeout, message size and service instance)."""
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds to wait for a reply (None: forever); a late reply drops the connection."""
+        return self.transport.timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float | None) -> None:
+        self.transport.timeout = seconds
+
+    @property
+    def max_message_size(self) -> int:
+        return self.transport.max_message_size
+
+    @property
+    def instance(self):
+        """The worker service's instance id; it changes when its process restarts."""
+        return self.transport.instance

@@ -37,7 +37,7 @@ from websockets.sync.client import connect
 
 from ..errors import SyftError
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE
-from .protocol import ConnectionLost, FramedTransport, WorkerClient
+from .protocol import ConnectionLost, FramedTransport, FramedWorker
 
 # Close codes: 1000 says this client is done (the worker ends its session now); a connection
 # dropped to start afresh (a timeout, a reply out of step) keeps the session for a reconnect.
@@ -103,7 +103,7 @@ class WebSocketTransport(FramedTransport):
             ws.close(CLOSE_DONE if done else CLOSE_RECONNECT)
 
 
-class WebSocketWorker(WorkerClient):
+class WebSocketWorker(FramedWorker):
     """A remote worker reached over websockets (``ws://`` or ``wss://``).
 
     ``id``: the worker's id (checked against what it says; None: take its word). ``token``:
@@ -126,24 +126,6 @@ class WebSocketWorker(WorkerClient):
     @property
     def url(self) -> str:
         return self.transport.url
-
-    @property
-    def timeout(self) -> float | None:
-        """Seconds to wait for a reply (None: forever); a late reply drops the connection."""
-        return self.transport.timeout
-
-    @timeout.setter
-    def timeout(self, seconds: float | None) -> None:
-        self.transport.timeout = seconds
-
-    @property
-    def max_message_size(self) -> int:
-        return self.transport.max_message_size
-
-    @property
-    def instance(self):
-        """The worker process's instance id; it changes when the process restarts."""
-        return self.transport.instance
 
     def close(self) -> None:
         super().close()
