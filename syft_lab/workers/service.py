@@ -41,6 +41,7 @@ from ..tensors.registry import LayerSpec
 from ..wire import allowlist
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, Decoder, RejectedMessage, WireError, encode
 from .core import WorkerCore
+from .ledger import READ_LIMIT, WHY, Ledger, arrived_from, fetched_here, may_read_all, message_cell, parse_note
 from .limits import Limits
 from .randomness import random_below, random_words
 
@@ -136,10 +137,11 @@ class Session:
     ``refs`` is touched only where commands run (the server's command thread); ``connections``
     and ``expiry`` only by the server's event loop."""
 
-    __slots__ = ("id", "refs", "connections", "expiry", "named", "ended")
+    __slots__ = ("id", "refs", "connections", "expiry", "named", "ended", "label")
 
     def __init__(self, session_id: str | None = None, named: bool = False):
         self.id, self.named = session_id or secrets.token_hex(16), named
+        self.label = None  # its name in the worker's ledger ("client 1"): never the id
         self.refs: dict[int, int] = {}  # object id -> references held
         self.connections = 0
         self.expiry = None
@@ -181,6 +183,21 @@ def storage_bytes(obj) -> int:
     return t.untyped_storage().nbytes() if t is not None else 0
 
 
+def carried_bytes(args) -> int:
+    """Bytes of the public tensors an op's arguments carry (its stored inputs are ids)."""
+    n = 0
+    for a in args:
+        tp = type(a)
+        if tp is _Tensor or tp is _Parameter:
+            n += a.numel() * a.element_size()
+        elif tp is list or tp is tuple:
+            n += carried_bytes(a)
+    return n
+
+
+_PEER_KIND = {"dealer": "crypto provider", "move": "worker", "opened": "client"}
+
+
 class WorkerService:
     """Commands on one WorkerCore: a message dict in, its result (or an error reply) out.
 
@@ -198,12 +215,16 @@ class WorkerService:
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
         self.sessions_with_refs: set[Session] = set()
         self._default_session = None
+        # what this worker saw and what left it (ledger.py); its token lets a client read every
+        # session's part (the server that serves this worker sets it: None, each session its own)
+        self.ledger = Ledger()
+        self.ledger_token: str | None = None
         self._commands = {
             "hello": self._hello, "ping": self._ping, "store": self._store, "load": self._load,
             "run": self._run, "fetch": self._fetch, "delete": self._delete, "incref": self._incref, "hold": self._hold,
             "release": self._release, "search": self._search, "describe": self._describe,
             "summary": self._summary, "store_plan": self._store_plan, "run_plan": self._run_plan,
-            "run_graph": self._run_graph, "deal": self._deal,
+            "run_graph": self._run_graph, "deal": self._deal, "ledger": self._ledger,
         }
 
     @property
@@ -417,18 +438,74 @@ class WorkerService:
                         f"would need the address of {where!r} and your credentials). Move the data instead: "
                         f"ptr.move({me}) (docs/wire-format.md, 'Pointers to pointers')")
 
+    # --- the ledger (ledger.py): recorded once a command has done its work ---------------------
+    def _note_in(self, msg, session, note, kind, nbytes, obj_id, op=None):
+        """An in-record of ``kind``, plus one per value a note says the message carried."""
+        cell = message_cell(msg)
+        led = self.ledger
+        if note is not None and note.op is not None and op is None:
+            op = note.op
+        led.add(kind, "in", session, nbytes, cell, obj_id, op=op)
+        if note is not None:
+            for why, peer, n in note.carries:
+                led.add(WHY[why], "in", session, n, cell, obj_id, peer=peer, peer_kind=_PEER_KIND[why], op=op)
+
+    def _note_out(self, msg, session, note, obj, obj_id, nbytes, op=None):
+        """An out-record of an object that leaves (a get, an opened value, dealer material)."""
+        kind, peer, peer_kind, items = "fetched", None, "client", None
+        if note is not None and note.why is not None:
+            kind, peer, items = WHY[note.why], note.peer, note.items
+            peer_kind = _PEER_KIND[note.why] if note.why == "move" else "client"
+            if op is None:
+                op = note.op
+        rec = self.ledger.add(kind, "out", session, nbytes, message_cell(msg), obj_id, peer=peer,
+                              peer_kind=peer_kind, op=op, items=items)
+        if obj is not None and op is None:
+            fetched_here(obj, self.ledger, rec, self.core.id)  # a move to another in-process worker finds it
+        return rec
+
+    def _ledger(self, msg, session):
+        """The ledger's records: this session's part, or with the worker's token every session's."""
+        since = _int(msg, "since", 0)
+        limit = _int(msg, "limit", READ_LIMIT)
+        if since < 0 or not 1 <= limit <= READ_LIMIT:
+            raise SyftError(f"ledger takes since >= 0 and 1 <= limit <= {READ_LIMIT}")
+        everything = msg.get("all") is True
+        if everything and not may_read_all(self.ledger_token, msg.get("token")):
+            raise SyftError(f"reading every session's ledger on worker {self.core.id!r} takes the worker's token "
+                            f"(token=...); without it a client reads its own session's part")
+        return self.ledger.read(session, everything=everything, since=since, limit=limit)
+
     def _store(self, msg, session):
-        return self._own(session, self.core.store(self._checked_object(msg)))
+        note = parse_note(msg)
+        obj = self._checked_object(msg)
+        obj_id = self._own(session, self.core.store(obj))
+        nbytes = dense_bytes(obj)
+        if note is None or note.why is None:
+            source = arrived_from(obj, self.core.id)  # in process a move hands over the object itself
+            if source is not None:
+                self.ledger.add("moved", "in", session, nbytes, message_cell(msg), obj_id, peer=source,
+                                peer_kind="worker")
+                return obj_id
+            self._note_in(msg, session, note, "stored", nbytes, obj_id)
+            return obj_id
+        led = self.ledger
+        led.add(WHY[note.why], "in", session, nbytes, message_cell(msg), obj_id, peer=note.peer,
+                peer_kind=_PEER_KIND[note.why] if note.peer else "client", op=note.op)
+        return obj_id
 
     def _load(self, msg, session):
         """Data the worker itself holds: no session or pointer releases it; ``delete`` does."""
+        note = parse_note(msg)
         obj = self._checked_object(msg)
         tags, description = _tags_and_description(msg)
         if tags:
             obj.tags = set(tags)
         if description is not None:
             obj.description = description
-        return self.core.store(obj, held=True)
+        obj_id = self.core.store(obj, held=True)
+        self._note_in(msg, session, note, "stored", dense_bytes(obj), obj_id, op="load")
+        return obj_id
 
     def _run(self, msg, session):
         name = msg.get("op")
@@ -443,25 +520,33 @@ class WorkerService:
         args, kwargs = msg.get("a"), msg.get("k")
         if type(args) is not list or (kwargs is not None and type(kwargs) is not dict):
             raise SyftError("run takes a list of arguments and a map of keyword arguments")
+        note = parse_note(msg) if "note" in msg else None
         result = self.core.run(op, args, kwargs)
+        nbytes = carried_bytes(args) + (carried_bytes(kwargs.values()) if kwargs else 0)
         if type(result) is NewObject:  # the common case, inline (this is every pointer op's path)
             refs = session.refs
             refs[result.id] = refs.get(result.id, 0) + 1
             self.sessions_with_refs.add(session)
+            self._note_in(msg, session, note, "op", nbytes, result.id, op=op._schema.name.split("::")[-1])
             return result
+        self._note_in(msg, session, note, "op", nbytes, None, op=op._schema.name.split("::")[-1])
         return self._claim(session, result)
 
     def _fetch(self, msg, session):
         obj_id = _int(msg, "id")
+        note = parse_note(msg)
         obj = self.core.lookup(obj_id)
         if getattr(obj, "kind", None) == "plan":  # a stored plan travels as its JSON graph
             out = {"plan": obj.builds.to_json(), "tags": sorted(obj.tags), "description": obj.description}
+            self._note_out(msg, session, note, None, obj_id, len(out["plan"]),
+                           op="copy" if msg.get("keep") else f"plan {obj.builds.name}")
             if msg.get("keep"):
                 return out
             # a plan's reply holds no memory of the store: it leaves once the reply has gone out
             return Then(out, sent=lambda: self.core.objects.get(obj_id) is obj and self._take(obj_id))
         if msg.get("keep"):  # still in the store while its reply travels: send a copy
             reserved = self._reserve_reply(dense_bytes(obj), f"a copy of object {obj_id} to send")
+            self._note_out(msg, session, note, None, obj_id, dense_bytes(obj), op="copy")
             return Then(obj, snapshot=True, reserved=reserved)
         # A get takes the object out of the store before its reply travels, so no other
         # command can reach it meanwhile; if the reply cannot be delivered it goes back.
@@ -476,6 +561,7 @@ class WorkerService:
             self.core.budget.hold(kept)
             reserved += kept
         then = Then(obj, snapshot=snapshot, reserved=reserved)
+        self._note_out(msg, session, note, obj, obj_id, dense_bytes(obj))
 
         def failed():  # its budget first: the object is counted by the store again
             self.reply_done(then)
@@ -502,7 +588,13 @@ class WorkerService:
                 self.core.incref(obj_id)
 
     def _delete(self, msg, session):
-        self._take(_int(msg, "id"))
+        obj_id = _int(msg, "id")
+        self._take(obj_id)
+        copied = self.ledger.last_fetch(session, obj_id)
+        if copied is not None:  # a copy sent, then the original deleted: the object moved (remote)
+            self.ledger.retag(copied, "moved", copied["peer"], copied["peer_kind"])
+        else:
+            self.ledger.add("deleted", "in", session, 0, message_cell(msg), obj_id)
 
     def _hold(self, msg, session):
         """The worker keeps an object the session holds a reference to (``plan.send(bob, keep=True)``,
@@ -527,18 +619,30 @@ class WorkerService:
         if type(state) is not list or not all(type(t) is _Tensor for t in state):
             raise SyftError("a plan's state is a list of tensors")
         tags, description = _tags_and_description(msg)
-        return self._own(session, self.core.store_plan(builds, state, tags, description, json_size=len(msg["g"])))
+        obj_id = self._own(session, self.core.store_plan(builds, state, tags, description, json_size=len(msg["g"])))
+        self.ledger.add("stored", "in", session, len(msg["g"]) + carried_bytes(state), message_cell(msg), obj_id,
+                        op=f"plan {builds.name}")
+        return obj_id
 
     def _run_plan(self, msg, session):
         args, state = _ids(msg, "a"), msg.get("s")
-        return self._claim(session, self.core.run_plan(_int(msg, "id"), args,
-                                                       None if state is None else _ids(msg, "s")))
+        plan_id = _int(msg, "id")
+        out = self._claim(session, self.core.run_plan(plan_id, args, None if state is None else _ids(msg, "s")))
+        plan = self.core.objects.get(plan_id)
+        name = getattr(getattr(plan, "builds", None), "name", None)
+        self.ledger.add("plan run", "in", session, 0, message_cell(msg), plan_id,
+                        op=f"plan {name}" if name else None)
+        return out
 
     def _run_graph(self, msg, session):
         """Run a one-off graph; its outputs are stored under the ids ``o`` names, except those
         ``ret`` names (optional, a subset of ``o``): their values come back in the reply, in
         output order, and are not kept (a run_graph plus a get of each, in one message)."""
-        return self._graph_results(PlanGraph.from_json(_str(msg, "g")), msg, session)
+        note = parse_note(msg)
+        graph = PlanGraph.from_json(_str(msg, "g"))
+        out = self._graph_results(graph, msg, session, note=note)
+        self._note_in(msg, session, note, "op", len(msg["g"]), None, op=f"graph of {len(graph.nodes)} ops")
+        return out
 
     def _deal(self, msg, session):
         """A crypto provider's program (syft_lab/smpc/provider.py): run_graph, with the graph's
@@ -547,6 +651,7 @@ class WorkerService:
         dealer's material is made on its worker and never travels to it. The graph carries no
         constants; its ops pass the same allow-list and quotas as run_graph's: a client gains
         nothing but uniform words."""
+        note = parse_note(msg)
         graph = PlanGraph.from_json(_str(msg, "g"))
         bits = msg.get("bits")
         if (type(bits) is not list or not bits or len(bits) > len(graph.inputs)
@@ -567,12 +672,16 @@ class WorkerService:
         try:
             drawn = [random_words(spec["shape"]) if b == 64 else random_below(spec["shape"], b)
                      for spec, b in zip(specs, bits)]
-            return self._graph_results(graph, msg, session, drawn)
+            out = self._graph_results(graph, msg, session, drawn, note=note, default="dealer")
+            self.ledger.add("op", "in", session, len(msg["g"]), message_cell(msg), None,
+                            op=f"deal: {nbytes // 8} random words")
+            return out
         finally:
             if reserved:
                 self.core.budget.release(reserved)
 
-    def _graph_results(self, graph, msg, session, drawn=()):
+    def _graph_results(self, graph, msg, session, drawn=(), *, note=None, default=None):
+        """``default``: what a returned value is when no note says (a deal's: dealer material)."""
         outputs = _ids(msg, "o")
         ret = msg.get("ret")
         if ret is not None and not set(_ids(msg, "ret")) <= set(outputs):
@@ -591,6 +700,11 @@ class WorkerService:
                     budget.hold(n)
                     reserved += n
                 out.append(value)
+                if note is None and default is not None:
+                    note = parse_note({"note": {"why": default}})
+                self._note_out(msg, session, note, None, r.id, dense_bytes(value), op=note.op if note else None)
+                if note is not None:
+                    note.items = None  # a note's item counts go with the first value only
             else:
                 out.append(self._claim(session, r))
         return Then(out, snapshot=snapshot, reserved=reserved)
