@@ -23,6 +23,7 @@ from ..tensors.nodes import (DATASET_PARTS, DATASET_TAG, LOCAL_OWNER, SCHEMA_VER
 from ..plans import Plan, PlanPointer
 from ..tensors.pointer import PointerTensor, _live_refs, pointer_state
 from ..tensors.registry import iter_chain
+from ..workers.ledger import ledger_reply
 from ..workers.registry import all_workers
 from .text import render_tree, render_world
 
@@ -290,8 +291,54 @@ def finish_entry(lane_id: str, o: dict, names: Names) -> dict:
     return o
 
 
-def lane_header(w) -> dict:
-    """A worker's lane without its objects: id, kind, state, and where a Ray worker runs."""
+# --- a worker's ledger in its lane (syft_lab/workers/ledger.py) -----------------------------------
+LEDGER_VIEW = 40  # the newest records a lane carries for its panel (worker.ledger() has every kept one)
+_VIEW_FIELDS = ("seq", "kind", "direction", "peer", "peer_kind", "bytes", "cell", "id", "op", "items")
+_IN_PROCESS = ("local", "virtual")
+_ledger_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # worker -> (version, view)
+
+
+def ledger_view(reply: dict) -> dict:
+    """The ``ledger`` entry of a lane from a ledger reply: its newest records (no times), totals
+    by kind and direction, a crypto provider's material by item. Sizes and names, never a value."""
+    records = []
+    for r in reply["records"][-LEDGER_VIEW:]:
+        v = {k: r[k] for k in _VIEW_FIELDS if r.get(k) is not None}
+        if r.get("mine") and r.get("peer_kind") == "client":
+            v["peer"] = "me"
+        records.append(v)
+    totals = {}
+    for kind, direction, count, nbytes in reply["totals"]:
+        totals[f"{kind} {direction}"] = [count, nbytes]
+    return {"records": records, "seq": reply["seq"], "dropped": reply["dropped"], "cap": reply["cap"],
+            "totals": totals, "material": dict(reply.get("material") or {}), "scope": reply.get("scope", "all")}
+
+
+def _ledger_of(w, read: bool):
+    """A lane's ledger view: an in-process worker's read now (cached while it is unchanged); a
+    remote worker's read when its lane is (``read``, one round trip), else the last one read."""
+    service = getattr(w, "service", None) if getattr(w, "kind", None) in _IN_PROCESS else None
+    if service is not None:
+        cached = _ledger_views.get(w)
+        if cached is not None and cached[0] == service.ledger.version:
+            return cached[1]
+        view = ledger_view(ledger_reply(w))
+        _ledger_views[w] = (service.ledger.version, view)
+        return view
+    if read:
+        try:
+            view = ledger_view(ledger_reply(w))
+        except Exception:  # a worker without a ledger (an older one), or one that is down
+            view = None
+        _ledger_views[w] = (None, view)
+        return view
+    cached = _ledger_views.get(w)
+    return cached[1] if cached is not None else None
+
+
+def lane_header(w, read_ledger: bool = False) -> dict:
+    """A worker's lane without its objects: id, kind, state, where a Ray worker runs, and its
+    ledger (``read_ledger``: a remote worker's is read again, else the last one read)."""
     try:
         state = w.state
     except Exception:
@@ -300,13 +347,20 @@ def lane_header(w) -> dict:
     node = getattr(w, "node", None)
     if isinstance(node, str) and node:
         lane["node"] = node
+    if state not in ("closed", "dead", "unreachable"):
+        try:
+            view = _ledger_of(w, read_ledger)
+        except Exception:  # a view never fails for a worker's record
+            view = None
+        if view is not None:
+            lane["ledger"] = view
     return lane
 
 
 def lane_of(w, names: Names, namespace_objects: bool = True) -> dict:
     """One worker's lane: its header and every object it holds (one summary: one round trip
     for a remote worker); for "me", the notebook's pointers and named local objects first."""
-    lane = lane_header(w)
+    lane = lane_header(w, read_ledger=True)
     try:
         objects = w.summary()
     except Exception as e:  # an unreachable worker still gets its lane

@@ -78,12 +78,33 @@ def chain_text(obj) -> str:
     return render_tree(chain_nodes(obj))
 
 
+def ledger_line(view: dict) -> str:
+    """A lane's ledger in one line: messages in and out by kind, a provider's material by item."""
+    parts = {"in": [], "out": []}
+    for key, (count, nbytes) in sorted(view["totals"].items()):
+        kind, direction = key.rsplit(" ", 1)
+        parts[direction].append(f"{count} {kind} ({fmt_size(nbytes)})")
+    text = "; ".join(f"{d}: {', '.join(p)}" for d, p in parts.items() if p)
+    if view.get("material"):
+        text += "; material made: " + ", ".join(f"{n} {k}" for k, n in sorted(view["material"].items()))
+    return text
+
+
+def fmt_size(n: int) -> str:
+    for unit, size in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
 def render_world(world: dict) -> str:
     """A table of workers and their objects, for `%syft workers` and the world's repr."""
     lines = []
     for w in world["workers"]:
         state = f" [{w['state']}]" if w.get("state") not in (None, "local", "in-process") else ""
         lines.append(f"{w['id']} ({w['kind']}){state}: {len(w['objects'])} object(s)")
+        if w.get("ledger") and w["ledger"]["seq"]:
+            lines.append(f"  ledger: {ledger_line(w['ledger'])}")
         for o in w["objects"]:
             names = f"  = {', '.join(o['names'])}" if o.get("names") else ""
             if not names and o.get("held_in"):

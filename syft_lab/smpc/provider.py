@@ -39,7 +39,7 @@ from __future__ import annotations
 import torch
 
 from ..tensors.pointer import PointerTensor
-from .runtime import Program, RowPiece, run, stats
+from .runtime import Program, RowPiece, expect, run, stats
 
 # A party's row above this size is stored on it once, as raw bytes (one message per party, all in
 # flight), instead of travelling as plan constants (base64 in JSON) in every round that needs it.
@@ -55,7 +55,10 @@ class Dealer:
     def __init__(self, provider, n_parties: int):
         self.provider = provider
         self.n = n_parties
-        self.prog = Program(provider)
+        self.prog = Program(provider, role="dealer")
+        self.labels: dict = {}  # items by what they are (the provider's ledger counts them)
+        self.parties = None  # the workers the rows go to (``generate``)
+        self._told: set = set()  # (item, party) whose pieces a party's ledger was told of
         self.blocks = []  # Vals of shape (n, L_i)
         self.items: list[list[tuple]] = []  # per item: [(shape, offset, numel), ...] per piece
         self._width = 0
@@ -80,12 +83,13 @@ class Dealer:
             if len(_templates) >= TEMPLATE_KEYS:
                 _templates.pop(next(iter(_templates)))
             _templates[key] = (d.prog.nodes, d.prog._open[0], d.items, d._width, made, d.prog.inputs,
-                               d.prog.draw_bits)
+                               d.prog.draw_bits, dict(d.labels))
             return d, made
-        nodes, out, items, width, made, inputs, bits = t
+        nodes, out, items, width, made, inputs, bits, labels = t
         # read only from here on: the template's lists; the provider draws fresh words for each run
         d.prog.nodes, d.prog._open, d.prog.inputs, d.prog.draw_bits = nodes, [out], inputs, bits
         d.items, d._width, d._programmed = items, width, True
+        d.labels = d.prog.items = dict(labels)
         return d, made
 
     # --- helpers on the provider ------------------------------------------------------------
@@ -154,6 +158,7 @@ class Dealer:
         sc = tuple(c.shape)
         C = self._additive(c, sc)
         self.items.append([self._piece(A, sa), self._piece(B, sb), self._piece(C, sc)])
+        self._count(f"Beaver triple ({_op_label(f)})")
         return len(self.items) - 1
 
     def arith_triples(self, f, sa, sb, count: int) -> list[int]:
@@ -174,6 +179,7 @@ class Dealer:
         pa, pb, pc = self._pieces(A, sa, count), self._pieces(B, sb, count), self._pieces(C, sc, count)
         first = len(self.items)
         self.items.extend([pa[k], pb[k], pc[k]] for k in range(count))
+        self._count(f"Beaver triple ({_op_label(f)})", count)
         return list(range(first, first + count))
 
     def binary_triple(self, shape) -> int:
@@ -182,6 +188,7 @@ class Dealer:
         c = p.op(aten.bitwise_and.Tensor, self._xor_all(A, n), self._xor_all(B, n))
         C = self._xored(c, shape)
         self.items.append([self._piece(A, shape), self._piece(B, shape), self._piece(C, shape)])
+        self._count("binary triple (AND gate)")
         return len(self.items) - 1
 
     def binary_pair(self, shape, k: int) -> int:
@@ -195,6 +202,7 @@ class Dealer:
         c2 = p.op(aten.bitwise_and.Tensor, a, p.op(aten.bitwise_left_shift.Tensor_Scalar, a, k))
         self.items.append([self._piece(A, shape), self._piece(B, shape), self._piece(self._xored(c1, shape), shape),
                            self._piece(self._xored(c2, shape), shape)])
+        self._count("binary pair (adder level)")
         return len(self.items) - 1
 
     def bit_pair(self, shape, masked: bool = False) -> int:
@@ -207,6 +215,7 @@ class Dealer:
             ar = self.prog.op(aten.mul.Tensor, self.prog.op(aten.sum.dim_IntList, A, [0]), r)
             pieces += [self._piece(A, shape), self._piece(self._additive(ar, shape), shape)]
         self.items.append(pieces)
+        self._count("random bit (relu)" if masked else "random bit (sign)")
         return len(self.items) - 1
 
     def trunc_pair(self, shape, d: int) -> int:
@@ -215,7 +224,11 @@ class Dealer:
         rt = p.op(aten.div.Tensor_mode, r, d, rounding_mode="floor")
         self.items.append([self._piece(self._additive(r, shape), shape),
                            self._piece(self._additive(rt, shape), shape)])
+        self._count("truncation pair")
         return len(self.items) - 1
+
+    def _count(self, label: str, n: int = 1) -> None:
+        self.labels[label] = self.labels.get(label, 0) + n
 
     # --- delivery -----------------------------------------------------------------------------
     def program(self) -> Program:
@@ -223,6 +236,7 @@ class Dealer:
         if self._programmed:
             return self.prog
         self._programmed = True
+        self.prog.items = dict(self.labels)
         if self.prog.local:
             for b in self.blocks:
                 self.prog.open(b)
@@ -233,6 +247,8 @@ class Dealer:
     def generate(self, deliver_to=None) -> None:
         """Run the provider's program and bring the pack here (one message and one fetch);
         ``deliver_to``: the parties, to store their rows on them when the rows are large."""
+        if deliver_to is not None:
+            self.parties = list(deliver_to)
         if self.packed is None:
             run([self.program()])
             self.collect()
@@ -249,7 +265,8 @@ class Dealer:
         for i, w in enumerate(parties):
             if getattr(w, "_lock", None) is not None:  # remote: a store message; in process: inline
                 row = self.packed[i].contiguous()
-                pending.append((i, w, row, w.submit_request({"c": "store", "o": row}, detach=True, label="send")))
+                msg = {"c": "store", "o": row, "note": {"why": "dealer", "peer": self.provider.id}}
+                pending.append((i, w, row, w.submit_request(msg, detach=True, label="send")))
         stats["rounds"] += 1
         stats["messages"] += len(pending)
         for i, w, row, p in pending:
@@ -262,9 +279,13 @@ class Dealer:
         """Party ``party``'s pieces of ``item`` as its programs take them: pieces of its stored
         row, or views of its row here (sent inline). A party is sent its row, nothing else."""
         row = self.rows[party] if self.rows is not None else None
-        if row is not None:
+        if row is not None:  # its row was stored on it: that store was its dealer material
             return [RowPiece(row, off, numel, shape) for shape, off, numel, _ in self.items[item]]
-        return self.local(item, party)
+        pieces = self.local(item, party)
+        if self.parties is not None and (item, party) not in self._told:  # inline in its next program
+            self._told.add((item, party))
+            expect(self.parties[party], "dealer", self.provider.id, sum(t.numel() * 8 for t in pieces))
+        return pieces
 
     def local(self, item: int, party: int) -> list[torch.Tensor]:
         """Party ``party``'s pieces of ``item`` here (for what this process computes for it)."""
@@ -328,6 +349,11 @@ def pooled_triple(provider, parties, f, sa, sb) -> tuple:
     if not entry[2]:
         _pool.pop(key, None)
     return entry[0], item
+
+
+def _op_label(f) -> str:
+    """mul, mm, convolution: the name of the op a triple serves."""
+    return getattr(f, "_opname", None) or getattr(f, "__name__", "op")
 
 
 def _numel(shape) -> int:

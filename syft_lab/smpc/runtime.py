@@ -14,11 +14,18 @@ process sends along. ``run(programs)`` executes them:
 
 Values a program ``keep``s stay on its worker as pointers (the next round's inputs); values it
 ``open``s come back here (masked values only: a protocol never opens a share).
+
+Every message of a protocol carries a ledger note (syft_lab/workers/ledger.py) saying what its
+data is, so each worker's ledger tells what it saw: a party's opened masked values ("opened
+value", out), the public values opened in the last round that come back to it and the dealer's
+pieces it is sent ("opened value" and "dealer material", in: ``expect``), the crypto provider's
+material leaving it, counted by item. Counts and sizes only, never a value.
 """
 from __future__ import annotations
 
 import torch
 
+from .. import events
 from ..dtypes import dtype_name
 from ..commands import Ref
 from ..ids import new_id
@@ -44,6 +51,33 @@ def reset_stats() -> None:
 # ``last_op`` (costs.py): protocol steps (rounds) and random words drawn on workers (the dealer's
 # material; counts only, never values). Only ever increases.
 totals = {"rounds": 0, "random_words": 0}
+
+
+# What a worker's next program carries that its ledger should name (``expect``): worker id ->
+# {(why, peer): bytes}, taken by that worker's next program of a protocol.
+_pending: dict = {}
+
+
+def expect(worker, why: str, peer, nbytes: int) -> None:
+    """``worker``'s next program carries ``nbytes`` of ``why`` ("dealer": pieces of the crypto
+    provider ``peer``'s material; "opened": public values opened in the last round)."""
+    got = _pending.setdefault(worker.id, {})
+    got[(why, peer)] = got.get((why, peer), 0) + int(nbytes)
+
+
+def _carries(worker) -> list:
+    got = _pending.pop(worker.id, None)
+    if not got:
+        return []
+    return [{"why": why, "bytes": n, **({"peer": peer} if peer else {})} for (why, peer), n in got.items()]
+
+
+def _cell(msg: dict) -> dict:
+    """The notebook cell on a message to a remote worker (a worker process has no notebook)."""
+    cell = events.current_cell.number
+    if cell is not None:
+        msg["cell"] = cell
+    return msg
 
 
 def _numel(shape) -> int:
@@ -95,9 +129,11 @@ def _meta(sig):
 class Program:
     """The ops one worker runs in one round."""
 
-    def __init__(self, worker):
+    def __init__(self, worker, role: str = "party"):
         self.worker = worker
         self.local = isinstance(worker, VirtualWorker)
+        self.role = role  # "party", or "dealer": a crypto provider's program (its opened values are material)
+        self.items: dict = {}  # a dealer's items by label (counts), for its ledger
         self.inputs: list[dict] = []
         self.input_ids: list[int] = []
         self._input_index: dict[int, int] = {}
@@ -189,7 +225,12 @@ class Program:
         else:
             kw_pairs, wire_kw = {}, {}
         if self.local:
-            out = self.worker._run(func, wire_args, wire_kw or None)
+            carries = _carries(self.worker) if _pending else None
+            if carries:  # the first op that uses them says what its public values are
+                out = self.worker.submit_request({"c": "run", "op": func, "a": wire_args, "k": wire_kw or None,
+                                                  "note": {"carries": carries}}).result()
+            else:
+                out = self.worker._run(func, wire_args, wire_kw or None)
             return Val(None, None, None, wrap_result(PointerTensor, out, self.worker))
         key = (func, tuple(p[1] for p in pairs), tuple((k, p[1]) for k, p in kw_pairs.items()))
         hit = _meta_cache.get(key)
@@ -212,12 +253,26 @@ class Program:
         return len(self._open) - 1
 
     # --- running ------------------------------------------------------------------------------
+    def _note(self) -> dict:
+        """The ledger note of this program's message: what its opened values and carried public
+        values are (counts and sizes only)."""
+        note = {"why": "dealer" if self.role == "dealer" else "opened"}
+        if self.items:
+            note["items"] = dict(self.items)
+        carries = _carries(self.worker)
+        if carries:
+            note["carries"] = carries
+        return note
+
     def _execute_local(self):
         self.kept = [v if isinstance(v, PointerTensor) else v.ptr for v in self._keep]
         self.opened = []
+        note = self._note() if self._open else None
         for v in self._open:
             ref = v.ptr._ref
-            self.opened.append(self.worker._fetch(ref.id))
+            self.opened.append(self.worker.submit_request({"c": "fetch", "id": ref.id, "keep": False,
+                                                           "note": note}).result())
+            note = {"why": note["why"]}  # the item counts go with the first value only
             ref.released = True
 
     def _submit(self) -> list:
@@ -233,8 +288,11 @@ class Program:
             node = self.nodes[0]
             msg = {"c": "run", "op": op_name(node.op), "a": [self._wire(a) for a in node.args],
                    "k": {k: self._wire(v) for k, v in node.kwargs.items()} or None}
+            carries = _carries(w)
+            if carries:
+                msg["note"] = {"carries": carries}
             stats["messages"] += 1
-            return [w.submit_request(msg)]
+            return [w.submit_request(_cell(msg))]
         graph = PlanGraph("smpc", self.inputs, self.constants, self.nodes,
                           [_value(v) for v in outs], False)
         ids = [new_id() for _ in outs]
@@ -245,8 +303,12 @@ class Program:
             totals["random_words"] += sum(_numel(spec["shape"]) for spec in self.inputs[-len(self.draw_bits):])
         if opened:  # the opened values come back in the reply (never stored on the worker)
             msg["ret"] = opened
+        note = self._note()
+        if not opened:
+            note.pop("why")
+        msg["note"] = note
         stats["messages"] += 1
-        return [w.submit_request(msg)]
+        return [w.submit_request(_cell(msg))]
 
     def _wire(self, a):
         """A graph argument as a run message carries it."""
@@ -296,3 +358,8 @@ def run(programs) -> None:
             p._collect(results)
     if errors:
         raise errors[0]
+    parties = [p for p in programs if p.role == "party" and p.opened]
+    if len(parties) > 1:  # a masked value was opened: its public sum goes back to every party
+        for p in parties:
+            expect(p.worker, "opened", None, sum(o.numel() * o.element_size() for o in p.opened
+                                                 if isinstance(o, torch.Tensor)))

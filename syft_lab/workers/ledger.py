@@ -120,6 +120,7 @@ class Ledger:
         self.records: collections.deque = collections.deque(maxlen=cap)
         self.cap = cap
         self.seq = 0  # records ever added (the next record's seq)
+        self.version = 0  # changes with every record added or retagged (views cache by it)
         self.totals: dict = {}  # (kind, direction) -> [count, bytes], never dropped
         self.material: dict = {}  # dealer material made, by label -> count (a crypto provider's)
         self._clients = 0
@@ -148,6 +149,7 @@ class Ledger:
                     k = "other"
                 material[k] = material.get(k, 0) + v
         self.seq += 1
+        self.version += 1
         self.records.append(rec)
         t = self.totals.get((kind, direction))
         if t is None:
@@ -163,6 +165,7 @@ class Ledger:
             old[0] -= 1
             old[1] -= rec["bytes"]
         rec["kind"] = kind
+        self.version += 1
         if peer is not None:
             rec["peer"], rec["peer_kind"] = peer, peer_kind
         t = self.totals.setdefault((kind, rec["direction"]), [0, 0])
@@ -190,7 +193,6 @@ class Ledger:
                 r["items"] = dict(r["items"])
             r["mine"] = rec["session"] == who
             out.append(r)
-        out = out[-limit:]
         if everything:
             totals = [[k, d, c, b] for (k, d), (c, b) in self.totals.items() if c]
             material = dict(self.material)
@@ -203,6 +205,7 @@ class Ledger:
                 for k, v in (r.get("items") or {}).items():
                     material[k] = material.get(k, 0) + v
             totals = [[k, d, c, b] for (k, d), (c, b) in acc.items()]
+        out = out[-limit:]
         return {"records": out, "seq": self.seq, "cap": self.cap, "dropped": self.seq - len(self.records),
                 "totals": totals, "material": material, "scope": "all" if everything else "session"}
 
