@@ -11,6 +11,7 @@ from .errors import (NotFoundError, NotSupportedError, ObjectNotFoundError, OpCa
 from .hook import hook, is_hooked, unhook
 from .plans import Plan, PlanPointer, batch, func2plan, plan
 from .inspection.model import Chain, World, chain, world
+from .inspection.explain import Explanation, explain
 from .tensors import LoggingTensor
 from .tensors.pointer import PointerTensor
 from .workers import BaseWorker, LocalWorker, VirtualWorker
@@ -24,7 +25,7 @@ from .magics import load_ipython_extension  # noqa: E402
 
 local_worker = LocalWorker("me")
 
-__all__ = ["Plan", "PlanPointer", "batch", "func2plan", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
+__all__ = ["Explanation", "explain", "Plan", "PlanPointer", "batch", "func2plan", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
            "NotFoundError", "NotSupportedError", "OpCancelledError", "QuotaExceededError", "SyftTypeError", "SyftValueError", "UnknownWorkerError",
            "PointerTensor", "RemoteError", "SyftError", "VirtualWorker", "World",
            "WebSocketWorker", "WorkerUnavailableError", "all_workers", "start_worker", "load_ipython_extension", "chain", "get_worker", "hook", "is_hooked",

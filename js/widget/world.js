@@ -15,11 +15,12 @@
 import { actionBarHTML, toggleMenu } from "./actions.js";
 import { colourStyle, esc, h, laneColours, objKey, s, shapeText, shortId } from "./dom.js";
 import { indexWorld } from "./patch.js";
+import { explainPanel, ledgerButton, ledgerPanel } from "./ledger.js";
 
 const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped", "dead"]);
 export const isDown = (lane) => !!lane && (lane.gone === true || DOWN.has(lane.state));
 
-function laneHead(lane, shown, collapsed, closable, provides) {
+function laneHead(lane, shown, collapsed, closable, provides, ledgerOpen = false) {
   const n = (lane.objects || []).length;
   const count = shown === n ? `${n} object${n === 1 ? "" : "s"}` : `${shown} of ${n} objects`;
   const state = lane.gone ? "gone" : lane.state;
@@ -35,10 +36,12 @@ function laneHead(lane, shown, collapsed, closable, provides) {
     provides ? h("span", { class: "syft-lane-role", title: `the crypto provider of ${provides}: it deals the correlated`
       + " randomness (Beaver triples) and never holds a share of an input" }, "crypto provider") : null,
     h("span", { class: "syft-lane-count" }, count),
+    ledgerButton(lane, ledgerOpen),
     closable ? h("button", { class: "syft-lane-close", type: "button", "aria-label": `back to the overview: ${lane.id}`,
       title: "close this lane (back to the overview)" }, "×") : null,
     lane.gone ? h("div", { class: "syft-muted syft-lane-note" }, "closed: the pointers to it dangle") : null,
-    lane.error ? h("div", { class: "syft-error-text" }, lane.error) : null);
+    lane.error ? h("div", { class: "syft-error-text" }, lane.error) : null,
+    ledgerOpen && lane.ledger ? ledgerPanel(lane) : null);
 }
 
 /** The machine (Ray node, host) a worker runs on, when the snapshot says. */
@@ -118,7 +121,11 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
     o.description ? `— ${o.description}` : ""].filter(Boolean).join(" ");
   const cls = `syft-obj syft-obj-${kind}${ds ? " syft-obj-dataset" : ""}${gone ? " syft-obj-gone" : ""}`
     + `${dangling ? " syft-obj-dangling" : ""}${opts.mark ? ` syft-mark-${opts.mark}` : ""}`;
-  const buttons = gone || dangling ? "" : actionBarHTML(laneId, o, names[0] || held[0]);
+  let buttons = gone || dangling ? "" : actionBarHTML(laneId, o, names[0] || held[0]);
+  if (o.explain && !gone) {
+    buttons += `<button class="syft-btn syft-explain-btn" type="button" aria-label="${esc(`explain reconstructing ${o.explain.secret}`)}"`
+      + ` title="what reconstructing it takes: the sum of every share mod 2^64 (no value shown)">Explain</button>`;
+  }
   return `<li class="${cls}" data-key="${esc(objKey(laneId, o.id))}" data-kind="${kind}"`
     + ` data-names="${esc(names.join(","))}"${o.group !== undefined && o.group !== null ? ` data-group="${esc(o.group)}"` : ""}><span class="syft-obj-main" title="${esc(tip)}">${main}</span>`
     + `${side}${opts.pending ? buttons.replace(/<button /g, "<button disabled ") : buttons}</li>`;
@@ -407,6 +414,7 @@ export function createWorldView(ctx) {
   const replay = h("div", { class: "syft-replay", hidden: true, role: "status" }, replayText,
     h("button", { class: "syft-btn syft-replay-back", type: "button", onclick: () => showStep(-1) }, "Back to now"));
   const deadBanner = h("div", { class: "syft-dead-banner", hidden: true, role: "alert" });
+  const explainBox = h("div", { class: "syft-explain-box", hidden: true });
   // many workers: an overview of them all (grouped, searchable); a click opens a worker's lane
   const groupSel = h("select", { class: "syft-ov-group-by", "aria-label": "group workers by" },
     Object.entries(OVERVIEW_GROUPS).map(([k, v]) => h("option", { value: k }, `by ${v}`)));
@@ -430,7 +438,7 @@ export function createWorldView(ctx) {
   const stepper = h("span", { class: "syft-stepper", role: "group", "aria-label": "history steps" }, prevBtn, stepPos, nextBtn);
   const tools = h("div", { class: "syft-world-tools" }, search, kindSel, workerSel, tidy, bigBtn, stepper);
   const frame = h("div", { class: "syft-world", tabindex: "-1" }, deadBanner, tools, h("div", { class: "syft-world-aside" }, legend, timeline),
-    replay, overview, el);
+    replay, explainBox, overview, el);
   frame.addEventListener("keydown", (ev) => {
     if (/^(INPUT|SELECT|TEXTAREA)$/.test(ev.target.tagName || "") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
     const d = { ArrowLeft: -1, ArrowRight: 1 }[ev.key];
@@ -467,6 +475,8 @@ export function createWorldView(ctx) {
   const ghosts = new Map(); // lane id -> [{key, entry, at, text, until}]
   const pending = new Set(); // keys of rows whose action awaits its reply
   const collapsed = new Set();
+  const ledgerOpen = new Set(); // lanes whose record (ledger) is open
+  let explained = ""; // the key of the shared value whose reconstruction is explained
   const opened = new Set(); // workers whose lanes the overview opened
   let overviewOn = false; // the overview is shown (many workers)
   let showAll = false; // the user asked for every lane instead
@@ -528,6 +538,23 @@ export function createWorldView(ctx) {
         openLane(o.location, true);
         return;
       }
+    }
+    const rec = ev.target.closest?.(".syft-ledger-toggle");
+    if (rec) {
+      const id = rec.closest(".syft-lane")?.dataset.worker;
+      if (id === undefined) return;
+      if (ledgerOpen.has(id)) ledgerOpen.delete(id); else ledgerOpen.add(id);
+      const L = lanes.get(id);
+      if (L) L.lane = null;
+      update(world, focus, true);
+      return;
+    }
+    const exBtn = ev.target.closest?.(".syft-explain-btn");
+    if (exBtn) {
+      ev.stopPropagation();
+      const key = exBtn.closest(".syft-obj")?.dataset.key;
+      if (key) showExplain(explained === key ? "" : key);
+      return;
     }
     const toggle = ev.target.closest?.(".syft-lane-toggle");
     if (toggle) {
@@ -757,8 +784,10 @@ export function createWorldView(ctx) {
         }
         const closable = overviewOn && lane.id !== "me";
         if (!L.head || !prevLane || headerChanged(prevLane, lane) || L.collapsed !== isCollapsed || L.shown !== nShown
-          || (prevLane.objects || []).length !== (lane.objects || []).length || L.closable !== closable || L.provides !== provides) {
-          const head = laneHead(lane, nShown, isCollapsed, closable, provides);
+          || (prevLane.objects || []).length !== (lane.objects || []).length || L.closable !== closable || L.provides !== provides
+          || L.ledgerOpen !== ledgerOpen.has(lane.id)) {
+          const head = laneHead(lane, nShown, isCollapsed, closable, provides, ledgerOpen.has(lane.id));
+          L.ledgerOpen = ledgerOpen.has(lane.id);
           L.closable = closable;
           L.provides = provides;
           if (L.head) L.head.replaceWith(head);
@@ -779,6 +808,7 @@ export function createWorldView(ctx) {
       prevEl = L.section;
     }
     world = next;
+    if (explained) showExplain(explained, true);
     refreshWorkerSelect(latest || next);
     syncRows();
     schedule();
@@ -803,7 +833,28 @@ export function createWorldView(ctx) {
 
   function headerChanged(a, b) {
     return a.id !== b.id || a.kind !== b.kind || a.state !== b.state || a.error !== b.error || a.gone !== b.gone
-      || nodeOf(a) !== nodeOf(b);
+      || nodeOf(a) !== nodeOf(b) || (a.ledger !== b.ledger && JSON.stringify(a.ledger) !== JSON.stringify(b.ledger));
+  }
+
+  /** Explain reconstructing the shared value of row `key` (its entry's `explain`): a panel above
+   * the lanes, its shares lit. "" closes it. `refresh`: the world changed, keep it current. */
+  function showExplain(key, refresh = false) {
+    if (!key) {
+      explained = "";
+      explainBox.hidden = true;
+      explainBox.replaceChildren();
+      if (!refresh) { pinned = ""; unlight(); }
+      return;
+    }
+    const [laneId, id] = splitKey(key);
+    const entry = (world?.workers || []).find((l) => l.id === laneId)?.objects?.find((o) => String(o.id) === String(id));
+    if (!entry?.explain) { if (!refresh) showExplain(""); return; }
+    if (refresh && explainBox.dataset.sig === JSON.stringify(entry.explain)) return;
+    explained = key;
+    explainBox.dataset.sig = JSON.stringify(entry.explain);
+    explainBox.replaceChildren(explainPanel(entry.explain, () => showExplain("")));
+    explainBox.hidden = false;
+    if (!refresh) { pinned = ""; light(key); pinned = key; }
   }
 
   /** The overview of many workers (`lanes`; none: hidden), grouped by kind, node or state; the

@@ -25,6 +25,7 @@ from ..tensors.pointer import PointerTensor, _live_refs, pointer_state
 from ..tensors.registry import iter_chain
 from ..workers.ledger import ledger_reply
 from ..workers.registry import all_workers
+from .explain import explain_dict
 from .text import render_tree, render_world
 
 WORLD_VERSION = 1  # the world snapshot kept its shape (new fields are optional)
@@ -399,6 +400,11 @@ def local_entry(key: int, t, names: Names) -> dict:
                         if isinstance(layer, ChainLayer) and layer.node_fields().get("parties")), None)
         if parties:  # a shared value: held by nobody, its shares on these workers
             o["distributed"] = list(parties)
+            try:  # what reconstructing it takes (the world view's "Explain"): names and ids only
+                label = (o.get("names") or o.get("held_in") or [None])[0]
+                o["explain"] = explain_dict(t, label)
+            except Exception:  # a view never fails for a value it cannot explain
+                pass
         o["actions"] = offered(type(t).node_actions, o, held=True)
         for layer in iter_chain(t):  # a fixed precision tensor over a shared one: its secret's group
             if isinstance(layer, ChainLayer) and layer is not t and not hasattr(layer, "_ref"):

@@ -1,0 +1,154 @@
+"""Reconstructing a secret, as a lesson: ``sy.explain(sx)``.
+
+A shared value is held by nobody: each party holds one share, a uniform int64 that alone says
+nothing, and the value is the sum of all the shares modulo 2^64 (then decoded, for fixed
+precision). ``explain_dict`` says that about one shared value, from the layers' own fields and
+the parties' ledgers (workers/ledger.py): which parties hold a share, which must send theirs to
+reconstruct it (every one), that no lane holds the value, and, once the user has reconstructed
+it (an explicit ``.get()``), in which cell each party sent its share. Never a share's value nor
+the secret: names, ids, counts.
+
+The world view shows the same dict on a shared value's row (its ``explain`` entry, "Explain"),
+and ``sy.explain(sx)`` returns it as an ``Explanation`` (text repr, HTML in a notebook).
+"""
+from __future__ import annotations
+
+import html
+import sys
+
+from ..errors import SyftError
+from ..tensors.additive_sharing import AdditiveSharingTensor
+from ..tensors.base import ChainLayer
+from ..tensors.fixed_precision import FixedPrecisionTensor
+from ..tensors.registry import iter_chain
+from ..workers.ledger import read_ledger
+
+RING = "2^64"
+
+
+def _shared_layers(value):
+    """(the fixed precision layer or None, the additive sharing layer) of a shared value."""
+    fp, ast = None, None
+    for layer in iter_chain(value) if isinstance(value, ChainLayer) else ():
+        if fp is None and isinstance(layer, FixedPrecisionTensor):
+            fp = layer
+        if isinstance(layer, AdditiveSharingTensor):
+            ast = layer
+            break
+    return fp, ast
+
+
+def is_shared(value) -> bool:
+    return _shared_layers(value)[1] is not None
+
+
+def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> dict:
+    """What reconstructing ``value`` (a shared tensor) takes. ``ledgers``: also read each
+    party's ledger (a round trip per remote party) for the cells its share was sent in."""
+    fp, ast = _shared_layers(value)
+    if ast is None:
+        raise SyftError(f"sy.explain takes a secret-shared tensor (x.fix_precision().share(alice, bob, "
+                        f"crypto_provider=carol)), got a {type(value).__name__}: nothing to reconstruct")
+    secret = name or "the value"
+    n = len(ast.shares)
+    parties = []
+    for i, (w, ptr) in enumerate(zip(ast.parties, ast.shares)):
+        entry = {"worker": w.id, "share": i + 1, "of": n, "id_at_location": ptr.id_at_location}
+        gone = getattr(ptr, "_ref", None)
+        entry["sent"] = bool(gone is not None and getattr(gone, "released", False)
+                             and getattr(gone, "gone_how", None) == "fetched")
+        parties.append(entry)
+    provider = ast.crypto_provider.id if ast.crypto_provider is not None else None
+    if ledgers:
+        for entry, w in zip(parties, ast.parties):
+            try:
+                records = read_ledger(w)
+            except Exception:  # a party that is down: its ledger is unknown, not empty
+                entry["ledger"] = "unreadable"
+                continue
+            sent = [r for r in records if r["id"] == entry["id_at_location"] and r["direction"] == "out"
+                    and r["kind"] in ("fetched", "moved")]
+            entry["sent"] = bool(sent)
+            if sent:
+                entry["sent_cell"] = sent[-1]["cell"]
+                entry["sent_to"] = sent[-1]["peer"]
+    names = [p["worker"] for p in parties]
+    decode = None
+    if fp is not None:
+        decode = {"base": fp.base, "precision": fp.precision, "scale": fp.scale}
+    terms = " + ".join(f"share {p['share']} (on {p['worker']})" for p in parties)
+    lines = [f"{secret} is held by nobody: {_and(names)} each hold one share, a uniform int64 that alone "
+             f"reveals nothing.",
+             f"{secret} = ({terms}) mod {RING}" + (f", then / {decode['scale']} (fixed precision)" if decode else "")]
+    sent = [p for p in parties if p["sent"]]
+    done = len(sent) == n
+    if done:
+        lines.append(f"Reconstructing it took every share: {_and(names)} each sent theirs to me."
+                     + (f" {provider}, the crypto provider, held no share." if provider else ""))
+    else:
+        lines.append(f"Reconstructing it needs every share: {_and(names)} must each send theirs to me "
+                     f"(Reconstruct, or {name + '.get()' if name else '.get()'})."
+                     + (f" {provider}, the crypto provider, holds no share." if provider else ""))
+    lines.append(f"{'Before the reconstruction no lane held' if done else 'Until then no lane holds'} {secret}: "
+                 + ", ".join(f"{p['worker']} {'held' if done else 'holds'} share {p['share']}/{n}" for p in parties)
+                 + (f", {provider} none" if provider else "") + ", me only pointers to the shares.")
+    if sent:
+        lines.append("Sent: " + ", ".join(
+            f"{p['worker']} sent share {p['share']}" + (f" in cell [{p['sent_cell']}]" if p.get("sent_cell") is not None
+                                                         else "") for p in sent)
+            + ("" if len(sent) == n else f"; still on their workers: {_and([p['worker'] for p in parties if not p['sent']])}"))
+    return {"schema": "syft_lab.explain", "version": 1, "secret": secret, "ring": RING, "parties": parties,
+            "crypto_provider": provider, "decode": decode, "held_by": None, "reconstructed": done, "lines": lines}
+
+
+def _and(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+class Explanation(dict):
+    """``sy.explain(sx)``: the dict (``to_dict()``), printed as its lines, drawn as HTML in a notebook."""
+
+    def __repr__(self):
+        return "\n".join(self["lines"])
+
+    def to_dict(self) -> dict:
+        return dict(self)
+
+    def _repr_html_(self):
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in self["lines"])
+        parties = "".join(
+            f'<span class="syft-explain-party" data-worker="{html.escape(p["worker"])}">'
+            f'{html.escape(p["worker"])}: share {p["share"]}/{p["of"]}{" (sent)" if p["sent"] else ""}</span>'
+            for p in self["parties"])
+        return (f'<div class="syft-explain"><b>Reconstructing {html.escape(self["secret"])}</b>'
+                f'<div>{parties}</div><ol>{items}</ol></div>')
+
+
+def explain(value, name: str | None = None) -> Explanation:
+    """What reconstructing a shared tensor takes, and what it took once done (see the module)."""
+    if name is None:
+        name = _name_in_notebook(value) or _name_in_caller(value, sys._getframe(1))
+    return Explanation(explain_dict(value, name, ledgers=True))
+
+
+def _name_in_caller(value, frame):
+    for scope in (frame.f_locals, frame.f_globals):
+        for k, v in scope.items():
+            if v is value and not k.startswith("_"):
+                return k
+    return None
+
+
+def _name_in_notebook(value):
+    try:
+        from IPython import get_ipython  # optional: outside IPython there is no notebook
+    except ImportError:
+        return None
+    ip = get_ipython()
+    if ip is None:
+        return None
+    for k, v in ip.user_ns.items():
+        if v is value and not k.startswith("_"):
+            return k
+    return None
