@@ -1,6 +1,7 @@
 """Parties and crypto provider as real worker processes (websockets on 127.0.0.1)."""
 import copy
 import gc
+import json
 
 import pytest
 import torch
@@ -8,7 +9,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import syft_lab as sy
+from syft_lab import events
+from syft_lab.errors import SyftError
 from syft_lab.smpc import provider, runtime
+from syft_lab.workers.ledger import ledger_reply
+from syft_lab.workers.websocket import WebSocketWorker
 
 pytestmark = pytest.mark.network
 
@@ -205,3 +210,61 @@ def test_rounds_on_the_node_are_the_rounds_on_the_wire(remote_parties):
         assert _last_op(out)["rounds"] == runtime.stats["rounds"]
     del x, out
     provider.clear_pool()
+
+
+def test_ledgers_of_worker_processes_in_a_secure_product(remote_parties):
+    """Each worker process keeps its own record (#26.8): a client reads its session's part; the
+    parties list the masked values they opened and the dealer rows they received, carol what
+    she made; the cells are the ones the protocol's messages carried."""
+    alice, bob, carol = remote_parties
+    provider.clear_pool()
+    start = {w.id: ledger_reply(w)["seq"] for w in (alice, bob, carol)}
+    x = torch.tensor([0.5, -1.25, 2.0])
+    sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
+    events.set_current_cell(12)
+    try:
+        y = sx * sx
+    finally:
+        events.set_current_cell(None)
+    got = y.get().float_precision()
+    assert torch.allclose(got, x * x, atol=2e-3)
+    for w in (alice, bob):
+        records = [r for r in w.ledger() if r["seq"] >= start[w.id]]
+        assert records[0]["kind"] == "stored" and records[0]["peer"] == "me" and records[0]["bytes"] == 24
+        dealer = [r for r in records if r["kind"] == "dealer material"]
+        assert [(r["direction"], r["peer"], r["peer_kind"], r["bytes"], r["cell"]) for r in dealer] == [
+            ("in", "carol", "crypto provider", 72, 12)]
+        opened = [(r["direction"], r["bytes"], r["cell"]) for r in records if r["kind"] == "opened value"]
+        assert opened == [("out", 48, 12), ("in", 48, 12)]  # her masked x - a, y - b; their public sums
+        assert [r["kind"] for r in records if r["direction"] == "out"] == ["opened value", "fetched"]  # y's share
+        assert all(r["mine"] and r["session"] == "me" for r in records)
+    made = [r for r in carol.ledger() if r["seq"] >= start["carol"]]
+    [material] = [r for r in made if r["kind"] == "dealer material"]
+    assert material["direction"] == "out" and material["items"] == {"Beaver triple (mul)": provider.POOL_MAX}
+    assert material["cell"] == 12
+    lanes = {w["id"]: w for w in sy.world({"sx": sx}).to_dict()["workers"]}
+    assert lanes["carol"]["ledger"]["scope"] == "session"
+    assert lanes["carol"]["ledger"]["material"]["Beaver triple (mul)"] >= provider.POOL_MAX
+    assert "271828" not in json.dumps([w.ledger() for w in (alice, bob, carol)])
+
+
+def test_a_client_reads_only_its_own_session_of_a_worker_process(smpc_procs, token):
+    """Two clients of one worker process: each reads its own part; every session's takes the
+    worker's token, and a wrong or missing one is a clear error."""
+    one = WebSocketWorker(smpc_procs["dave"].url, id="dave", token=token, progress=False)
+    two = WebSocketWorker(smpc_procs["dave"].url, id="dave", token=token, progress=False)
+    try:
+        p1 = torch.ones(5).send(one)
+        p2 = torch.ones(7).send(two)
+        p1.get()
+        mine = one.ledger()
+        assert [(r["kind"], r["direction"], r["peer"], r["bytes"]) for r in mine] == [
+            ("stored", "in", "me", 20), ("fetched", "out", "me", 20)]
+        assert [(r["kind"], r["bytes"]) for r in two.ledger()] == [("stored", 28)]
+        for wrong in ({"all": True}, {"all": True, "token": "not-the-token"}):
+            with pytest.raises(SyftError, match="token"):
+                one.submit_request({"c": "ledger", **wrong}).result()
+        del p2
+    finally:
+        one.close()
+        two.close()

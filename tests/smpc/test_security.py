@@ -75,7 +75,7 @@ def _texts_with(shared, parties):
     return values
 
 
-def test_no_share_or_secret_in_any_repr_node_world_or_log(parties2, caplog):
+def test_no_share_or_secret_in_any_repr_node_world_ledger_explanation_or_log(parties2, caplog):
     alice, bob, carol = parties2
     got = []
     unsubscribe = events.subscribe(got.append)
@@ -104,6 +104,10 @@ def test_no_share_or_secret_in_any_repr_node_world_or_log(parties2, caplog):
                  json.dumps(sy.world({"sx": sx, "y": y, "z": z}).to_dict()), repr(sy.world({"sx": sx})),
                  repr(sy.chain(sx)), json.dumps(got, default=str), caplog.text]
         texts += [repr(m) for m in more] + [json.dumps(sy.chain(m).to_dict()) for m in more] + more_texts
+        # what each party saw (#26.8) and the reconstruction lesson (#26.9): names, sizes, cells only
+        texts += [json.dumps(w.ledger()) for w in (alice, bob, carol)]
+        texts += [repr(sy.explain(v, "sx")) + sy.explain(v)._repr_html_() + json.dumps(sy.explain(v).to_dict())
+                  for v in (sx, y, z)]
     finally:
         unsubscribe()
     for text in texts:
