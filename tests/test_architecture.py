@@ -10,8 +10,8 @@ of a lower rank (or its own package), so there is no import circle among them:
     3 plans                                                   8 federated, actions
     4 workers (service, client protocol, transports)          9 widget; 10 sidebar, magics
 
-and no module imports inside a function, except an optional dependency or a documented lazy
-import: the line before or on it says why in a comment.
+and no module imports inside a function, except an optional dependency (the line before or on
+it says why in a comment); no syft_lab module is imported lazily.
 """
 import ast
 from pathlib import Path
@@ -99,11 +99,10 @@ def test_no_imports_inside_functions_but_optional_or_documented_ones():
     assert found == []
 
 
-def test_a_lazy_import_says_why_it_is_lazy():
+def test_no_syft_lab_module_is_imported_lazily():
     found = [f"{p.relative_to(SYFT)} imports {name}" for p in _sources() for name, inside, line in _imports(p)
              if inside and name.startswith("syft_lab.")]
-    # the one documented lazy import: federated sits above workers and imports them
-    assert found == ["workers/base.py imports syft_lab.federated.datasets"]
+    assert found == []  # none: a lower package never reaches up, not even lazily
 
 
 def test_the_checker_sees_relative_absolute_and_lazy_imports():

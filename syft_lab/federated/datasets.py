@@ -321,6 +321,12 @@ def worker_datasets(worker) -> dict[str, WorkerDataset]:
             for name, parts in sorted(found.items()) if len(parts) == 2}
 
 
+# ``bob.datasets["digits"]`` (README, notebook 07): the accessor lives here, beside the datasets;
+# the workers package sits below federated and knows nothing of datasets
+BaseWorker.datasets = property(worker_datasets, doc="The datasets this worker holds (``ds.federate``), by "
+                                                    "name: ``bob.datasets[\"digits\"]``.")
+
+
 def _worker_part(d) -> "WorkerDataset":
     """One worker's part: a WorkerDataset, or a BaseDataset of pointers to one worker."""
     if isinstance(d, WorkerDataset):

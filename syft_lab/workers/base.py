@@ -4,6 +4,9 @@ The worker is the primitive that sends: ``bob.send(x)`` returns a pointer and le
 alone (``x.send(bob)`` is the same call). The client protocol (protocol.py, WorkerClient)
 implements the underscored methods as requests to the worker's service.
 
+``worker.datasets`` (the datasets it holds, by name) is added by the federated package
+(federated/datasets.py), which sits above workers.
+
 A worker is an identity, not a value: copying one (``copy.copy``, ``copy.deepcopy``, as
 ``copy.deepcopy(model)`` does to a module that names its location) gives the worker itself.
 """
@@ -116,14 +119,6 @@ class BaseWorker:
         ptr.tags = set(meta.get("tags") or ())
         ptr.description = meta.get("description")
         return ptr
-
-    @property
-    def datasets(self) -> dict:
-        """The datasets this worker holds (``ds.federate``), by name: ``bob.datasets["digits"]``."""
-        # a documented lazy import: the federated package sits above workers and imports this module
-        from ..federated.datasets import worker_datasets
-
-        return worker_datasets(self)
 
     # --- what the client protocol implements (protocol.py) ---------------------------------
     def _store_copy(self, obj) -> int: ...
