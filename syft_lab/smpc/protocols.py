@@ -220,13 +220,6 @@ def each_round(x: AST, build) -> list:
 
 # --- binary circuits: the sign bit ---------------------------------------------------------------
 
-class _Stage:
-    """Per party, the pointers kept by the previous round and the public values it opened."""
-
-    def __init__(self, n):
-        self.kept = [dict() for _ in range(n)]
-
-
 def _and_open(p, X, Y, pieces):
     """Round A of an AND gate: open e = X ^ a and d = Y ^ b (one value: both, flattened)."""
     a, b, _ = pieces
@@ -302,10 +295,7 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
 
     # Carry-save adders: numbers 0..n-1 -> two numbers (A, B), one AND round each.
     progs = _programs(x)
-    state = [dict() for _ in range(n)]
-    pub = None
-    stage_items = []
-    # state per party: "A", "B" (the two running numbers), for csa: "c" (third number)
+    state = [dict() for _ in range(n)]  # per party: "A", "B", the two running numbers
     for i, p in enumerate(progs):
         state[i]["A"], state[i]["B"] = number(p, i, 0), number(p, i, 1)
     for k in range(n - 2):
@@ -316,9 +306,8 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
             X = _stack(p, [A, C])
             Y = _stack(p, [B, AB])
             p.open(_and_open(p, X, Y, dealer.part(csa[k], i)))
-            for name, v in (("X", X), ("S", _xor(p, AB, C))):
-                p.keep(v)
-            stage_items.append(None)
+            p.keep(X)
+            p.keep(_xor(p, AB, C))  # S
         run(progs)
         e, d = _split_ed(_sum_opened(progs, xor=True), (2, *shape))
         nxt = _programs(x)
