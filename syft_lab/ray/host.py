@@ -29,6 +29,7 @@ import torch
 from ..commands import Ref
 from ..errors import SyftError
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Decoder, WireError, encode
+from ..workers.feed import EventFeed
 from ..workers.limits import Limits
 from ..workers.service import Session, WorkerService, error_reply
 
@@ -113,6 +114,9 @@ class WorkerHost:
         self.services = {w: WorkerService(w, limits) for w in worker_ids}
         warm_up()
         self.sessions: dict = {}  # (worker id, session id) -> Session
+        # per-object events for the client sessions that subscribed, sent with their next reply
+        self.feed = EventFeed({w: s.core for w, s in self.services.items()})
+        self.followers: dict = {}  # (worker id, session id) -> feed.Subscriber
         self.info = {**node_info(), "workers": {w: s.instance for w, s in self.services.items()}}
         self._last = None  # (service, then, Encoded) of the last reply, until Ray has copied it
 
@@ -147,13 +151,38 @@ class WorkerHost:
         if type(routed) is not tuple:
             return routed
         msg, service, session = routed
+        if msg.get("c") == "subscribe" and "rel" not in msg:  # this session follows the worker's events
+            key = (service.id, session.id)
+            if key not in self.followers:
+                self.followers[key] = self.feed.subscribe(service.id)
+            reply = {"r": msg.get("r", 0), "ok": {"seq": self.followers[key].seq}}
+            return bytes(encode(reply, chunk_size=NO_CHUNK).frames[0])
         # The service's reply path, as the websocket server's (its snapshot copy included: the
         # bytes Ray copies are then the reply's own). Ray copies a method's result into its
         # object store when the method returns, before the next method runs (an actor runs one
         # at a time): the reply has gone out when the next call begins (``_finish_last``).
+        elsewhere = msg.pop("@x", None)  # the reply goes to another actor (a move's source): no push
         encoded, then = service.encoded_reply(msg, session)
         self._last = (service, then, encoded)  # ``encoded`` keeps its buffers alive until then
-        return pack(encoded)
+        if elsewhere:
+            return pack(encoded)
+        return self._reply(service, session, msg, pack(encoded))
+
+    def _reply(self, service, session, msg, packed):
+        """A call's packed reply, with the events this session is owed before it, if it follows."""
+        if not self.followers:
+            return packed
+        s = self.followers.get((service.id, session.id))
+        if s is None:
+            return packed
+        rel = msg.get("rel")
+        ids = list(rel) if type(rel) is list else []
+        if msg.get("c") == "incref":
+            ids.append(msg.get("id"))
+        if ids:  # reference counts a command changed without an event
+            self.feed.note_refcount(service.id, ids)
+        push = self.feed.take(s)
+        return _with_push(push and bytes(encode(push, chunk_size=NO_CHUNK).frames[0]), packed)
 
     def receive(self, message, source_reply):
         """Store what another worker sent: ``source_reply`` is that worker's reply to a fetch,
@@ -168,7 +197,7 @@ class WorkerHost:
         reply, _ = service.handle(msg, session)  # a store's reply holds nothing of the store
         if "ok" in reply:
             reply["ok"] = [reply["ok"], list(obj.shape), obj.dtype]
-        return bytes(encode(reply, chunk_size=NO_CHUNK).frames[0])
+        return self._reply(service, session, msg, bytes(encode(reply, chunk_size=NO_CHUNK).frames[0]))
 
     def _begin(self, message, check=None):
         """What every call does first: the previous reply is done (Ray has copied it), then
@@ -202,6 +231,7 @@ class WorkerHost:
     def end_session(self, worker_id: str, session_id: str) -> None:
         """The client closed: release every reference its session holds."""
         self._finish_last()
+        self.feed.unsubscribe(self.followers.pop((worker_id, session_id), None))
         s = self.sessions.pop((worker_id, session_id), None)
         service = self.services.get(worker_id)
         if s is not None and service is not None:
@@ -210,6 +240,11 @@ class WorkerHost:
 
 class MoveSourceError(SyftError):
     """A move between two Ray workers whose source could not send the object."""
+
+
+def _with_push(push, packed):
+    """A reply and the push owed before it: ``(push frame, packed reply)``; the reply alone if none."""
+    return packed if push is None else (push, packed)
 
 
 def _error(rid, e) -> bytes:

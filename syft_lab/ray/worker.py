@@ -161,6 +161,7 @@ class RayTransport(FramedTransport):
         (for another actor to read; this client never reads it)."""
         self._rid += 1
         msg["r"] = self._rid
+        msg["@x"] = 1  # its reply carries no pushed events: they wait for this client's next call
         return self.actor.call.remote(pack(self._encode(msg)))
 
     def _encode(self, msg, detach=False):
@@ -197,13 +198,19 @@ class RayTransport(FramedTransport):
         if type(data) is str and data == RESTARTED:
             raise self.unavailable("Ray restarted its actor since this client's hello: the worker came back "
                                    "empty (objects it held are gone). Send the data again", ConnectionLost)
-        if type(data) is not list:
+        pushed = None
+        if type(data) is tuple and len(data) == 2:  # (the events this client is owed, the reply)
+            pushed, data = data
+        if type(data) is list:
+            for buf in data[1:]:
+                view = memoryview(buf)
+                for off in range(0, len(view), CHUNK_SIZE):
+                    self._frames.append(view[off:off + CHUNK_SIZE])
+            data = data[0]
+        if pushed is None:
             return data
-        for buf in data[1:]:
-            view = memoryview(buf)
-            for off in range(0, len(view), CHUNK_SIZE):
-                self._frames.append(view[off:off + CHUNK_SIZE])
-        return data[0]
+        self._frames.appendleft(data)  # the push is read first, then the reply
+        return pushed
 
     def died(self, e, cls=WorkerUnavailableError) -> WorkerUnavailableError:
         """The actor died under a call (ActorDiedError: for good) or Ray is restarting it

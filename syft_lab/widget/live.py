@@ -47,6 +47,8 @@ from .tracker import Feed, StepContext, WorldTracker, make_step
 log = logging.getLogger("syft_lab.widget")
 
 FLUSH_INTERVAL = 0.5  # seconds between mid-cell refreshes (at least 20x their own cost)
+MID_CELL_EVENTS = ("stored", "changed", "pointer_created")  # what a mid-cell refresh shows
+IN_PROCESS = ("local", "virtual")
 
 _widgets: "weakref.WeakSet" = weakref.WeakSet()
 KEEPALIVE = 2.0  # seconds between two reads of the workers' connection states
@@ -210,9 +212,21 @@ class action_step:
         scheduler.step.action = self.prev
 
 
+def poll_remote_events() -> None:
+    """Emit what remote workers pushed while no request was in flight (another client's
+    commands, a late push): never waits, never a request."""
+    for w in all_workers():
+        if getattr(w, "kind", "") not in IN_PROCESS and getattr(w, "follows_events", False):
+            try:
+                w.poll_events()
+            except Exception:  # a broken connection: its lane says so at the refresh
+                log.debug("syft_lab could not poll a worker's events", exc_info=True)
+
+
 def _refresh_all(world_only: bool) -> None:
     if scheduler.flushing:
         return
+    poll_remote_events()  # before the flag: its events are this refresh's
     scheduler.flushing = True
     scheduler.worlds = {}
     scheduler.step.raw, scheduler.raw = scheduler.raw, []
@@ -371,8 +385,10 @@ def uninstall() -> None:
 
 # --- worker events ----------------------------------------------------------------------------
 
-def _all_in_process() -> bool:
-    return all(getattr(w, "kind", "") in ("local", "virtual") for w in all_workers())
+def _all_follow() -> bool:
+    """Every worker's changes arrive as events (in process, or pushed by a remote worker): a
+    refresh then makes no request, so it may run in the middle of a cell."""
+    return all(getattr(w, "kind", "") in IN_PROCESS or getattr(w, "follows_events", False) for w in all_workers())
 
 
 def _on_event(event: dict) -> None:
@@ -391,9 +407,9 @@ def _on_event(event: dict) -> None:
     if not scheduler.in_cell:
         _schedule()  # between cells (a finaliser, a comm message): flush from the event loop
         return
-    if event.get("type") in ("stored", "pointer_created") and not scheduler.flushing:
+    if event.get("type") in MID_CELL_EVENTS and not scheduler.flushing:
         now = time.monotonic()
-        if now - scheduler.last_flush >= max(FLUSH_INTERVAL, 20 * scheduler.cost) and _all_in_process():
+        if now - scheduler.last_flush >= max(FLUSH_INTERVAL, 20 * scheduler.cost) and _all_follow():
             refresh_all(world_only=True)
 
 
@@ -435,6 +451,8 @@ def worker_states() -> tuple:
 def keepalive_tick() -> bool:
     """One keepalive check: refresh the world views when a worker's state changed since the
     last check (a killed worker process, a dropped connection). True if it refreshed."""
+    if not scheduler.in_cell and not scheduler.flushing:
+        poll_remote_events()  # pushes that came while idle (another client's commands) schedule a refresh
     states = worker_states()
     before, scheduler.states = scheduler.states, states
     if before is None or states == before or scheduler.in_cell or scheduler.flushing:

@@ -30,7 +30,7 @@ import weakref
 
 from ..inspection.model import (Names, _notebook_namespace, finish_entry, lane_header, lane_of, local_pointers,
                                 mark_plan_state)
-from ..tensors.nodes import LOCAL_OWNER, object_entry
+from ..tensors.nodes import LOCAL_OWNER
 from ..workers.registry import all_workers
 from . import diff
 from .diff import DOWN_STATES
@@ -68,6 +68,7 @@ class WorldTracker:
         # worker id -> the worker object its lane shows, weakly (a closed worker's name can come back)
         self._objects: "weakref.WeakValueDictionary[str, object]" = weakref.WeakValueDictionary()
         self._entries: set = set()  # (worker, id) to read again
+        self._pushed: dict = {}  # (worker, id) -> the entry a remote worker pushed (None: deleted)
         self._state_owner: dict = {}  # (worker, state tensor id) -> id of the plan it is state of
         self._lanes_dirty: set[str] = set()  # lanes to read whole
         self._me_dirty = True
@@ -84,7 +85,10 @@ class WorldTracker:
             if worker == LOCAL_OWNER:
                 self._me_dirty = True
             else:
-                self._entries.add((worker, event.get("id")))
+                key = (worker, event.get("id"))
+                self._entries.add(key)
+                if event.get("pushed"):  # a remote worker's event: it carries the object's entry
+                    self._pushed[key] = event.get("entry") if kind != "deleted" else None
         elif kind in ("pointer_created", "pointer_dropped"):
             if worker == LOCAL_OWNER:
                 self._me_dirty = True
@@ -92,13 +96,22 @@ class WorldTracker:
                 self._lanes_dirty.add(worker)
             loc = event.get("location")
             if loc is not None and loc != worker:
-                self._entries.add((loc, event.get("id_at_location")))  # its refcount changed
+                key = (loc, event.get("id_at_location"))  # its refcount changed
+                if not self._follows(loc):  # a following worker pushes that change itself
+                    self._entries.add(key)
+        elif kind == "resync":  # a remote worker's pushes were lost (it lagged, a reconnect)
+            self._lanes_dirty.add(worker)
+
+    def _follows(self, lane_id) -> bool:
+        w = self._objects.get(lane_id)
+        return w is not None and w.kind not in IN_PROCESS and bool(getattr(w, "follows_events", False))
 
     def after_commands(self) -> None:
-        """A cell or an action ran: names may have changed and remote workers ran commands."""
+        """A cell or an action ran: names may have changed; remote workers that do not push
+        their events ran commands (their lanes are read again)."""
         self._me_dirty = True
         for lid, lane in self.lanes.items():
-            if lane.header.get("kind") not in IN_PROCESS and lid != LOCAL_OWNER:
+            if lane.header.get("kind") not in IN_PROCESS and lid != LOCAL_OWNER and not self._follows(lid):
                 self._lanes_dirty.add(lid)
 
     def resync(self) -> None:
@@ -131,16 +144,22 @@ class WorldTracker:
         ops: list = []
         touched: list = []
         headers_changed = False
+        # what is pending, taken now: events that arrive while this update reads a lane (pushes
+        # emitted after its request) wait for the next update
+        entries, self._entries = self._entries, set()
+        pushed, self._pushed = self._pushed, {}
+        dirty, self._lanes_dirty = self._lanes_dirty, set()
+        me_dirty, self._me_dirty = self._me_dirty, False
         for lid, w in by_id.items():
             if lid not in self.lanes or self._objects.get(lid) is not w:
-                self._lanes_dirty.add(lid)  # a new worker (or a new one under an old name): read once
+                dirty.add(lid)  # a new worker (or a new one under an old name): read once
                 self._objects[lid] = w
-        if self._me_dirty:
+        if me_dirty:
             self.names = self._names()
-            self._lanes_dirty.add(LOCAL_OWNER)
-        reread = {lid for lid in self._lanes_dirty if lid in by_id}
+            dirty.add(LOCAL_OWNER)
+        reread = {lid for lid in dirty if lid in by_id}
         for lid in reread:
-            new_lane = lane_of(by_id[lid], self.names)
+            new_lane = self._read_lane(by_id[lid])
             header = {k: v for k, v in new_lane.items() if k != "objects"}
             old = self.lanes.get(lid)
             if old is None or old.header.get("gone"):
@@ -167,38 +186,37 @@ class WorldTracker:
             # a remote worker's connection changed: when in doubt, read that one worker again (a
             # killed process then says "unreachable", not "disconnected")
             reread.add(lid)
-            new_lane = lane_of(w, self.names)
+            new_lane = self._read_lane(w)
             lane.header = {k: v for k, v in new_lane.items() if k != "objects"}
             self._replace_lane(lane, lid, new_lane["objects"], ops, touched)
-        for lid, oid in self._entries:
+        for lid, oid in entries:
             lane, w = self.lanes.get(lid), by_id.get(lid)
             if lane is None or w is None or lid in reread:
-                continue
-            core = getattr(w, "core", None) if w.kind in IN_PROCESS else None
-            if core is None:  # a remote worker: read its lane once (the client caches no entries)
+                continue  # a lane read whole in this update is newer than the events before it
+            if (lid, oid) in pushed:  # a remote worker's event brought the entry
+                raw = pushed[(lid, oid)]
+                raw = dict(raw) if type(raw) is dict else None
+            elif w.kind in IN_PROCESS:
+                raw = w.world_entry(oid)
+            else:  # a remote worker that does not push its events: read its lane once
                 reread.add(lid)
-                self._replace_lane(lane, lid, lane_of(w, self.names)["objects"], ops, touched)
+                self._replace_lane(lane, lid, self._read_lane(w)["objects"], ops, touched)
                 continue
-            obj = core.objects.get(oid)
             old = lane.objects.get(oid)
-            if obj is None:
+            if raw is None:
                 if old is not None:
                     del lane.objects[oid]
                     lane.listed = None
                     ops.append(["del", lid, oid])
                     touched.append(((lid, oid), old, None))
                 continue
-            entry = finish_entry(lid, object_entry(oid, obj, lid, core.refcounts.get(oid, 0), oid in core.held),
-                                 self.names)
+            entry = finish_entry(lid, raw, self.names)
             self._mark_state(lid, lane, entry, old, ops, touched)
             if entry != old:
                 lane.objects[oid] = entry
                 lane.listed = None
                 ops.append(["put", lid, len(lane.objects) - 1 if old is None else list(lane.objects).index(oid), entry])
                 touched.append(((lid, oid), old, entry))
-        self._entries.clear()
-        self._lanes_dirty.clear()
-        self._me_dirty = False
         # lanes in the registry's order, as a full recompute has them (several new lanes come from a
         # set; a worker made again under an old name is last in the registry), then gone lanes
         order = [lid for lid in by_id if lid in self.lanes] + [lid for lid in self.order if lid not in by_id]
@@ -239,6 +257,23 @@ class WorldTracker:
         plan = lane.objects.get(plan_id) if plan_id is not None else None
         if plan is not None:
             mark_plan_state([plan, entry])
+
+    def _read_lane(self, w) -> dict:
+        """One worker's lane read whole; a remote worker is first asked to push its events, so
+        that from now on its lane changes object by object (no re-read after each cell)."""
+        if w.kind not in IN_PROCESS and not getattr(w, "follows_events", True):
+            try:
+                w.follow_events()
+            except Exception:  # an unreachable worker: its lane says so (lane_of)
+                pass
+        lane = lane_of(w, self.names)
+        if w.kind not in IN_PROCESS and (self._entries or self._pushed):
+            # what it pushed before its summary's reply is older than the lane just read
+            wid = w.id
+            self._entries = {k for k in self._entries if k[0] != wid}
+            for k in [k for k in self._pushed if k[0] == wid]:
+                del self._pushed[k]
+        return lane
 
     def _names(self) -> Names:
         ns = self.namespace
@@ -378,8 +413,10 @@ class WorldTracker:
         for w in workers:
             self._objects[w.id] = w
         lanes, order = {}, []
+        self._entries.clear()  # every lane is read now: what was pending is in it
+        self._pushed.clear()
         for w in workers:
-            lane = lane_of(w, self.names)
+            lane = self._read_lane(w)
             lanes[w.id] = _Lane({k: v for k, v in lane.items() if k != "objects"}, lane["objects"])
             order.append(w.id)
         # lanes of workers that went away stay while pointers point there (gone lanes)
@@ -393,7 +430,6 @@ class WorldTracker:
             loc = ref.location
             if loc.id not in present:
                 self.seen.setdefault(loc.id, getattr(loc, "kind", None))
-        self._entries.clear()
         self._lanes_dirty.clear()
         self._me_dirty = self._full = False
         self._gone_lanes([w.id for w in workers], [], [])

@@ -46,9 +46,11 @@ from ..plans.plan import StoredPlan
 from ..tensors.pointer import PointerTensor, wrap_result
 from ..wire.allowlist import OpNotAllowedError, op_name
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, Decoder, RejectedMessage, WireError, encode
+from .. import events
 from . import registry
 from .base import BaseWorker
 
+PUSHED_TYPES = ("stored", "changed", "deleted")  # the events a service pushes (feed.py)
 PROGRESS_THRESHOLD = 8 * 2**20  # a progress bar for transfers above this many bytes
 SUMMARY_PAGE = 10000  # entries per summary request (the service's maximum)
 SUMMARY_CAP = 100_000  # summary() lists at most this many objects (the views stay usable)
@@ -209,6 +211,8 @@ class FramedTransport(Transport):
         self._rid = 0
         self._in_flight: collections.deque = collections.deque()  # request ids sent, not answered
         self._decoder = None
+        self.following = False  # the service pushes this client its per-object events (``follow``)
+        self._push_seq = 0  # the last push's sequence number on this connection
 
     # --- connection states -----------------------------------------------------------------
     @property
@@ -242,7 +246,66 @@ class FramedTransport(Transport):
         limit = hello.get("max_message_size")
         if type(limit) is int and limit > 0:
             self.max_message_size = min(self.max_message_size, limit)
+        if self.following:  # a new connection: follow again; what was pushed meanwhile is lost
+            self.following = False
+            self.follow()
+            self._lost()
         return hello
+
+    # --- pushed events (docs/wire-format.md, "Pushed events") -------------------------------------
+    def follow(self) -> bool:
+        """Ask the service to push this client its per-object events from now on (a request:
+        call it as one, under the client's lock). False if the service does not push."""
+        if self.following:
+            return True
+        try:
+            reply = self.exchange({"c": "subscribe"})
+        except RemoteError:  # a service of an older version: the client reads lanes instead
+            return False
+        self._push_seq = reply.get("seq", 0) if type(reply) is dict else 0
+        self.following = True
+        return True
+
+    def _on_push(self, msg: dict) -> None:
+        """A push between replies: its records go to the client (emitted after the request)."""
+        seq = msg.get("seq")
+        records = msg.get("events")
+        if type(seq) is not int or type(records) is not list or seq != self._push_seq + 1:
+            self._lost()  # a gap: the service dropped records for this client (it lagged)
+        else:
+            self.client._pushed(records)
+        if type(seq) is int:
+            self._push_seq = seq
+
+    def _lost(self) -> None:
+        if self.client is not None:
+            self.client._pushed(None)
+
+    def poll(self) -> None:
+        """Read the pushes that arrived while no request was in flight (never blocks)."""
+        if not self.following or self._in_flight or self._decoder is None or not self._is_open():
+            return
+        while True:
+            try:
+                frame = self._poll_frame()
+            except ConnectionLost:
+                self.drop()
+                return
+            if frame is None:
+                return
+            try:
+                msg = self._decoder.feed(frame)
+            except WireError:
+                self.drop()
+                return
+            if type(msg) is not dict or "push" not in msg:  # nothing but pushes comes unasked
+                self.drop()
+                return
+            self._on_push(msg)
+
+    def _poll_frame(self):
+        """A frame that has arrived already, or None (a transport that cannot tell: None)."""
+        return None
 
     @property
     def address(self) -> str:
@@ -313,9 +376,13 @@ class FramedTransport(Transport):
         rid = self._in_flight.popleft()
         decoder = self._decoder
         try:
-            reply = decoder.feed(self._receive_frame())
-            if reply is None:
-                reply = self._receive_streamed(decoder, label)
+            while True:
+                reply = decoder.feed(self._receive_frame())
+                if reply is None:
+                    reply = self._receive_streamed(decoder, label)
+                if "push" not in reply or "r" in reply:
+                    break
+                self._on_push(reply)  # pushed events before the reply: read on
         except RejectedMessage as e:
             if e.rid != rid:  # a reply for another request: out of step
                 self.drop()
@@ -516,6 +583,7 @@ class WorkerClient(BaseWorker):
         self._lock = None if transport.in_process else threading.Lock()
         self._owner = None  # the thread inside a request (re-entrance would corrupt the stream)
         self._restarted = False
+        self._pushes: collections.deque = collections.deque()  # pushed records not emitted yet
         self.id = "?"  # for error messages until the service tells its id
         if worker_id is not None:
             BaseWorker.__init__(self, worker_id)
@@ -589,14 +657,18 @@ class WorkerClient(BaseWorker):
             return self.transport.exchange(msg, detach=detach, label=label)
         if self._owner == threading.get_ident():
             raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
-        with lock:
-            self._owner = threading.get_ident()
-            try:
-                if self._waiting:
-                    self._drain()
-                return self._exchange_locked(msg, detach, label)
-            finally:
-                self._owner = None
+        try:
+            with lock:
+                self._owner = threading.get_ident()
+                try:
+                    if self._waiting:
+                        self._drain()
+                    return self._exchange_locked(msg, detach, label)
+                finally:
+                    self._owner = None
+        finally:
+            if self._pushes:
+                self._emit_pushes()
 
     def _exchange_locked(self, msg, detach=False, label=None):
         transport = self.transport
@@ -657,13 +729,17 @@ class WorkerClient(BaseWorker):
             return
         if self._owner == threading.get_ident():
             raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
-        with lock:
-            self._owner = threading.get_ident()
-            try:
-                while not p.done:
-                    self._receive_one()
-            finally:
-                self._owner = None
+        try:
+            with lock:
+                self._owner = threading.get_ident()
+                try:
+                    while not p.done:
+                        self._receive_one()
+                finally:
+                    self._owner = None
+        finally:
+            if self._pushes:
+                self._emit_pushes()
 
     def _drain(self) -> None:
         while self._waiting:
@@ -685,6 +761,92 @@ class WorkerClient(BaseWorker):
             q = self._waiting.popleft()
             q.error = error or self.transport.unavailable("the connection was lost")
             q.done = True
+
+    # --- the worker's events (pushed by a remote service; docs/wire-format.md) ---------------
+    def follow_events(self) -> bool:
+        """Have the worker's per-object events ("stored", "changed", "deleted", each with the
+        object's world entry) arrive on this process's event bus (``syft_lab.events``), as an
+        in-process worker's do: the world view then follows the worker object by object.
+        Returns whether they do (True at once in process; False if the service cannot push)."""
+        transport = self.transport
+        if transport.in_process:
+            return True
+        if getattr(transport, "following", None) is None:
+            return False
+        if transport.following:
+            return True
+        try:
+            return bool(self._request_with(transport.follow))
+        except SyftError:
+            return False
+
+    @property
+    def follows_events(self) -> bool:
+        """Whether the worker's events arrive on this process's bus (``follow_events``)."""
+        return self.transport.in_process or bool(getattr(self.transport, "following", False))
+
+    def poll_events(self) -> None:
+        """Emit the events the worker pushed while no request was in flight (never waits: a
+        request in flight reads them itself)."""
+        lock = self._lock
+        if lock is None or not lock.acquire(blocking=False):
+            return
+        try:
+            if not self._waiting and self.transport.state == "connected":
+                self.transport.poll()
+        finally:
+            lock.release()
+        if self._pushes:
+            self._emit_pushes()
+
+    def _request_with(self, fn):
+        """``fn()`` (a transport's own request, such as ``follow``) as one request of this client."""
+        lock = self._lock
+        if self._owner == threading.get_ident():
+            raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
+        try:
+            with lock:
+                self._owner = threading.get_ident()
+                try:
+                    if self._waiting:
+                        self._drain()
+                    if self.transport.state != "connected":
+                        self.transport.ensure_open()
+                    return fn()
+                finally:
+                    self._owner = None
+        finally:
+            if self._pushes:
+                self._emit_pushes()
+
+    def _pushed(self, records) -> None:
+        """Records a push brought (None: some were lost, a resync), kept until the request ends:
+        a subscriber may then make requests of its own."""
+        self._pushes.append(records)
+
+    def _emit_pushes(self) -> None:
+        """The pushed records as events on this process's bus, outside any request; a lost
+        push as one "resync" event for this worker (its lane is read again)."""
+        wid = self.id
+        while self._pushes:
+            try:
+                records = self._pushes.popleft()
+            except IndexError:
+                return
+            if records is None:
+                events.emit("resync", wid, None)
+                continue
+            for r in records:
+                if type(r) is not dict or r.get("worker") != wid:
+                    continue  # a record about another worker is not this service's to give
+                kind, oid = r.get("type"), r.get("id")
+                if kind not in PUSHED_TYPES or type(oid) is not int:
+                    continue
+                entry = r.get("entry")
+                fields = {"entry": entry} if type(entry) is dict else {}
+                if type(r.get("reason")) is str:
+                    fields["reason"] = r["reason"]
+                events.emit(kind, wid, oid, pushed=True, **fields)
 
     def submit_request(self, msg: dict, *, detach: bool = False, label: str | None = None) -> Pending:
         """Send one command message (docs/wire-format.md, "Commands") without waiting for its

@@ -41,6 +41,7 @@ from websockets.protocol import State
 
 from ..errors import SyftError
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE, Decoder, RejectedMessage, WireError, encode
+from .feed import EventFeed
 from .service import Session, WorkerService, error_reply, scrub
 
 DEFAULT_MAX_CONNECTIONS = 64
@@ -188,6 +189,15 @@ class _GuardedConnection(ServerConnection):
         super().connection_lost(exc)
 
 
+class _Connection:
+    """One client connection: its websocket, its sender lock, and its event subscription."""
+
+    __slots__ = ("ws", "lock", "subscriber", "pushing")
+
+    def __init__(self, ws):
+        self.ws, self.lock, self.subscriber, self.pushing = ws, asyncio.Lock(), None, False
+
+
 class WorkerServer:
     """Serves one WorkerService over websockets. ``await serve()`` runs until ``stop()``."""
 
@@ -220,6 +230,10 @@ class WorkerServer:
         self._commands: ThreadPoolExecutor | None = None
         self._decoding: ThreadPoolExecutor | None = None
         self._stop: asyncio.Event | None = None
+        self._loop = None
+        # per-object events for the connections that subscribed (feed.py), pushed between replies
+        self.feed = EventFeed({worker_id: self.service.core})
+        self._followers: dict = {}  # Subscriber -> its _Connection
 
     @property
     def url(self) -> str:
@@ -296,18 +310,71 @@ class WorkerServer:
                 fn(*args)
             except Exception as e:  # bookkeeping must never kill the command thread
                 self._log("internal error", f"syft-lab worker {self.service.core.id}: {type(e).__name__}: {e}")
+            self._pushes_due()
         return self._commands.submit(run)
+
+    # --- pushed events (feed.py) -----------------------------------------------------------
+    def _pushes_due(self) -> None:
+        """On the command thread, after a command: the followers' pushes go out from the loop."""
+        if self._followers and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._push_all)
+            except RuntimeError:  # the loop closed: the server stops
+                pass
+
+    def _push_all(self) -> None:
+        for conn in list(self._followers.values()):
+            s = conn.subscriber
+            if not conn.pushing and s is not None and (s.pending or s.lost):
+                conn.pushing = True  # one push task per connection: a slow reader holds up only itself
+                asyncio.ensure_future(self._push(conn))
+
+    async def _push(self, conn) -> None:
+        try:
+            while conn.subscriber is not None and (conn.subscriber.pending or conn.subscriber.lost):
+                await self._send(conn, None)
+        except Exception:  # the connection closed: its handler ends it
+            pass
+        finally:
+            conn.pushing = False
+
+    def _follow(self, conn, msg) -> dict:
+        """A ``subscribe`` (on the loop): this connection gets the worker's events from now on."""
+        if conn.subscriber is None:
+            conn.subscriber = self.feed.subscribe(self.service.core.id)
+            self._followers[conn.subscriber] = conn
+        return {"r": msg.get("r", 0), "ok": {"seq": conn.subscriber.seq}}
+
+    def _unfollow(self, conn) -> None:
+        if conn.subscriber is not None:
+            self._followers.pop(conn.subscriber, None)
+            self.feed.unsubscribe(conn.subscriber)
+            conn.subscriber = None
 
     # --- one connection ----------------------------------------------------------------
     def _execute(self, msg, session, decoder):
         """On the command thread: run one command and encode its reply. The message's budget
         is given back first: what the command stores, the store counts from now on."""
         decoder.release()
-        return self.service.encoded_reply(msg, session)
+        out = self.service.encoded_reply(msg, session)
+        if self._followers:
+            self._refcounts_changed(msg)
+            self._pushes_due()
+        return out
+
+    def _refcounts_changed(self, msg) -> None:
+        """Reference counts a command changed without an event (an incref, releases that left
+        references): records for the followers too."""
+        ids = list(msg.get("rel") or ()) if type(msg.get("rel")) is list else []
+        if msg.get("c") == "incref":
+            ids.append(msg.get("id"))
+        if ids:
+            self.feed.note_refcount(self.service.core.id, ids)
 
     async def _handler(self, ws):
         loop = asyncio.get_running_loop()
         decoder = Decoder(self.max_message_size, budget=self.service.core.budget)
+        conn = _Connection(ws)
         session = None
         try:
             async for data in ws:
@@ -317,10 +384,10 @@ class WorkerServer:
                     else:
                         msg = decoder.feed(data)
                 except RejectedMessage as e:  # a well-formed frame refused: answered, the connection goes on
-                    await self._send(ws, encode(error_reply(e.rid, e.error)))
+                    await self._send(conn, encode(error_reply(e.rid, e.error)))
                     continue
                 except WireError as e:
-                    await self._send(ws, encode(error_reply(0, e)))
+                    await self._send(conn, encode(error_reply(0, e)))
                     await ws.close(CLOSE_POLICY, "malformed message")
                     return
                 if msg is None:
@@ -331,15 +398,18 @@ class WorkerServer:
                 if session is None:
                     session = Session()
                     session.connections = 1
-                if cmd in ("hello", "ping") and "rel" not in msg:
+                if cmd in ("hello", "ping", "subscribe") and "rel" not in msg:
                     # answered on the event loop: never queued behind a long op
                     decoder.release()
-                    reply, then = self.service.handle(msg, session)
-                    await self._send(ws, encode(reply))
+                    if cmd == "subscribe":
+                        reply = self._follow(conn, msg)
+                    else:
+                        reply, then = self.service.handle(msg, session)
+                    await self._send(conn, encode(reply))
                     continue
                 encoded, then = await loop.run_in_executor(self._commands, self._execute, msg, session, decoder)
                 try:
-                    await self._send(ws, encoded)
+                    await self._send(conn, encoded)
                 except BaseException:
                     if then is not None and then.failed is not None:
                         self._submit(then.failed)
@@ -351,20 +421,31 @@ class WorkerServer:
         except ConnectionClosed:
             pass
         finally:
+            self._unfollow(conn)
             decoder.close()  # a half-received message goes with it (and its budget): nothing partial is stored
             del decoder
             if session is not None:
                 rcvd = ws.protocol.close_rcvd
                 self._leave(session, clean=rcvd is not None and rcvd.code in CLEAN_CLOSE_CODES)
 
-    async def _send(self, ws, encoded):
-        for frame in encoded.frames:
-            await ws.send(frame)
+    async def _send(self, conn, encoded):
+        """Send a reply (``encoded``; None: only the pushes owed). The events a follower is owed
+        go first, so a reply arrives after the events of its own command; one sender at a time
+        per connection, so a push never lands between the frames of a streamed reply."""
+        async with conn.lock:
+            s = conn.subscriber
+            if s is not None:
+                push = self.feed.take(s)
+                if push is not None:
+                    await conn.ws.send(encode(push).frames[0])
+            if encoded is not None:
+                for frame in encoded.frames:
+                    await conn.ws.send(frame)
 
     # --- running -----------------------------------------------------------------------
     async def serve(self, ready=None) -> None:
         self._stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         loop.set_exception_handler(self._log.loop_exception)
         ws_logger = logging.getLogger(f"syft_lab.worker.{self.service.core.id}")
         ws_logger.propagate = False

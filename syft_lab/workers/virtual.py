@@ -24,6 +24,7 @@ import torch
 from ..commands import current_holder
 from ..errors import SyftError
 from ..tensors.base import ChainLayer
+from ..tensors.nodes import object_entry
 from ..tensors.pointer import PointerTensor
 from ..tensors.registry import iter_chain, stored_copy
 from . import registry
@@ -159,6 +160,15 @@ class VirtualWorker(WorkerClient):
     def objects(self) -> dict:
         """The store: object id -> object."""
         return self.service.core.objects
+
+    def world_entry(self, obj_id: int) -> dict | None:
+        """The world view's row of one stored object (what a summary page says of it), or
+        None if the worker does not store it: read in process, as its events arrive."""
+        core = self.service.core
+        obj = core.objects.get(obj_id)
+        if obj is None:
+            return None
+        return object_entry(obj_id, obj, core.id, core.refcounts.get(obj_id, 0), obj_id in core.held)
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.id!r}: {len(self.objects)} object(s)>"

@@ -97,6 +97,14 @@ class WebSocketTransport(FramedTransport):
         except (ConnectionClosed, OSError) as e:
             raise self.unavailable(f"connection lost ({type(e).__name__})", ConnectionLost) from None
 
+    def _poll_frame(self):
+        try:
+            return self.ws.recv(timeout=0)
+        except TimeoutError:  # nothing has arrived
+            return None
+        except (ConnectionClosed, OSError) as e:
+            raise self.unavailable(f"connection lost ({type(e).__name__})", ConnectionLost) from None
+
     def _disconnect(self, done: bool) -> None:
         ws, self.ws = self.ws, None
         if ws is not None:
