@@ -6,9 +6,12 @@
   (tracker.py: one per namespace shown) as per-object changes. Nothing is computed inside the
   event callback itself (it may run inside a garbage-collection finaliser): the changes are
   applied to the last snapshot at the next safe point, which is the end of the running cell,
-  an action, or (between cells) the kernel's event loop. Only a resync recomputes a world. During a long cell of in-process
-  work, a "stored"/"pointer_created" event also flushes at most every FLUSH_INTERVAL seconds,
-  so a training loop shows its objects while it runs.
+  an action, or (between cells) the kernel's event loop. Only a resync recomputes a world.
+  Remote workers push their events (workers/feed.py); what they pushed while no request was in
+  flight is read before each refresh and at every keepalive tick. During a long cell, when
+  every worker's changes arrive as events (in process, or pushed), a "stored", "changed" or
+  "pointer_created" event also flushes at most every FLUSH_INTERVAL seconds, so a training
+  loop or a FedAvg round shows its objects while it runs.
 - ``pre_run_cell`` tells syft_lab.events which cell runs (``set_current_cell``, its In[] number:
   ``running_cell``): the op log of a LoggingTensor links each op to the cell that ran it.
 - Every refresh is a *step* of the views' history: the cell (its number and source) or the

@@ -6,14 +6,17 @@ to the one object that changed. A ``WorldTracker`` keeps the last snapshot of on
 namespace and applies each change to it:
 
 - ``stored`` / ``changed`` (worker, id) on an in-process worker: that one entry is read again
-  from the worker's store; ``deleted``: it goes. No other entry is looked at.
+  through the worker (``VirtualWorker.world_entry``); on a remote worker the event itself
+  brings the entry (the worker pushes its events: workers/feed.py); ``deleted``: it goes. No
+  other entry is looked at.
 - ``pointer_created`` / ``pointer_dropped``: the "me" lane is rebuilt (the notebook's
-  pointers and named objects: names may have changed too), and a remote worker the pointer
-  points to is read again (one summary: the client does not get a remote worker's own events,
-  so when in doubt it reads that one worker again, never all of them).
-- after a cell or an action (names may change, remote workers ran commands): the "me" lane
-  and every remote worker's lane are read again; in-process lanes stay as their events left them.
-- a worker that appears is read once; a resync (a view lost track) recomputes everything.
+  pointers and named objects: names may have changed too); the refcount the pointer changed on
+  its worker comes as that worker's event.
+- after a cell or an action (names may change): the "me" lane is read again; a remote lane only
+  if its worker does not push its events (``follows_events``).
+- a worker that appears is read once (a remote one is first asked to push its events); a
+  ``resync`` event (a gap in a worker's pushes, a reconnect) reads that lane again; a resync of
+  a view recomputes everything.
 
 ``update()`` returns the new snapshot and the patch ops that lead to it (diff.py's format), so
 every view in step with the tracker sends them as they are; the step's events come from the
