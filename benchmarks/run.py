@@ -1,7 +1,7 @@
 """Run every benchmark and write benchmarks/results.md and results.json.
 
     .venv/bin/python benchmarks/run.py            # full run, at most ~10 minutes on 2 cores
-    .venv/bin/python benchmarks/run.py --quick    # short mode (scripts/test runs it as a step of its own)
+    .venv/bin/python benchmarks/run.py --quick    # short mode (--smoke: the fewest samples, part of scripts/test)
 
 results.md names the commit it measured, and says so when the working tree had uncommitted
 changes to tracked files (dirty): quote figures only from a clean run of the current commit.

@@ -13,6 +13,9 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from jupyter_client.manager import start_new_kernel
 
 import syft_lab as sy
+import syft_lab.ray as sy_ray
+from contract.kinds import LEAK_CHECKED, leak_checked, leaked, ray_clients
+from syft_lab.ray.worker import start_hosts
 from venv_kernel import install_kernelspec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +24,6 @@ ARTIFACTS = ROOT / "test-artifacts"  # git-ignored: the only place in the tree t
 # Hypothesis keeps its example database and caches in ./.hypothesis by default.
 set_hypothesis_home_dir(ARTIFACTS / "hypothesis")
 
-_LEAK_CHECKED = pytest.StashKey[list]()
 _CALL_FAILED = pytest.StashKey[bool]()
 
 
@@ -33,13 +35,8 @@ def hooked():
 
 @pytest.fixture
 def workers(request):
-    """Fresh bob and alice for one test; their stores must be empty again at the end (checked
-    after every fixture of the test is torn down: see pytest_runtest_teardown)."""
-    bob, alice = sy.VirtualWorker("bob"), sy.VirtualWorker("alice")
-    request.node.stash.setdefault(_LEAK_CHECKED, []).extend([bob, alice])
-    yield bob, alice
-    bob.close()
-    alice.close()
+    """Fresh bob and alice (VirtualWorkers) for one test, leak-checked."""
+    return leak_checked(request, sy.VirtualWorker("bob"), sy.VirtualWorker("alice"))
 
 
 @pytest.fixture
@@ -52,15 +49,6 @@ def alice(workers):
     return workers[1]
 
 
-def leaked(worker) -> list[str]:
-    """What ``worker`` still stores that no test asked it to keep (``load``ed data is held by
-    the worker on purpose and does not count)."""
-    core = worker.core
-    return [f"{worker.id}:{obj_id} {type(obj).__name__}{list(getattr(obj, 'shape', []))} "
-            f"(refcount {core.refcounts.get(obj_id)})"
-            for obj_id, obj in core.objects.items() if obj_id not in core.held]
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
@@ -71,20 +59,48 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    """The leak detector: once the test and all its fixtures (widgets, namespaces) are gone,
-    the workers of the ``workers`` fixture store nothing. Not checked after a failed test
-    (its traceback keeps its pointers alive)."""
+    """The leak detector, for every worker fixture (``leak_checked``): once the test and all its
+    fixtures (widgets, namespaces) are gone, their workers store nothing. Not checked after a
+    failed test (its traceback keeps its pointers alive). The workers are closed after."""
     result = yield
-    checked = item.stash.get(_LEAK_CHECKED, [])
-    if checked and not item.stash.get(_CALL_FAILED, False):
-        item.funcargs.clear()  # the fixtures' values (pytest drops them right after this hook)
-        gc.collect()
-        leaks = [entry for w in checked for entry in leaked(w)]
+    checked = item.stash.get(LEAK_CHECKED, [])
+    leaks = []
+    try:
+        if checked and not item.stash.get(_CALL_FAILED, False):
+            item.funcargs.clear()  # the fixtures' values (pytest drops them right after this hook)
+            gc.collect()
+            leaks = [entry for w in checked for entry in leaked(w)]
+    finally:
+        for w in checked:
+            w.close()  # a remote session ends: the worker releases what it still held for it
         checked.clear()
-        if leaks:
-            pytest.fail(f"objects left on the test's workers after it ended ({len(leaks)}): " + "; ".join(leaks),
-                        pytrace=False)
+    if leaks:
+        pytest.fail(f"objects left on the test's workers after it ended ({len(leaks)}): " + "; ".join(leaks),
+                    pytrace=False)
     return result
+
+
+# --- Ray: one local Ray for the whole test session (started on first use, stopped at the end) ---
+
+@pytest.fixture(scope="session")
+def ray_runtime():
+    runtime = sy_ray.init(num_cpus=2)
+    yield runtime
+    sy_ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def ray_hosts(ray_runtime):
+    """The session's actors, started once (in parallel): bob's, and alice's that hosts carol too."""
+    bob, alice = start_hosts([["bob"], ["alice", "carol"]])
+    return {"bob": bob, "alice": alice, "carol": alice}
+
+
+@pytest.fixture
+def ray_pair(ray_hosts, request):
+    """bob and alice on the session's Ray actors (a fresh client session per test, as the
+    websocket tests' ``remote``), leak-checked."""
+    return leak_checked(request, *ray_clients(ray_hosts, "bob", "alice"))
 
 
 _kernelspec_dir = None
@@ -92,6 +108,7 @@ _kernelspec_dir = None
 
 def pytest_configure(config):
     global _kernelspec_dir
+    config.addinivalue_line("markers", "ray: uses the session's local Ray (-m ray selects the Ray parts)")
     torch.manual_seed(0)
     # Kernels started by tests (jupyter_client, nbclient) run this interpreter: JUPYTER_PATH
     # comes first in the kernelspec search, before the user's own "python3".
@@ -198,14 +215,17 @@ def kernel(tmp_path_factory):
 # scripts/test runs the suite in 2 processes (pytest-xdist, --dist loadgroup). A group runs in
 # one process, in order: a test file by default, so its module fixtures start once. The browser
 # tests share one JupyterLab, and whatever starts a local Ray (tests/ray, notebook 08, the Ray
-# world view) runs in one process, so two Ray clusters never compete for the 2 cores.
-_HEAVY_FIRST = ("browser", "ray", "tests/notebooks/test_notebooks.py")  # the longest groups start first
+# world view, the Ray benchmark) runs in one process, so two Ray clusters never compete for the 2 cores.
+_HEAVY_FIRST = ("browser", "ray", "tests/notebooks/test_notebooks.py",  # the longest groups start first
+                "tests/benchmarks/test_benchmark_command.py")
 
 
 def _xdist_group(item) -> str:
+    if item.get_closest_marker("ray"):  # e.g. the contract suite's Ray worker
+        return "ray"
     path = Path(str(item.path)).resolve().relative_to(ROOT).as_posix()
     if path.startswith("tests/ray/") or path == "tests/browser/test_world_view_ray.py" \
-            or item.name.endswith("[08_ray_workers]"):
+            or item.name.endswith(("[08_ray_workers]", "[bench_ray]")):
         return "ray"
     if path.startswith("tests/browser/"):
         return "browser"
