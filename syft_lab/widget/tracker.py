@@ -147,6 +147,7 @@ class WorldTracker:
         ops: list = []
         touched: list = []
         headers_changed = False
+        lanes_before, down_before = list(self.order), self._down()
         # what is pending, taken now: events that arrive while this update reads a lane (pushes
         # emitted after its request) wait for the next update
         entries, self._entries = self._entries, set()
@@ -228,7 +229,10 @@ class WorldTracker:
             headers_changed = True
         went = any(lid not in by_id and not self.lanes[lid].header.get("gone") for lid in self.order)
         gone_lanes = LOCAL_OWNER in reread and any(lane.header.get("gone") for lane in self.lanes.values())
-        if went or headers_changed or gone_lanes:  # a gone lane may come or go: look at every pointer
+        # a lane that came, went or went down (a header's other fields change often: a lane's
+        # ledger) may make pointers dangling or not, and gone lanes come or go: every pointer
+        lanes_changed = self.order != lanes_before or self._down() != down_before
+        if went or lanes_changed or gone_lanes:
             headers_changed |= self._gone_lanes(list(by_id), ops, touched)
         else:  # only the touched rows can have become (or stopped being) dangling
             self._mark_dangling([(k, new) for k, _old, new in touched if new is not None], ops, touched)
