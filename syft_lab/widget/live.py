@@ -45,7 +45,7 @@ from ..tensors.base import ChainLayer
 from ..tensors.nodes import LOCAL_OWNER
 from ..workers.registry import all_workers
 from . import diff
-from .tracker import Feed, StepContext, WorldTracker, make_step
+from .tracker import Feed, StepContext, WorldTracker
 
 log = logging.getLogger("syft_lab.widget")
 
@@ -188,17 +188,6 @@ def action_entry(feed: Feed, worker: str, obj_id: int) -> dict | None:
         raise ActionError(f"worker {worker!r} no longer holds object {short(obj_id)} "
                           f"(it was fetched, moved or deleted since this view showed it)")
     return entry
-
-
-def tracker_step(tracker: WorldTracker) -> dict:
-    """The step of the tracker's last update, once for all its views (WorldTracker.update_step)."""
-    return tracker.update_step(scheduler.step)
-
-
-def step(old: dict, new: dict) -> dict:
-    """The step a refresh from ``old`` to ``new`` is (tracker.make_step): the runtime's events
-    of the step are shared by every view."""
-    return make_step(old, new, scheduler.step)
 
 
 class action_step:
@@ -487,10 +476,3 @@ def _start_keepalive() -> None:
         loop.call_soon_threadsafe(lambda: loop.call_later(KEEPALIVE, tick))
     except RuntimeError:
         scheduler.ticking = False
-
-
-def stop_watching() -> None:
-    unsub = scheduler.unsubscribe
-    if unsub is not None:
-        unsub()
-        scheduler.unsubscribe = None

@@ -63,7 +63,7 @@ class WorldTracker:
         self.namespace = namespace  # a notebook's globals (or a test's dict)
         self.world: dict | None = None
         self.previous: dict | None = None  # the world before the last update
-        self.step: dict | None = None  # the step of the last update (live.tracker_step)
+        self.step: dict | None = None  # the step of the last update (update_step)
         self.lanes: dict[str, _Lane] = {}
         self.order: list[str] = []
         self.names = Names(None)
@@ -132,10 +132,6 @@ class WorldTracker:
             old, new = self.changed_parts()
             self.step = make_step(old, new, context)
         return self.step
-
-    @property
-    def pending(self) -> bool:
-        return self._full or self._me_dirty or bool(self._entries) or bool(self._lanes_dirty)
 
     # --- applying -------------------------------------------------------------------------
     def update(self) -> dict:
