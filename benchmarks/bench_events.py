@@ -12,6 +12,12 @@ by a counter of the bytes it would send). Measured, in turns, CPU time of the ke
   other workers) computed whole, diffed against the last one and described (world_dict's
   lanes, diff.diff, diff.describe).
 
+Side by side, the same with 10 *websocket* worker processes holding 10,000 objects: one remote
+object changes (an in-place op, whose "changed" event the worker pushes before its reply:
+workers/feed.py) and the view refreshes; the kernel's cost of that change is the op with the
+refresh minus the op alone (both timed, in turns). Its peer is what a refresh did before
+remote workers pushed their events: read every remote lane again (10 summaries of 1,000).
+
     python benchmarks/bench_events.py [--quick]
 """
 from __future__ import annotations
@@ -25,6 +31,7 @@ import syft_lab as sy
 from syft_lab import events
 from syft_lab.inspection.model import Names, lane_of
 from syft_lab.widget import WorldWidget, diff, live
+from syft_lab.workers.local_process import start_worker
 from common import cpu_clock, figure, interleaved
 
 torch.set_num_threads(1)
@@ -42,6 +49,11 @@ def _fill(workers, per_worker: int) -> None:
 
 
 def run(quick: bool = False) -> list[dict]:
+    """In-process workers, then websocket worker processes, side by side."""
+    return run_in_process(quick) + run_websocket(quick)
+
+
+def run_in_process(quick: bool = False) -> list[dict]:
     sy.hook()
     per_worker = 300 if quick else 1000
     big = [sy.VirtualWorker(f"bench_ev_{i}") for i in range(WORKERS)]
@@ -120,6 +132,63 @@ def run(quick: bool = False) -> list[dict]:
                GOAL_MS, note=f"{ms['stored'] / ms['full']:.2f}x the full recompute of 1,000 objects"),
         figure("full recompute of a 1,000-object world (world_dict lanes + diff + describe)", ms["full"], "ms", None,
                note="every refresh before events drove the views"),
+    ]
+
+
+def run_websocket(quick: bool = False) -> list[dict]:
+    """One remote object's change on 10 websocket workers (10,000 objects), event-driven."""
+    sy.hook()
+    per_worker = 300 if quick else 1000
+    remote = []
+    view = None
+    try:
+        for i in range(WORKERS):
+            remote.append(start_worker(f"bench_ws_{i}"))
+        _fill(remote, per_worker)
+        ns: dict = {}
+        view = WorldWidget(namespace=ns)
+        view._views.add("bench")
+        sent = {"n": 0}
+        view.send = lambda msg, *_a, **_k: sent.__setitem__("n", sent["n"] + 1)
+        live.watch_events()
+        live.refresh_all()
+        assert all(w.follows_events for w in remote), "the view follows every remote worker"
+        target = remote[WORKERS // 2]
+        ptr = torch.ones(4).send(target)
+        ns["ptr"] = ptr
+
+        def change_and_refresh():
+            ptr.add_(1)  # the worker pushes "changed" with the new entry before its reply
+            live.refresh_all(world_only=True)
+
+        def change_only():
+            ptr.add_(1)
+
+        names = Names(ns)
+
+        def reread_lanes():  # what each refresh did before: every remote lane read again
+            for w in remote:
+                lane_of(w, names)
+
+        number, repeat = (3, 10) if quick else (5, 30)
+        before = sent["n"]
+        t = interleaved({"change+refresh": change_and_refresh, "change": change_only},
+                        number=number, repeat=repeat, clock=cpu_clock)
+        t_old = interleaved({"reread": reread_lanes}, number=1, repeat=3 if quick else 7, clock=cpu_clock)
+        assert sent["n"] > before, "the changes reached the view"
+        n_objects = sum(len(lane["objects"]) for lane in view.world["workers"] if lane["id"].startswith("bench_ws_"))
+    finally:
+        if view is not None:
+            view.close()
+        for w in remote:
+            w.close()
+    ms = {k: v * 1e3 for k, v in {**t, **t_old}.items()}
+    cost = max(ms["change+refresh"] - ms["change"], 0.0)
+    return [
+        figure(f"one remote object's change, event-driven ({n_objects:,} objects on {WORKERS} websocket workers)",
+               cost, "ms", GOAL_MS, peer="re-read of every remote lane (ms)", ratio=None,
+               note=f"op + refresh {ms['change+refresh']:.2f} ms, op alone {ms['change']:.2f} ms; "
+                    f"peer {ms['reread']:.1f} ms: {cost / ms['reread']:.3f}x"),
     ]
 
 
