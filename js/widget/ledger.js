@@ -26,7 +26,7 @@ export function ledgerCounts(ledger) {
 
 /** The lane header's button that opens (or closes) the lane's record. */
 export function ledgerButton(lane, open) {
-  if (!lane.ledger) return null;
+  if (!lane.ledger || (lane.id === "me" && !lane.ledger.seq)) return null; // the notebook's own worker, unused
   const { inn, out } = ledgerCounts(lane.ledger);
   return h("button", {
     class: `syft-btn syft-ledger-toggle${open ? " syft-on" : ""}`, type: "button", "aria-expanded": String(open),
