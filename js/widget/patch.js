@@ -12,12 +12,22 @@ export function applyWorldPatch(world, patch) {
   if (patch.base !== undefined && world.rev !== undefined && patch.base !== world.rev) return null;
   let lanes = world.workers || [];
   if (Array.isArray(patch.lanes)) {
+    // headers come without ledgers: a lane keeps its own unless patch.ledgers names it
     const old = new Map(lanes.map((l) => [l.id, l]));
     lanes = patch.lanes.map((hdr) => {
       const prev = old.get(hdr.id);
-      const objects = prev ? prev.objects : [];
       if (prev && sameHeader(prev, hdr)) return prev;
-      return { ...hdr, objects };
+      const lane = { ...hdr, objects: prev ? prev.objects : [] };
+      if (prev?.ledger) lane.ledger = prev.ledger;
+      return lane;
+    });
+  }
+  if (patch.ledgers && typeof patch.ledgers === "object") {
+    lanes = lanes.map((l) => {
+      if (!Object.hasOwn(patch.ledgers, l.id)) return l;
+      const ledger = applyLedger(l.ledger, patch.ledgers[l.id]);
+      const { ledger: _old, ...rest } = l;
+      return ledger ? { ...rest, ledger } : rest;
     });
   }
   const index = new Map(lanes.map((l, i) => [l.id, i]));
@@ -50,8 +60,16 @@ export function applyWorldPatch(world, patch) {
   return { ...world, workers: lanes, rev: patch.rev ?? world.rev, step: patch.step ?? null };
 }
 
+/** A lane's ledger after a patch's entry for it: null, a whole ledger, or its newer records. */
+function applyLedger(old, delta) {
+  if (!delta || !Array.isArray(delta.append)) return delta || null;
+  const { append, keep, ...rest } = delta;
+  const records = keep ? [...(old?.records || []), ...append].slice(-keep) : [];
+  return { ...rest, records };
+}
+
 function sameHeader(a, b) {
-  const ka = Object.keys(a).filter((k) => k !== "objects");
+  const ka = Object.keys(a).filter((k) => k !== "objects" && k !== "ledger");
   const kb = Object.keys(b);
   return ka.length === kb.length && kb.every((k) => JSON.stringify(a[k]) === JSON.stringify(b[k]));
 }

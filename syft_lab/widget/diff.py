@@ -8,8 +8,13 @@ A patch is a small JSON object::
 
 applied in order: ``del`` drops object ``id`` from a lane; ``put`` removes the entry with the
 same id from the lane if there is one, then inserts the entry at ``index``. ``lanes`` (lane
-headers without their objects, in order) replaces the lane list: lanes it no longer names
-go, new ones start empty. js/widget/patch.js applies the same patches in the browser.
+headers without their objects and ledgers, in order) replaces the lane list: lanes it no longer
+names go, new ones start empty. A lane's ledger (its record, model.lane_header) changes with
+every command, so it travels on its own: ``ledgers`` maps a lane id to ``null`` (the lane has
+no ledger now), a whole ledger, or ``{"append": [records], ...}``: the records newer than the
+ledger the browser has, with every other field, the list cut to ``keep`` newest. A lane the
+patch does not name in ``ledgers`` keeps its ledger. js/widget/patch.js applies the same patches
+in the browser.
 """
 from __future__ import annotations
 
@@ -17,7 +22,30 @@ import copy
 
 
 def lane_header(lane: dict) -> dict:
-    return {k: v for k, v in lane.items() if k != "objects"}
+    return {k: v for k, v in lane.items() if k not in ("objects", "ledger")}
+
+
+def ledger_delta(old: dict | None, new: dict | None):
+    """What turns lane ledger ``old`` into ``new``: None, the whole ledger, or its newer records."""
+    if not old or not new:
+        return new
+    records, before = new.get("records", []), old.get("records", [])
+    last = before[-1]["seq"] if before else -1
+    append = [r for r in records if r.get("seq", -1) > last]
+    keep = len(records)
+    expected = (before + append)[-keep:] if keep else []
+    if expected != records:  # not the old list grown at its end: send it whole
+        return new
+    return {**{k: v for k, v in new.items() if k != "records"}, "append": append, "keep": keep}
+
+
+def apply_ledger(old: dict | None, delta):
+    """``old`` with a ``ledgers`` entry applied (see ``ledger_delta``)."""
+    if not isinstance(delta, dict) or "append" not in delta:
+        return copy.deepcopy(delta)
+    keep = delta["keep"]
+    records = ((old or {}).get("records", []) + delta["append"])[-keep:] if keep else []
+    return {**{k: v for k, v in delta.items() if k not in ("append", "keep")}, "records": records}
 
 
 def find_entry(world: dict | None, lane_id: str, obj_id) -> dict | None:
@@ -33,8 +61,6 @@ def find_entry(world: dict | None, lane_id: str, obj_id) -> dict | None:
 def diff(old: dict, new: dict) -> dict | None:
     """The patch turning ``old`` into ``new`` (both world dicts), or None if they are equal."""
     old_lanes = {lane["id"]: lane for lane in old.get("workers", [])}
-    headers_old = [lane_header(lane) for lane in old.get("workers", [])]
-    headers_new = [lane_header(lane) for lane in new.get("workers", [])]
     ops: list = []
     for lane in new.get("workers", []):
         lid = lane["id"]
@@ -59,12 +85,27 @@ def diff(old: dict, new: dict) -> dict | None:
                 cur.remove(oid)
             cur.insert(i, oid)
             ops.append(["put", lid, i, o])
-    patch = {"type": "world_patch", "ops": ops}
-    if headers_old != headers_new:
-        patch["lanes"] = headers_new
-    if not ops and "lanes" not in patch:
+    patch = {"type": "world_patch", "ops": ops, **header_changes(old, new)}
+    if not ops and "lanes" not in patch and "ledgers" not in patch:
         return None
     return patch
+
+
+def header_changes(old: dict, new: dict) -> dict:
+    """The ``lanes`` and ``ledgers`` parts of the patch from ``old`` to ``new`` (empty if none)."""
+    out: dict = {}
+    headers_new = [lane_header(lane) for lane in new.get("workers", [])]
+    if [lane_header(lane) for lane in old.get("workers", [])] != headers_new:
+        out["lanes"] = headers_new
+    old_ledgers = {lane["id"]: lane.get("ledger") for lane in old.get("workers", [])}
+    ledgers = {}
+    for lane in new.get("workers", []):
+        before = old_ledgers.get(lane["id"])
+        if lane.get("ledger") != before:
+            ledgers[lane["id"]] = ledger_delta(before, lane.get("ledger"))
+    if ledgers:
+        out["ledgers"] = ledgers
+    return out
 
 
 def apply(world: dict, patch: dict) -> dict:
@@ -75,9 +116,18 @@ def apply(world: dict, patch: dict) -> dict:
     if "lanes" in patch:
         new_lanes = {}
         for h in patch["lanes"]:
-            objects = lanes[h["id"]]["objects"] if h["id"] in lanes else []
-            new_lanes[h["id"]] = {**copy.deepcopy(h), "objects": objects}
+            prev = lanes.get(h["id"], {})
+            new_lanes[h["id"]] = {**copy.deepcopy(h), "objects": prev.get("objects", [])}
+            if prev.get("ledger") is not None:
+                new_lanes[h["id"]]["ledger"] = prev["ledger"]
         lanes, order = new_lanes, [h["id"] for h in patch["lanes"]]
+    for lid, delta in patch.get("ledgers", {}).items():
+        if lid in lanes:
+            ledger = apply_ledger(lanes[lid].get("ledger"), delta)
+            if ledger is None:
+                lanes[lid].pop("ledger", None)
+            else:
+                lanes[lid]["ledger"] = ledger
     for op in patch.get("ops", []):
         if op[0] == "del":
             _, lid, oid = op

@@ -293,8 +293,8 @@ class WorldTracker:
         if base is not None and base is self.previous and self.last_ops is not None:
             patch = {"type": "world_patch", "ops": list(self.last_ops)}
             if self.last_headers_changed:
-                patch["lanes"] = [{**self.lanes[lid].header} for lid in self.order]
-            return patch if patch["ops"] or "lanes" in patch else None
+                patch.update(diff.header_changes(self.previous, self.world))
+            return patch if patch["ops"] or "lanes" in patch or "ledgers" in patch else None
         return diff.diff(base or {"workers": []}, self.world)
 
     def changed_parts(self) -> tuple[dict, dict]:

@@ -62,3 +62,24 @@ test("arrows go from each pointer to a shown target", () => {
   assert.deepEqual(worldArrows(gone), []);
   assert.equal(indexWorld(w).get("bob:2").lane, "bob");
 });
+
+test("a lane's ledger grows by its new records, keeps the newest, and survives a header change", () => {
+  const rec = (seq) => ({ seq, kind: "op", direction: "in", peer: "me", bytes: 8 });
+  const w = world();
+  w.workers[1] = { ...w.workers[1], ledger: { records: [rec(0), rec(1), rec(2)], seq: 3, totals: { "op in": [3, 24] } } };
+  const grown = applyWorldPatch(w, { type: "world_patch", base: 3, rev: 4, ops: [],
+    ledgers: { bob: { append: [rec(3), rec(4)], keep: 4, seq: 5, totals: { "op in": [5, 40] } } } });
+  assert.deepEqual(grown.workers[1].ledger.records.map((r) => r.seq), [1, 2, 3, 4]);
+  assert.deepEqual(grown.workers[1].ledger.totals, { "op in": [5, 40] });
+  assert.equal(grown.workers[1].objects, w.workers[1].objects);
+  assert.equal(grown.workers[0], w.workers[0]);
+  // a header change (bob's state) comes without ledgers: bob keeps his
+  const headers = grown.workers.map(({ objects, ledger, ...h }) => h);
+  headers[1] = { ...headers[1], state: "closed" };
+  const closed = applyWorldPatch(grown, { type: "world_patch", base: 4, rev: 5, ops: [], lanes: headers });
+  assert.equal(closed.workers[1].state, "closed");
+  assert.equal(closed.workers[1].ledger, grown.workers[1].ledger);
+  // null: the lane has no ledger any more
+  const none = applyWorldPatch(closed, { type: "world_patch", base: 5, rev: 6, ops: [], ledgers: { bob: null } });
+  assert.equal("ledger" in none.workers[1], false);
+});

@@ -26,7 +26,8 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 def test_the_bundle_is_built_and_small():
     assert STATIC.is_file(), "run npm run build (scripts/setup does)"
-    assert STATIC.stat().st_size <= 150 * 1024
+    # a guard against bloat (a second copy of a dependency, a source map): dagre is 48 KB of it
+    assert STATIC.stat().st_size <= 160 * 1024
     assert ChainWidget._esm is not None and "export" in str(ChainWidget._esm)
 
 
