@@ -43,6 +43,7 @@ CONNECTED, UNREACHABLE, RESTARTING, DEAD, CLOSED = "connected", "unreachable", "
 
 _actor_classes: dict = {}
 _transports: dict = {}  # actor id -> the RayTransports calling that actor (a weak set each)
+_probes: dict = {}  # actor id -> the ObjectRef of a liveness probe (hello) not yet answered
 
 
 def host_class(ray):
@@ -144,6 +145,28 @@ class RayTransport(FramedTransport):
 
     def _is_open(self) -> bool:
         return True
+
+    def poll(self) -> None:
+        """Between requests: notice an actor that died (``ray.kill``, its process lost) without
+        waiting. A Ray worker pushes nothing unasked, so each poll looks at the answer of the
+        last probe (one ``hello`` per actor, shared by the workers it hosts) and sends the next."""
+        if self.health is not None or self._replies:
+            return
+        ray, aid = self._ray, self.actor_id
+        probe = _probes.get(aid)
+        if probe is None:
+            _probes[aid] = self.actor.hello.remote()
+            return
+        ready, _ = ray.wait([probe], timeout=0)
+        if not ready:
+            return
+        del _probes[aid]
+        try:
+            ray.get(probe, timeout=0)
+        except ray.exceptions.RayActorError as e:
+            self.died(e)
+        except ray.exceptions.RayError:
+            pass  # the probe was lost, not the actor: the next request says what is wrong
 
     def _send_message(self, msg: dict, detach: bool, label: str | None) -> None:
         """One actor call per request: the frames as ``[first frame, *buffers]`` (host.pack)."""

@@ -40,6 +40,25 @@ def test_a_killed_actor_turns_its_pointers_into_clear_errors(fresh_worker):
     assert lane["objects"] == [] and "carol" in lane["error"]
 
 
+def test_a_killed_actor_is_noticed_between_requests_without_waiting(fresh_worker):
+    """What a world view's keepalive does (live.poll_remote_events): polls never block, and
+    an actor killed while the notebook is idle turns its worker "dead" within a few polls."""
+    erin = fresh_worker("erin")
+    torch.ones(1).send(erin)
+    erin.poll_events()  # sends the probe, waits for nothing
+    assert erin.state == "connected"
+    ray.kill(erin.actor)
+    deadline = time.monotonic() + 20
+    while erin.state != "dead" and time.monotonic() < deadline:
+        start = time.monotonic()
+        erin.poll_events()
+        assert time.monotonic() - start < 1.0  # a poll never waits for the actor
+        time.sleep(0.1)
+    assert erin.state == "dead"
+    with pytest.raises(WorkerUnavailableError, match="its actor died"):
+        erin.summary()
+
+
 def test_an_actor_restarted_by_ray_comes_back_empty_and_says_so(fresh_worker):
     dave = fresh_worker("dave", max_restarts=1)
     p = torch.ones(3).send(dave)
