@@ -32,10 +32,12 @@ def test_an_op_past_the_budget_is_stopped_and_no_client_loses_anything(slow):
         F.avg_pool2d(x, 64, 1)
     assert isinstance(info.value, sy.RemoteError) and info.value.worker_id == "slow"
     assert proc.proc.poll() is None and a.ping() and b.ping()
-    target, m = torch.rand(2048, 2048), torch.rand(2048, 2048)
+    # 2**33 multiply-adds (the per-op cost limit) in int64, which no BLAS speeds up: ~1 s on one
+    # thread (in float32 a fast core does them in 0.13 s, under the budget)
+    target, m = torch.randint(0, 9, (2048, 2048)), torch.randint(0, 9, (2048, 2048))
     t, mp = target.send(b), m.send(b)
     with pytest.raises(sy.OpCancelledError, match="aten.addmm_.default ran past"):
-        t.addmm_(mp, mp)  # 2**33 multiply-adds: about a second on one thread
+        t.addmm_(mp, mp)
     assert torch.equal(t.get(), target)  # the in-place target is as it was
     assert torch.equal(kept.get(), torch.arange(10.)) and torch.equal(x.get(), image)
     small = torch.rand(1, 1, 40, 40)
