@@ -424,15 +424,60 @@ def _safe_local_entry(key: int, t, names: Names) -> dict | None:
         return None
 
 
+# --- workers that went away: one rule for every view (the tracker applies it per change) ---------
+DOWN_STATES = ("closed", "unreachable", "gone", "error", "stopped")
+
+
+def gone_lane(worker_id: str, kind) -> dict:
+    """The lane of a worker that went away (closed, whatever its kind) while pointers still
+    point to it: greyed, no objects; it goes once no pointer does."""
+    return {"id": worker_id, "kind": kind, "state": "closed", "gone": True}
+
+
+def lane_is_down(header: dict) -> bool:
+    return bool(header.get("gone")) or header.get("state") in DOWN_STATES
+
+
+def pointer_targets(lanes) -> set:
+    """The workers the pointer rows of ``lanes`` (lane dicts) point to."""
+    return {o.get("location") for lane in lanes for o in lane.get("objects", ())
+            if o.get("kind") == "pointer" and o.get("state") != "gone" and isinstance(o.get("location"), str)}
+
+
+def mark_dangling(entry: dict, down: set, names: Names, lane_id: str) -> dict:
+    """``entry`` (a row) with ``dangling`` and no actions if it is a pointer to a worker in
+    ``down``, without them otherwise; the same dict if nothing changes."""
+    if entry.get("kind") != "pointer" or entry.get("state") == "gone":
+        return entry
+    dangling = entry.get("location") in down
+    if dangling == bool(entry.get("dangling")):
+        return entry
+    new = dict(entry)
+    if dangling:
+        new["dangling"], new["actions"] = True, []
+        return new
+    new.pop("dangling", None)
+    return finish_entry(lane_id, new, names)
+
+
 def world_dict(namespace: dict | None = None) -> dict:
     """One JSON-ready snapshot of every known worker, its objects and the local pointers.
 
     With ``namespace`` (a notebook's globals), objects gain the variable names bound to them
-    and local tensors bound to a name are listed in the "me" lane.
+    and local tensors bound to a name are listed in the "me" lane. A worker that went away while
+    pointers point to it keeps a gone lane, and those pointers dangle (``gone_lane``).
     """
     names = Names(namespace)
-    return {"schema": "syft_lab.world", "version": WORLD_VERSION,
-            "workers": [lane_of(w, names) for w in all_workers()]}
+    workers = all_workers()
+    lanes = [lane_of(w, names) for w in workers]
+    present = {w.id for w in workers}
+    kinds = {r.location.id: getattr(r.location, "kind", None) for r in local_pointers(names)}
+    lanes += [{**gone_lane(lid, kinds.get(lid)), "objects": []}
+              for lid in sorted(pointer_targets(lanes) - present)]
+    down = {lane["id"] for lane in lanes if lane_is_down(lane)}
+    for lane in lanes:
+        lane["objects"] = [mark_dangling(o, down, names, lane["id"]) for o in lane["objects"]]
+    return {"schema": "syft_lab.world", "version": WORLD_VERSION, "workers": lanes}
 
 
 class World(dict):

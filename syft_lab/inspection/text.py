@@ -123,6 +123,8 @@ def render_world(world: dict) -> str:
                 if o.get("state") == "gone":
                     how = o.get("gone_how") or "gone"
                     where += f" ({how}{' to ' + o['gone_to'] if o.get('gone_to') else ''})"
+                elif o.get("dangling"):
+                    where += f" (dangling: {o['location']} is down)"
             if o.get("held"):
                 where += " (held by the worker)"
             shape = f" {o['dtype']}{o['shape']}" if "shape" in o else ""

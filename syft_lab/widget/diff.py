@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import copy
 
+from ..inspection.model import lane_is_down
+
 
 def lane_header(lane: dict) -> dict:
     return {k: v for k, v in lane.items() if k not in ("objects", "ledger")}
@@ -150,7 +152,6 @@ def apply(world: dict, patch: dict) -> dict:
 
 # --- what a patch means: the events of a step, for the views' highlights and timeline ------
 
-DOWN_STATES = ("closed", "unreachable", "gone", "error", "stopped")
 
 
 def _index(world: dict) -> dict:
@@ -200,11 +201,11 @@ def describe(old: dict, new: dict, raw: list | None = None, code: str | None = N
     lanes_old = {lane["id"]: lane for lane in old.get("workers", [])}
     for lane in new.get("workers", []):
         prev = lanes_old.get(lane["id"])
-        down = lane.get("gone") or lane.get("state") in DOWN_STATES
+        down = lane_is_down(lane)
         if prev is None:
             if old.get("workers"):
                 events.append({"type": "worker added", "worker": lane["id"]})
-        elif (prev.get("gone") or prev.get("state") in DOWN_STATES) != bool(down):
+        elif lane_is_down(prev) != down:
             events.append({"type": "worker down" if down else "worker back", "worker": lane["id"],
                            "state": lane.get("state")})
     return events

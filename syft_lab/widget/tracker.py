@@ -31,12 +31,11 @@ from __future__ import annotations
 import time
 import weakref
 
-from ..inspection.model import (Names, _notebook_namespace, finish_entry, lane_header, lane_of, local_pointers,
-                                mark_plan_state)
+from ..inspection.model import (Names, _notebook_namespace, finish_entry, gone_lane, lane_header, lane_is_down,
+                                lane_of, local_pointers, mark_dangling, mark_plan_state)
 from ..tensors.nodes import LOCAL_OWNER
 from ..workers.registry import all_workers
 from . import diff
-from .diff import DOWN_STATES
 
 IN_PROCESS = ("local", "virtual")
 ENTRY_EVENTS = ("stored", "changed")
@@ -327,25 +326,16 @@ class WorldTracker:
                 part(self.world.get("workers", []), new_rows, new_me))
 
     def _down(self) -> set:
-        return {lid for lid, lane in self.lanes.items()
-                if lane.header.get("gone") or lane.header.get("state") in DOWN_STATES}
+        return {lid for lid, lane in self.lanes.items() if lane_is_down(lane.header)}
 
     def _mark_dangling(self, rows, ops: list, touched: list) -> None:
         """``dangling`` (and no actions) on pointers to a worker that is gone or down."""
         down = self._down()
         for (lid, oid), o in rows:
-            if o.get("kind") != "pointer" or o.get("state") == "gone":
-                continue
-            dangling = o.get("location") in down
-            if dangling == bool(o.get("dangling")):
+            new = mark_dangling(o, down, self.names, lid)
+            if new is o:
                 continue
             lane = self.lanes[lid]
-            new = dict(o)
-            if dangling:
-                new["dangling"], new["actions"] = True, []
-            else:
-                new.pop("dangling", None)
-                new = finish_entry(lid, new, self.names)
             lane.objects[oid] = new
             lane.listed = None
             ops.append(["put", lid, list(lane.objects).index(oid), new])
@@ -389,14 +379,14 @@ class WorldTracker:
         for lid in sorted(t for t in targets - present - set(self.lanes) if isinstance(t, str)):
             # pointers to a worker that closed before this tracker showed it: a closed worker is a
             # gone lane whatever its kind, whether a view saw it open or not
-            self.lanes[lid] = _Lane({"id": lid, "kind": self.seen.get(lid), "state": "closed", "gone": True}, [])
+            self.lanes[lid] = _Lane(gone_lane(lid, self.seen.get(lid)), [])
             self.order.append(lid)
             changed = True
         for lid in [lid for lid in self.order if lid not in present]:
             lane = self.lanes[lid]
             if lid in targets:
                 if not lane.header.get("gone"):
-                    lane.header = {"id": lid, "kind": self.seen.get(lid), "state": "closed", "gone": True}
+                    lane.header = gone_lane(lid, self.seen.get(lid))
                     for oid, o in list(lane.objects.items()):
                         ops.append(["del", lid, oid])
                         touched.append(((lid, oid), o, None))

@@ -214,3 +214,26 @@ def test_the_world_marks_every_share_of_a_secret_and_offers_nothing_on_one(worke
         del sx, w, local, ptrs, stored, lanes
     finally:
         carol.close()
+
+
+def test_a_closed_worker_keeps_a_gone_lane_while_a_pointer_points_to_it_in_every_view():
+    """sy.world() (the text and the dict) and a world view apply one rule to a closed worker."""
+    carl = sy.VirtualWorker("carl_closing")
+    x = torch.ones(2).send(carl)
+    carl.close()
+    ns = {"x": x}
+    w = sy.world(ns)
+    lanes = {lane["id"]: lane for lane in w["workers"]}
+    assert lanes["carl_closing"] == {"id": "carl_closing", "kind": "virtual", "state": "closed", "gone": True,
+                                     "objects": []}
+    (ptr,) = [o for o in lanes["me"]["objects"] if o.get("names") == ["x"]]
+    assert ptr["dangling"] and ptr["actions"] == []
+    assert "-> carl_closing:" in repr(w) and "(dangling: carl_closing is down)" in repr(w)
+    assert "carl_closing (virtual) [closed]: 0 object(s)" in repr(w)
+    from syft_lab.widget.widgets import WorldWidget
+    view = WorldWidget(namespace=ns)
+    assert [lane for lane in view.world["workers"] if lane["id"] == "carl_closing"] == [lanes["carl_closing"]]
+    del ns["x"], x
+    import gc
+    gc.collect()
+    assert "carl_closing" not in {lane["id"] for lane in sy.world({})["workers"]}
