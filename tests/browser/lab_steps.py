@@ -1,7 +1,23 @@
-"""Steps the browser tests take in a real JupyterLab page: run one cell, drag the sidebar wider.
+"""Steps the browser tests take in a real JupyterLab page: run one cell, drag the sidebar wider,
+keep a README image.
 
 A plain module (not the conftest): test modules import these functions by name."""
 from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+README_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+
+def update_readme_image(shot: Path, name: str) -> None:
+    """docs/images/<name> is the README's, a tracked file: written from a test's screenshot when
+    missing, or rewritten when asked to with SYFT_LAB_UPDATE_SCREENSHOTS=1."""
+    docs = README_IMAGES / name
+    if not docs.exists() or os.environ.get("SYFT_LAB_UPDATE_SCREENSHOTS") == "1":
+        docs.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, docs)
 
 
 def run_cell(nb, index: int, timeout: int = 120_000):

@@ -2,11 +2,13 @@
 record (kind, direction, peer, bytes, cell; never a value); for a secure product alice's lists
 the masked values she opened and the dealer rows she received, carol's the material she made;
 a shared value's Explain says the value is the sum of every share mod 2^64 and who must send
-theirs, and no share value is on the page. Screenshots go to test-artifacts/."""
+theirs, and no share value is on the page. Screenshots go to test-artifacts/; the README's docs/images/world-ledger.png and
+world-explain.png are written when missing, or rewritten with SYFT_LAB_UPDATE_SCREENSHOTS=1."""
 from __future__ import annotations
 
 import pytest
 from playwright.sync_api import expect
+from lab_steps import update_readme_image
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -58,6 +60,7 @@ def test_each_lane_opens_its_record_and_a_shared_value_explains_its_reconstructi
     expect(carol.locator(".syft-ledger-material")).to_have_text("material made: 16 Beaver triple (mul)")
     expect(carol.locator(".syft-ledger-out[data-kind='dealer material']")).to_have_count(3)
     world.screenshot(path=str(artifacts / "world-ledger.png"))
+    update_readme_image(artifacts / "world-ledger.png", "world-ledger.png")
     # the record stays open and current when the world changes (a lane patch, not a fresh render)
     nb.page.evaluate("""async () => {
         const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
@@ -80,6 +83,7 @@ def test_each_lane_opens_its_record_and_a_shared_value_explains_its_reconstructi
     for party in ("alice", "bob"):  # its shares light up on alice and bob
         expect(world.locator(f".syft-lane[data-worker='{party}'] .syft-obj.syft-lit[data-group]")).not_to_have_count(0)
     world.screenshot(path=str(artifacts / "world-explain.png"))
+    update_readme_image(artifacts / "world-explain.png", "world-explain.png")
     assert_no_share_value(page, shares)
     box.locator(".syft-explain-close").click()
     expect(world.locator(".syft-explain")).to_have_count(0)

@@ -7,21 +7,17 @@ the README's docs/images/sidebar.png (rewritten with SYFT_LAB_UPDATE_SCREENSHOTS
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 from playwright.sync_api import expect
-from lab_steps import run_cell, widen_sidebar
+from lab_steps import run_cell, widen_sidebar, update_readme_image
 
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 PANEL = "#syft-lab-sidebar"
 
 # A kernel that speaks the Jupyter protocol but is not Python (its kernel_info says "text").
@@ -144,13 +140,6 @@ def open_doc(page, path: str) -> Notebook:
     return Notebook(page)
 
 
-def update_readme_image(shot: Path) -> None:
-    """docs/images/sidebar.png is the README's, a tracked file: tests write into the source tree
-    only when asked to with SYFT_LAB_UPDATE_SCREENSHOTS=1."""
-    if os.environ.get("SYFT_LAB_UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(shot, ROOT / "docs" / "images" / "sidebar.png")
-
-
 def lane(panel, worker):
     return panel.locator(f".syft-lane[data-worker='{worker}']")
 
@@ -207,7 +196,7 @@ def test_panel_follows_a_notebook_send_get_and_restart(lab, browser, artifacts):
         expect(panel).not_to_have_class(re.compile(r"syft-lab-stacked"))
         page.wait_for_function("() => document.querySelectorAll('#syft-lab-sidebar .syft-arrow').length === 2")
         page.screenshot(path=str(artifacts / "sidebar.png"))
-        update_readme_image(artifacts / "sidebar.png")
+        update_readme_image(artifacts / "sidebar.png", "sidebar.png")
 
         # --- its Get button acts on the kernel -------------------------------------------------------
         ptr.locator("button[data-action='get']").click()

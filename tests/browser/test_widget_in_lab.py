@@ -6,6 +6,7 @@ import time
 
 import pytest
 from playwright.sync_api import expect
+from lab_steps import update_readme_image
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -55,6 +56,7 @@ def test_chain_views_world_view_send_and_get(notebook, artifacts):
     assert "values stay on bob" in remote.inner_text()
     assert re.search(r"→ bob:[0-9a-f]{1,6}", p_out.locator(".syft-box-pointer").inner_text())
     p_out.screenshot(path=str(artifacts / "chain-pointer.png"))
+    update_readme_image(artifacts / "chain-pointer.png", "chain-view.png")
 
     # --- the world view: lanes, the pointer's arrow ----------------------------------------------
     world = notebook.output(3)

@@ -6,16 +6,13 @@ says what it is. Screenshots go to test-artifacts/; the README's docs/images/sha
 and world-shares.png are rewritten with SYFT_LAB_UPDATE_SCREENSHOTS=1 (or written when missing)."""
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
+from lab_steps import update_readme_image
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 
 CELLS = ["""\
 import torch
@@ -26,13 +23,6 @@ x = torch.tensor([0.1, -0.2, 0.3])
 sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
 shares = [int(v) for p in sx.child.layer_children() for v in p.location.objects[p.id_at_location].reshape(-1)]""",
          "sx", "sy.inspect()"]
-
-
-def update_readme_image(shot: Path, name: str) -> None:
-    docs = ROOT / "docs" / "images" / name
-    if not docs.exists() or os.environ.get("SYFT_LAB_UPDATE_SCREENSHOTS") == "1":
-        docs.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(shot, docs)
 
 
 def test_a_shared_tensor_is_a_tree_of_shares_on_their_workers(open_notebook, artifacts):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
-from lab_steps import run_cell
+from lab_steps import run_cell, update_readme_image
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -31,14 +30,6 @@ sy.hook()
 bob = sy.VirtualWorker("bob")
 alice = sy.VirtualWorker("alice")
 carol = sy.VirtualWorker("carol")"""
-
-
-def update_readme_image(shot: Path, name: str) -> None:
-    """docs/images/<name> is the README's: written when missing, or with SYFT_LAB_UPDATE_SCREENSHOTS=1."""
-    docs = ROOT / "docs" / "images" / name
-    if not docs.exists() or os.environ.get("SYFT_LAB_UPDATE_SCREENSHOTS") == "1":
-        docs.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(shot, docs)
 
 
 def world_of(nb, index):
@@ -87,6 +78,7 @@ def test_arrows_never_cross_rows_lanes_fit_and_targets_name_their_pointers(open_
     page = nb.page
     expect(world.locator(".syft-arrow")).to_have_count(5)
     world.screenshot(path=str(artifacts / "world-arrows.png"))
+    update_readme_image(artifacts / "world-arrows.png", "world-view.png")
     root = world.locator(".syft-world").element_handle()
     result = page.evaluate(CROSSINGS, root)
     assert result["arrows"] == 5
