@@ -21,9 +21,10 @@ from .workers.websocket import WebSocketWorker
 # sy.start_worker(id): a websocket worker process on this machine, connected (workers/local_process.py);
 # %load_ext syft_lab: the %syft magic and sy.hook() (magics.py).
 from .workers.local_process import start_worker  # noqa: E402
+from .commands import LOCAL_OWNER  # noqa: E402
 from .magics import load_ipython_extension  # noqa: E402
 
-local_worker = LocalWorker("me")
+local_worker = LocalWorker(LOCAL_OWNER)
 
 __all__ = ["Explanation", "explain", "Plan", "PlanPointer", "batch", "func2plan", "plan", "BaseWorker", "Chain", "LocalWorker", "LoggingTensor", "ObjectNotFoundError",
            "NotFoundError", "NotSupportedError", "OpCancelledError", "QuotaExceededError", "SyftTypeError", "SyftValueError", "UnknownWorkerError",

@@ -44,6 +44,7 @@ from typing import Callable, Iterable
 import torch
 
 from .errors import SyftError
+from .commands import LOCAL_OWNER
 from .ids import short as _short
 from .ids import tensor_id
 from .tensors.base import ChainLayer
@@ -343,7 +344,7 @@ class _Resolved:
 
 def _resolve(p: dict, entry: dict, namespace, held) -> _Resolved:
     worker_id, obj_id = p["worker"], p["id"]
-    stored = worker_id != "me" or "refcount" in entry
+    stored = worker_id != LOCAL_OWNER or "refcount" in entry
     if not stored:
         obj = find_local(obj_id, namespace, held)
         if obj is None:
@@ -392,14 +393,14 @@ def result_ref(obj) -> dict:
     """Where the result of an action is, as model ids (for the view to highlight it)."""
     if isinstance(obj, PointerTensor):
         ref = obj._ref
-        return {"worker": "me", "id": ref.pointer_id, "kind": "pointer",
+        return {"worker": LOCAL_OWNER, "id": ref.pointer_id, "kind": "pointer",
                 "location": ref.location.id, "id_at_location": ref.id}
     key = object_key(obj)
     if key is None and isinstance(obj, torch.Tensor):
         key = tensor_id(obj)
     kind = obj.kind if isinstance(obj, ChainLayer) else "tensor" if isinstance(obj, torch.Tensor) \
         else getattr(obj, "kind", type(obj).__name__.lower())
-    return {"worker": "me", "id": key, "kind": kind}
+    return {"worker": LOCAL_OWNER, "id": key, "kind": kind}
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -419,7 +420,7 @@ def perform(msg, *, known: Lookup, namespace: dict | None, held: Iterable = ()) 
             if entry.get("dangling"):
                 raise ActionError(f"{what} {_short(p['id'])} points to {entry.get('location')!r}, which is closed "
                                   f"or down: {p['action']} is not possible now")
-            if (p["action"] in ("get", "move") and p["worker"] == "me" and "refcount" not in entry
+            if (p["action"] in ("get", "move") and p["worker"] == LOCAL_OWNER and "refcount" not in entry
                     and entry.get("kind") != "pointer"):
                 why = f"{p['action']} works on a pointer or on an object on a worker, not on a local {what}"
             else:
@@ -442,26 +443,26 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
     kind = entry.get("kind")
     if action == "oplog":
         return _oplog(p, entry, ns, held)
-    if action not in ACTIONS or (action == "get" and p["worker"] == "me" and "refcount" not in entry
+    if action not in ACTIONS or (action == "get" and p["worker"] == LOCAL_OWNER and "refcount" not in entry
                                  and kind != "pointer"):
         return _layer_action(p, entry, ns, held)
 
     if action == "send":
-        if p["worker"] != "me" or "refcount" in entry:
+        if p["worker"] != LOCAL_OWNER or "refcount" in entry:
             raise ActionError("send copies a local object to a worker; an object on a worker moves with "
                               "'move' or comes back with 'get'")
         if kind not in ("tensor", "logging", "pointer", "layer", "plan") and "send" not in entry.get("actions", ()):
             raise ActionError(f"a {kind} cannot be sent from a view")
-        if p["dest"] == "me":
+        if p["dest"] == LOCAL_OWNER:
             raise ActionError("send needs another worker than 'me'")
         dest = _live_worker(p["dest"], "send")
     elif action == "move":
-        if p["dest"] == "me":
+        if p["dest"] == LOCAL_OWNER:
             raise ActionError("move sends an object between workers; use 'get' to bring it here")
         dest = _live_worker(p["dest"], "move")
     else:
         dest = None
-    if action in ("get", "move") and p["worker"] == "me" and "refcount" not in entry and kind != "pointer":
+    if action in ("get", "move") and p["worker"] == LOCAL_OWNER and "refcount" not in entry and kind != "pointer":
         raise ActionError(f"{action} works on a pointer or on an object on a worker, "
                           f"not on a local {entry.get('type', kind)}")
 
@@ -512,7 +513,7 @@ def _layer_action(p: dict, entry: dict, ns: dict, held: list) -> dict:
     ``sx.get()`` of a shared tensor): its method, called with no argument on the object held
     here; the result is bound like any action's (``x`` for get, else ``<name>_<action>``)."""
     action = p["action"]
-    if p["worker"] != "me" or "refcount" in entry:
+    if p["worker"] != LOCAL_OWNER or "refcount" in entry:
         raise ActionError(f"{action} acts on an object held in this notebook")
     if p["dest"] is not None:
         raise ActionError(f"{action} takes no destination worker")
@@ -546,7 +547,7 @@ def _oplog(p: dict, entry: dict, ns: dict, held: list) -> dict:
     if entry.get("kind") != "logging":
         raise ActionError(f"oplog reads the op log of a LoggingTensor, not of a {entry.get('kind')}")
     obj = None
-    if p["worker"] == "me" and "refcount" not in entry:
+    if p["worker"] == LOCAL_OWNER and "refcount" not in entry:
         obj = find_local(p["id"], ns, held)
         if obj is None:  # a layer inside a displayed chain: search the held chains
             obj = _find_layer(p["id"], ns, held)

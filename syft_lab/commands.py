@@ -22,7 +22,7 @@ from contextvars import ContextVar
 
 from .errors import SyftError, UnknownWorkerError
 
-__all__ = ["LOCAL", "NewObject", "Ref", "SameAsArg", "all_workers", "current_holder", "get_worker", "held_by",
+__all__ = ["LOCAL_OWNER", "NewObject", "Ref", "SameAsArg", "all_workers", "current_holder", "get_worker", "held_by",
            "lookup", "register", "unregister"]
 
 
@@ -62,9 +62,9 @@ class SameAsArg:
         return f"SameAsArg({self.index})"
 
 
-LOCAL = "me"  # the notebook's own worker: the holder of pointers made outside any worker
+LOCAL_OWNER = "me"  # the one name of the notebook's own worker: the holder of pointers made outside any worker
 
-current_holder: ContextVar[str] = ContextVar("syft_lab_current_holder", default=LOCAL)
+current_holder: ContextVar[str] = ContextVar("syft_lab_current_holder", default=LOCAL_OWNER)
 
 
 @contextlib.contextmanager

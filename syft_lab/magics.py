@@ -16,6 +16,7 @@ import torch
 
 from . import actions
 from .actions import ActionError, check_name, object_key
+from .commands import LOCAL_OWNER
 from .errors import SyftError
 from .hook import hook
 from .ids import tensor_id
@@ -77,7 +78,7 @@ def _target(value) -> dict:
         key = tensor_id(value)
     if key is None:
         raise MagicUsageError(f"a {type(value).__name__} is not something %syft can send, get or move")
-    return {"worker": "me", "id": key}
+    return {"worker": LOCAL_OWNER, "id": key}
 
 
 def _act(namespace: dict, action: str, var: str, dest: str | None, name: str | None) -> str:

@@ -119,3 +119,17 @@ def test_the_order_check_refuses_upward_and_circular_imports():
     assert _wrong_order("workers", "syft_lab.inspection.model")  # the core building views
     assert _wrong_order("errors", "syft_lab.commands") and not _wrong_order("commands", "syft_lab.errors")
     assert not _wrong_order("workers", "syft_lab.tensors.registry") and not _wrong_order("wire", "syft_lab.wire.format")
+
+
+def test_the_notebooks_own_worker_has_one_name():
+    """"me" is written once (commands.LOCAL_OWNER); code says LOCAL_OWNER (docstrings may say "me")."""
+    found = []
+    for path in _sources():
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value == "me" and id(node) not in docstrings:
+                found.append(f"{path.relative_to(SYFT.parent)}:{node.lineno}")
+    assert len(found) == 1 and found[0].startswith("syft_lab/commands.py:"), found

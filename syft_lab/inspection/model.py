@@ -306,7 +306,7 @@ def ledger_view(reply: dict) -> dict:
     for r in reply["records"][-LEDGER_VIEW:]:
         v = {k: r[k] for k in _VIEW_FIELDS if r.get(k) is not None}
         if r.get("mine") and r.get("peer_kind") == "client":
-            v["peer"] = "me"
+            v["peer"] = LOCAL_OWNER
         records.append(v)
     totals = {}
     for kind, direction, count, nbytes in reply["totals"]:

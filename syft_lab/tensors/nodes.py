@@ -21,6 +21,7 @@ import math
 
 import torch
 
+from ..commands import LOCAL_OWNER  # the notebook's own worker (views import it from here)
 from ..dtypes import dtype_name
 from ..ids import short, tensor_id
 from .base import ChainLayer
@@ -29,7 +30,6 @@ SCHEMA_VERSION = 2
 PREVIEW_VALUES = 6  # how many leading values a leaf's preview carries
 PREVIEW_THRESHOLD = 64  # above this many elements, the preview text is summarised
 MAX_DEPTH = 64  # nodes deeper than this are cut (a pointer cycle between in-process workers)
-LOCAL_OWNER = "me"
 
 # Actions a node may offer wherever it is (reads); every other action is offered only on an
 # object the notebook holds: the root of a chain owned by "me" whose pointer is not gone.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 
+from ..commands import LOCAL_OWNER
 from ..inspection.model import lane_is_down
 
 
@@ -180,9 +181,9 @@ def describe(old: dict, new: dict, raw: list | None = None, code: str | None = N
     fetched = {(e.get("worker"), e.get("id")) for e in raw if e.get("type") == "deleted" and e.get("reason") == "fetched"}
     names_before, names_after = _pointer_names(old), _pointer_names(new)
     events: list[dict] = []
-    appeared = [(k, o) for k, o in after.items() if k not in before and k[0] != "me"]
+    appeared = [(k, o) for k, o in after.items() if k not in before and k[0] != LOCAL_OWNER]
     for (lid, oid), o in list(before.items()):
-        if lid == "me" or (lid, oid) in after:
+        if lid == LOCAL_OWNER or (lid, oid) in after:
             continue
         ev = {"type": "deleted", "worker": lid, "id": oid, "names": names_before.get((lid, oid), [])}
         if (lid, oid) in fetched:

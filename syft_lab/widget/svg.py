@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from ..ids import short
-from ..tensors.nodes import tree_from_list
+from ..tensors.nodes import LOCAL_OWNER, tree_from_list
 
 PALETTE = (330, 95, 30, 280, 205, 180, 0, 150)  # hues; js/widget/dom.js has the same list
 FONT = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px"
@@ -18,7 +18,7 @@ MAX_ROWS = 40  # per lane in the static world picture
 
 def worker_hue(worker_id: str) -> int | None:
     """The hue of a worker's colour; None for "me" (drawn in neutral grey). Same hash as the JS."""
-    if worker_id == "me":
+    if worker_id == LOCAL_OWNER:
         return None
     h = 2166136261
     for ch in worker_id:
@@ -148,7 +148,7 @@ def chain_svg(root, title: str | None = None) -> str:
         body.append(_t(6, 14, title, ' font-weight="bold"'))
         y = 22
     width = _tree_width(root)
-    y = _draw(root, 4, y, width - 8, root.get("owner", "me"), body, True)
+    y = _draw(root, 4, y, width - 8, root.get("owner", LOCAL_OWNER), body, True)
     return _svg(width, y + 4, body, title or "chain")
 
 

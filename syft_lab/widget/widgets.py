@@ -30,7 +30,7 @@ import traitlets
 from .. import actions
 from ..inspection.model import container_items
 from ..inspection.text import render_tree, render_world
-from ..tensors.nodes import chain_nodes, walk
+from ..tensors.nodes import LOCAL_OWNER, chain_nodes, walk
 from ..workers.registry import all_workers
 from . import live, svg, tracker
 
@@ -226,7 +226,7 @@ class _Shown:
 
 def _gone_root(last: dict | None) -> dict:
     """What a view shows of an object that no longer exists: its root, marked gone, alone."""
-    root = dict(last) if last else {"kind": "tensor", "type": "object", "id": 0, "owner": "me",
+    root = dict(last) if last else {"kind": "tensor", "type": "object", "id": 0, "owner": LOCAL_OWNER,
                                     "display": {"label": "object", "lines": [], "badge": None}, "annotations": []}
     root.update(state="gone", error="deleted in the notebook: this view no longer holds it", children=[], actions=[])
     root["display"] = {**root.get("display", {}), "badge": "gone"}
@@ -241,7 +241,7 @@ def _node_in(chains: list, worker: str, obj_id: int, *, offering: bool) -> dict 
     for chain in chains:
         root = chain.get("root")
         for node in walk(root) if root else ():
-            if node.get("id") == obj_id and node.get("owner", "me") == worker:
+            if node.get("id") == obj_id and node.get("owner", LOCAL_OWNER) == worker:
                 if node.get("actions"):
                     return node
                 found = found or node
@@ -281,7 +281,7 @@ class ChainWidget(SyftWidget):
             try:
                 root = chain_nodes(obj)
             except Exception as e:  # a view must render even if the runtime cannot describe it
-                root = {"kind": "unreachable", "type": type(e).__name__, "id": 0, "owner": "me", "error": str(e),
+                root = {"kind": "unreachable", "type": type(e).__name__, "id": 0, "owner": LOCAL_OWNER, "error": str(e),
                         "display": {"label": type(e).__name__, "lines": [str(e)[:80]], "badge": None},
                         "annotations": [], "actions": [], "children": []}
             self._last[i] = root
@@ -417,7 +417,7 @@ class WorldWidget(SyftWidget):
 
     def lookup(self, worker: str, obj_id: int) -> dict | None:
         """An object this view was shown, as the kernel's current model has it."""
-        if self.focus and worker not in self.focus and worker != "me":
+        if self.focus and worker not in self.focus and worker != LOCAL_OWNER:
             return None
         return live.action_entry(self._feed, worker, obj_id)
 

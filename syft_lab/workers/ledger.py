@@ -33,6 +33,7 @@ import time
 import weakref
 
 from .. import events
+from ..commands import LOCAL_OWNER
 from ..errors import SyftError
 from .base import BaseWorker
 
@@ -273,8 +274,8 @@ def ledger_reply(worker, everything: bool = False, token: str | None = None, sin
 def _mine_as_me(rec: dict) -> dict:
     if rec.get("mine"):
         if rec.get("peer_kind") == "client":
-            rec["peer"] = "me"
-        rec["session"] = "me"
+            rec["peer"] = LOCAL_OWNER
+        rec["session"] = LOCAL_OWNER
     return rec
 
 
