@@ -1,0 +1,66 @@
+// The world view's toolbar: the search box, the kind and worker filters, "hide temporaries"
+// (classroom), the large-font toggle, and the history's stepper (timeline.js) beside them.
+
+import { h } from "../dom.js";
+import { parseQuery } from "./filter.js";
+
+export function pickOption(select, value) {
+  for (const o of select.options) o.selected = o.value === value;
+}
+
+/**
+ * onFilter(): the search, a filter or "hide temporaries" changed; onBig(on): the large font was
+ * turned on or off; stepper: an element placed last. Returns {el, search, query(picked?) (the
+ * filter the toolbar says, or `picked`, with its tidy flag), set(text, kind, worker) (its
+ * query), refreshWorkers(world)}.
+ */
+export function createToolbar({ onFilter, onBig, stepper }) {
+  const search = h("input", { class: "syft-search", type: "search", placeholder: "search: name, #tag, kind:pointer, worker:bob",
+    "aria-label": "search the objects" });
+  const kindSel = h("select", { class: "syft-filter-kind", "aria-label": "kind" },
+    ["", "pointer", "tensor", "logging", "plan", "dataset", "gone"].map((k) => h("option", { value: k }, k || "every kind")));
+  const workerSel = h("select", { class: "syft-filter-worker", "aria-label": "worker" }, h("option", { value: "" }, "every worker"));
+  // classroom: hide what a lesson does not need (temporaries nobody names, ghosts, gone
+  // pointers), step through the history, and a large font for a projector (issue 26.11)
+  const tidyBox = h("input", { type: "checkbox", class: "syft-tidy" });
+  const tidy = h("label", { class: "syft-tidy-label", title: "hide objects no variable names (intermediate results), ghosts and gone pointers" },
+    tidyBox, " hide temporaries and ghosts");
+  const bigBtn = h("button", { class: "syft-btn syft-big-toggle", type: "button", "aria-pressed": "false",
+    title: "classroom mode: a large font for a projector" }, "Aa");
+  const el = h("div", { class: "syft-world-tools" }, search, kindSel, workerSel, tidy, bigBtn, stepper);
+  const changed = () => onFilter();
+  tidyBox.addEventListener("change", changed);
+  search.addEventListener("input", changed);
+  kindSel.addEventListener("change", changed);
+  workerSel.addEventListener("change", changed);
+  bigBtn.addEventListener("click", () => {
+    const on = bigBtn.getAttribute("aria-pressed") !== "true";
+    bigBtn.setAttribute("aria-pressed", String(on));
+    onBig(on);
+  });
+
+  return {
+    el,
+    search,
+    query(picked) {
+      const q = picked || parseQuery(search.value, kindSel.value, workerSel.value);
+      q.tidy = tidyBox.checked;
+      return q;
+    },
+    set(text = "", kind = "", worker = "") {
+      search.value = text;
+      pickOption(kindSel, kind);
+      pickOption(workerSel, worker);
+      return parseQuery(text, kind, worker);
+    },
+    /** The worker filter lists the workers of world `w` (keeping the one picked if it stays). */
+    refreshWorkers(w) {
+      const ids = (w.workers || []).map((l) => l.id);
+      const have = [...workerSel.options].slice(1).map((o) => o.value);
+      if (ids.join("\n") === have.join("\n")) return;
+      const cur = workerSel.value;
+      workerSel.replaceChildren(h("option", { value: "" }, "every worker"), ...ids.map((id) => h("option", { value: id }, id)));
+      pickOption(workerSel, ids.includes(cur) ? cur : "");
+    },
+  };
+}
