@@ -1,6 +1,7 @@
 """PyTorch's own op and module databases through pointers and LoggingTensors (issue 22).
 
     python benchmarks/sweep_opinfo.py [--samples 3] [--every 1] [--out benchmarks/sweep_report.md]
+    python benchmarks/sweep_opinfo.py --only 'masked|nn.BatchNorm' --failures   # a subset, no report
 
 For every OpInfo of ``op_db`` that supports float32 on CPU, its first ``--samples`` sample
 inputs run three ways: plain, with every tensor sent to a VirtualWorker (the result fetched with
@@ -121,12 +122,20 @@ def check_op_sample(op, sample, bob, seed) -> tuple[str | None, str | None] | No
     return results[0], results[1]
 
 
-def sweep_ops(samples: int, every: int, bob) -> dict:
+def _full_name(op) -> str:
+    return f"{op.name}{'.' + op.variant_test_name if op.variant_test_name else ''}"
+
+
+def _selected(name: str, only) -> bool:
+    return only is None or re.search(only, name) is not None
+
+
+def sweep_ops(samples: int, every: int, bob, only=None) -> dict:
     from torch.testing._internal.common_methods_invocations import op_db
 
     counts, failures = collections.Counter(), {"pointer": [], "logging": []}
     for k, op in enumerate(op_db):
-        if k % every or DTYPE not in op.supported_dtypes("cpu"):
+        if k % every or not _selected(_full_name(op), only) or DTYPE not in op.supported_dtypes("cpu"):
             continue
         try:
             inputs = list(_first(op.sample_inputs("cpu", DTYPE), samples))
@@ -141,8 +150,7 @@ def sweep_ops(samples: int, every: int, bob) -> dict:
                 if reason is None:
                     counts[kind] += 1
                 else:
-                    failures[kind].append((f"{op.name}{'.' + op.variant_test_name if op.variant_test_name else ''}",
-                                           reason))
+                    failures[kind].append((_full_name(op), reason))
     return {"total": counts["samples"], "pointer": counts["pointer"], "logging": counts["logging"],
             "failures": failures}
 
@@ -183,12 +191,12 @@ def check_module_sample(info, sample, bob, seed) -> tuple[str | None, str | None
     return results[0], results[1]
 
 
-def sweep_modules(samples: int, every: int, bob) -> dict:
+def sweep_modules(samples: int, every: int, bob, only=None) -> dict:
     from torch.testing._internal.common_modules import module_db
 
     counts, failures = collections.Counter(), {"pointer": [], "logging": []}
     for k, info in enumerate(module_db):
-        if k % every or DTYPE not in info.supported_dtypes("cpu"):
+        if k % every or not _selected(info.name, only) or DTYPE not in info.supported_dtypes("cpu"):
             continue
         try:
             inputs = list(_first(info.module_inputs_func(info, device="cpu", dtype=DTYPE, requires_grad=False,
@@ -209,14 +217,15 @@ def sweep_modules(samples: int, every: int, bob) -> dict:
             "failures": failures}
 
 
-def run(samples=3, every=1) -> dict:
+def run(samples=3, every=1, only=None) -> dict:
+    """Both sweeps; ``only``: a regular expression an op's or module's name must contain."""
     sy.hook()
     bob = sy.VirtualWorker("sweep_bob")
     warnings.filterwarnings("ignore")
     started = time.monotonic()
     with torch.random.fork_rng():
-        ops = sweep_ops(samples, every, bob)
-        modules = sweep_modules(samples, every, bob)
+        ops = sweep_ops(samples, every, bob, only)
+        modules = sweep_modules(samples, every, bob, only)
     return {"ops": ops, "modules": modules, "seconds": time.monotonic() - started}
 
 
@@ -257,12 +266,25 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--every", type=int, default=1)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "sweep_report.md"))
+    parser.add_argument("--out", default=None,
+                        help="where the report goes (default: benchmarks/sweep_report.md for a full run, "
+                             "none with --only)")
+    parser.add_argument("--only", default=None, metavar="REGEX",
+                        help="only the ops and modules whose name matches (re.search), e.g. 'masked|nn.LazyConv'; "
+                             "for iterating on failures")
+    parser.add_argument("--failures", action="store_true", help="print each failing sample's name and cause")
     options = parser.parse_args(argv)
-    result = run(options.samples, options.every)
+    result = run(options.samples, options.every, options.only)
     text = report(result, options.samples, options.every)
-    Path(options.out).write_text(text)
+    out = options.out or (None if options.only else str(ROOT / "benchmarks" / "sweep_report.md"))
+    if out:
+        Path(out).write_text(text)
     print(text)
+    if options.failures:
+        for key in ("ops", "modules"):
+            for kind in ("pointer", "logging"):
+                for name, why in result[key]["failures"][kind]:
+                    print(f"{kind:8} {name}: {why}")
     return 0
 
 

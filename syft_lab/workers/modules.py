@@ -8,6 +8,10 @@ tensor instead, as ``get`` of a tensor with history copies it: the old one stays
 graph that needs it (an optimizer built before then holds the old tensors: build it again).
 Recurrent modules (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) keep weak references to their
 weights, which swapping refuses; they are dropped for the swap and made again after it.
+A lazy module (``nn.LazyConv2d``, ``nn.LazyLinear``) has no values to send before its first
+forward: its uninitialised parameters stay here until that forward gives them their shapes and
+initial values (drawn here, as plain torch does), and are sent to the module's worker then,
+before the forward runs.
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from torch import nn
 
 from ..errors import SyftError
 from ..tensors.pointer import PointerTensor
+
+_is_lazy = nn.parameter.is_lazy
 
 
 def module_tensors(module: nn.Module):
@@ -83,12 +89,41 @@ def send_module(module: nn.Module, worker) -> nn.Module:
     tensors = list(module_tensors(module))
     if any(isinstance(t, PointerTensor) for t in tensors):
         raise SyftError("this module's parameters are pointers already: call module.get() first")
+    lazy = [t for t in tensors if _is_lazy(t)]
+    tensors = [t for t in tensors if not _is_lazy(t)]
     with weights_unreferenced(module):
         in_place = in_place_possible(tensors)
         for t in tensors:
             _send_in_place(module, t, worker, in_place)
+    if lazy:
+        _send_when_initialised(module, worker)
     module.location = worker
     return module
+
+
+def _send_when_initialised(module: nn.Module, worker) -> None:
+    """Each lazy submodule sends its parameters to ``worker`` once its first forward has made
+    them (a forward pre-hook after torch's own ``_infer_parameters``, which registered first)."""
+    for m in module.modules():
+        if not any(_is_lazy(t) for t in (*m._parameters.values(), *m._buffers.values()) if t is not None):
+            continue
+        handle = None
+
+        def send_them(m, args, kwargs=None):
+            local = [t for t in (*m._parameters.values(), *m._buffers.values())
+                     if t is not None and not isinstance(t, PointerTensor)]
+            if any(_is_lazy(t) for t in local):
+                return None  # not initialised yet (torch raises its own error for the forward)
+            handle.remove()
+            target = module.__dict__.get("location")
+            if target is None:  # fetched back (module.get()) before its first forward: it stays here
+                return None
+            in_place = in_place_possible(local)
+            for t in local:
+                _send_in_place(m, t, target, in_place)
+            return None
+
+        handle = m.register_forward_pre_hook(send_them)
 
 
 def _send_in_place(module, t, worker, in_place: bool) -> None:

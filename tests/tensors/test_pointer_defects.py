@@ -244,3 +244,27 @@ def test_pinverse_and_matrix_rank_make_their_tolerances_for_the_op(bob):
     torch.testing.assert_close(torch.pinverse(a.send(bob)).get(), torch.pinverse(a), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.linalg.matrix_rank(h.send(bob), hermitian=True).get(),
                                torch.linalg.matrix_rank(h, hermitian=True))
+
+
+@pytest.mark.parametrize("make", [lambda: nn.LazyConv2d(4, 3), lambda: nn.LazyLinear(5),
+                                  lambda: nn.LazyConvTranspose1d(2, 3)], ids=["conv2d", "linear", "convT1d"])
+def test_a_lazy_module_sends_its_parameters_at_its_first_forward(bob, make):
+    torch.manual_seed(0)
+    model = make()
+    twin = copy.deepcopy(model)
+    x = torch.randn(2, 3, 6, 6) if isinstance(model, nn.LazyConv2d) else torch.randn(2, 3, 6)
+    torch.manual_seed(1)
+    expected = twin(x)
+    model.send(bob)
+    torch.manual_seed(1)  # the initial values are drawn here, at the first forward, as plain torch does
+    out = model(x.send(bob))
+    assert all(isinstance(t, sy.PointerTensor) for t in model.parameters())
+    torch.testing.assert_close(out.get(), expected.detach())
+    torch.testing.assert_close(model.get().weight, twin.weight)
+
+
+def test_a_lazy_module_fetched_before_its_first_forward_stays_here(bob):
+    model = nn.LazyLinear(2).send(bob)
+    model.get()
+    out = model(torch.ones(1, 3))
+    assert not isinstance(model.weight, sy.PointerTensor) and out.shape == (1, 2)
