@@ -22,10 +22,12 @@ state into zeros on the input's worker (used by the RNN kernel in logging.py).
 """
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .pointer import _VALUE_OP_IDS, PointerTensor, wrap_result
+from .pointer import _VALUE_OP_IDS, PYTHON_LEVEL, PointerTensor, _no_torch_function, wrap_result
 from .strides import TensorMeta
 
 _Tensor = torch.Tensor
@@ -43,7 +45,8 @@ HELPER_MAKING_OPS = (
     "combinations", "linalg_matrix_power", "matrix_power", "scaled_dot_product_attention", "feature_alpha_dropout",
     "alpha_dropout", "feature_dropout", "pdist", "kron", "pinverse", "linalg_pinv", "linalg_pinv.atol_rtol_float",
     "linalg_pinv.rcond_tensor", "linalg_matrix_rank", "linalg_matrix_rank.tol_tensor",
-    "linalg_matrix_rank.atol_rtol_tensor", "linalg_matrix_rank.atol_rtol_float",
+    "linalg_matrix_rank.atol_rtol_tensor", "linalg_matrix_rank.atol_rtol_float", "logdet", "ctc_loss.IntList",
+    "ctc_loss.Tensor",
 )
 
 
@@ -107,6 +110,11 @@ class HelpersHere(TorchDispatchMode):
         if all(is_helper(t) for t in tensors):  # derived from helpers alone: still no user data
             if id(func) in _VALUE_OP_IDS:
                 return func(*_copied_here(args), **_copied_here(kwargs))
+            device = kwargs.get("device")
+            if device is not None and device.type == "meta" and not any(isinstance(t, PointerTensor) for t in tensors):
+                # a local helper copied to the pointer's device (C++'s at::tensor(values, input.options())):
+                # it stays here, with its data, and joins the op as a helper
+                return _mark(func(*args, **{**kwargs, "device": _CPU}))
             return _mark(func(*args, **kwargs))
         return func(*args, **kwargs)
 
@@ -189,3 +197,53 @@ for _name in HELPER_MAKING_OPS:
                   with_keyset=True)
 _library.impl("tensor_split.tensor_indices_or_sections", _tensor_split_kernel, "PythonTLSSnapshot",
               with_keyset=True)
+
+
+# --- torch's Python-level composites -------------------------------------------------------
+# Functions written in Python above the dispatcher that make a helper tensor with
+# ``device=input.device`` (a random draw, zeros): they honour ``__torch_function__``, so a
+# pointer argument brings them to PointerTensor.__torch_function__, which runs them under
+# HelpersHere (their factories for the pointer's device run on its worker, its generator for
+# random draws); the mode is popped when the call returns. Plain tensors never reach this.
+_F = torch.nn.functional
+PYTHON_COMPOSITES = (
+    _F.fractional_max_pool2d, _F.fractional_max_pool2d_with_indices, _F.fractional_max_pool3d,
+    _F.fractional_max_pool3d_with_indices, _F.multi_head_attention_forward, torch.svd_lowrank, torch.pca_lowrank,
+)
+
+
+def run_python_composite(func, args, kwargs):
+    with torch._C.DisableTorchFunctionSubclass():
+        pointer = None if HelpersHere.active else _pointers_in(args, kwargs)
+        if pointer is None:
+            return func(*args, **kwargs)
+        HelpersHere.active = True
+        try:
+            with HelpersHere(pointer.location):
+                return func(*args, **kwargs)
+        finally:
+            HelpersHere.active = False
+
+
+for _fn in PYTHON_COMPOSITES:
+    PYTHON_LEVEL[_fn] = run_python_composite
+
+
+# torch's own Python code where a pointer's device is read to make a 0-dim constant from no
+# user data: torch.masked's reduction identities (``torch.tensor(0, dtype=input.dtype,
+# device=input.device)``, -inf for amax, ...), the values masked-out elements take. Read there,
+# a pointer's device is this process's CPU: the constant is made here and joins the remote op
+# as a 0-dim constant does (the dtype decides it, never the data). Everywhere else a pointer's
+# device is its meta placeholder.
+_CPU_CONSTANT_FRAMES = frozenset({torch.masked._ops._reduction_identity.__code__})
+_device_of = torch.Tensor.device.__get__
+_sys_getframe = sys._getframe
+
+
+def _device_read(func, args, kwargs):
+    if _sys_getframe(2).f_code in _CPU_CONSTANT_FRAMES:
+        return _CPU
+    return _no_torch_function(func, (), args, kwargs)
+
+
+PYTHON_LEVEL[_device_of] = _device_read

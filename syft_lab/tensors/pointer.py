@@ -39,6 +39,7 @@ _strided = torch.strided
 _CPU = torch.device("cpu")
 _device = torch.device
 _no_python_dispatch = torch._C._DisableTorchDispatch
+_no_torch_function = torch._C._disabled_torch_function_impl
 _MISSING = object()
 aten = torch.ops.aten
 
@@ -47,6 +48,12 @@ aten = torch.ops.aten
 _VALUE_OPS = {aten._local_scalar_dense.default, aten.equal.default, aten.is_nonzero.default}
 # by id: an OpOverload hashes in Python (~0.2 us), on every op; these ops live as long as torch
 _VALUE_OP_IDS = frozenset(id(op) for op in _VALUE_OPS)
+
+# torch's Python-level functions (and attribute reads) that need more than "run it on the
+# pointers": function -> its runner(func, args, kwargs). Filled by composite.py (the composites
+# that make helper tensors of their own, torch.masked's constants); every other call through
+# __torch_function__ is one dict miss and torch's own disabled implementation.
+PYTHON_LEVEL: dict = {}
 
 
 # id(ref) -> weakref of every live RemoteRef; a ref leaves in its own __del__. (A WeakSet ran
@@ -241,6 +248,15 @@ class PointerTensor(ChainLayer, RemoteHandle):
 
     def __init__(self, *args, **kwargs):
         pass
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """Only torch's Python-level composites listed in ``PYTHON_LEVEL`` do anything here
+        (composite.py); every other call goes on as with torch function disabled."""
+        run = PYTHON_LEVEL.get(func)
+        if run is None:
+            return _no_torch_function(func, types, args, kwargs or {})
+        return run(func, args, kwargs or {})
 
     # --- moving data ------------------------------------------------------------------
     def get(self):
@@ -509,7 +525,7 @@ def _local_constant(t: _Tensor, func):
     or as helpers a composite op made for itself from no user data (composite.py)."""
     if t.dim() == 0 and not t.is_meta and not isinstance(t, ChainLayer):
         return t.detach()
-    if type(t) is _Tensor and t.__dict__.get("_syft_helper", False):
+    if type(t) is _Tensor and t.__dict__.get("_syft_helper", False) and not t.is_meta:
         return t.detach()
     if t.is_meta and not isinstance(t, ChainLayer):
         raise SyftError(f"{func} got a tensor on the meta device (one made with device=pointer.device, outside "

@@ -268,3 +268,89 @@ def test_a_lazy_module_fetched_before_its_first_forward_stays_here(bob):
     model.get()
     out = model(torch.ones(1, 3))
     assert not isinstance(model.weight, sy.PointerTensor) and out.shape == (1, 2)
+
+
+# --- helpers made inside torch's Python-level composites (PointerTensor.__torch_function__) ---
+
+def _ops_run_on(worker):
+    """The ops ``worker`` is asked to run, recorded while the returned list lives."""
+    seen = []
+    run = worker._run
+
+    def recording(func, args, kwargs):
+        seen.append(str(func))
+        return run(func, args, kwargs)
+
+    worker._run = recording
+    return seen
+
+
+def test_python_level_composites_make_their_random_helpers_on_the_worker(bob):
+    F = torch.nn.functional
+    x = torch.randn(2, 3, 8, 8)
+    v = torch.randn(1, 2, 6, 6, 6)
+    a = torch.randn(6, 4)
+    cases = [(lambda t: F.fractional_max_pool2d(t, 2, output_size=(4, 4)), x),
+             (lambda t: F.fractional_max_pool2d(t, 3, output_ratio=(0.5, 0.5), return_indices=True), x),
+             (lambda t: F.fractional_max_pool3d(t, 2, output_size=3), v),
+             (lambda t: torch.svd_lowrank(t, q=2), a), (lambda t: torch.pca_lowrank(t, q=2), a)]
+    for fn, arg in cases:
+        torch.manual_seed(3)
+        expected = fn(arg)
+        seen = _ops_run_on(bob)
+        torch.manual_seed(3)  # a VirtualWorker draws from this process's generator, as plain torch does
+        got = fn(arg.send(bob))
+        del bob._run
+        assert any(op in seen for op in ("aten.rand.default", "aten.randn.default")), seen
+        for g, e in zip(got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)):
+            torch.testing.assert_close(g.get(), e, rtol=1e-4, atol=1e-5)
+
+
+def test_multihead_attention_with_zero_attention_through_pointers(bob):
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(4, 2, add_zero_attn=True, add_bias_kv=True)
+    twin = copy.deepcopy(mha)
+    q, k = torch.randn(3, 1, 4), torch.randn(5, 1, 4)
+    expected = twin(q, k, k)
+    mha.send(bob)
+    out, weights = mha(q.send(bob), k.send(bob), k.send(bob))
+    torch.testing.assert_close(out.get(), expected[0].detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(weights.get(), expected[1].detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_masked_reductions_and_logdet_through_pointers(bob):
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    mask = torch.rand(3, 4) > 0.4
+    for fn in (torch.masked.sum, torch.masked.amax, torch.masked.amin, torch.masked.prod, torch.masked.logsumexp,
+               torch.masked.argmax):
+        torch.testing.assert_close(fn(x.send(bob), 1, mask=mask.send(bob)).get(), fn(x, 1, mask=mask))
+    torch.testing.assert_close(torch.masked.cumsum(x.send(bob), 0, mask=mask.send(bob)).get(),
+                               torch.masked.cumsum(x, 0, mask=mask))
+    m = torch.randn(3, 3)
+    m = m @ m.t() + torch.eye(3)
+    torch.testing.assert_close(torch.logdet(m.send(bob)).get(), torch.logdet(m))
+    # the mask is the user's data: a local one still meets the clear refusal
+    with pytest.raises(sy.SyftError, match="mixes data on this process"):
+        torch.masked.sum(x.send(bob), 1, mask=mask)
+    # a pointer's device is still its meta placeholder everywhere else
+    assert x.send(bob).device.type == "meta"
+
+
+def test_ctc_loss_with_length_lists_makes_its_lengths_for_the_op(bob):
+    torch.manual_seed(0)
+    log_probs = torch.randn(6, 2, 5).log_softmax(2)
+    targets = torch.randint(1, 5, (2, 3))
+    loss = nn.CTCLoss()
+    expected = loss(log_probs, targets, [6, 5], [3, 2])
+    got = loss(log_probs.send(bob), targets.send(bob), [6, 5], [3, 2])
+    torch.testing.assert_close(got.get(), expected)
+
+
+def test_a_helper_copied_to_the_meta_device_never_reaches_a_worker(bob):
+    from syft_lab.tensors.pointer import _local_constant
+
+    helper = torch.zeros(3, device="meta")
+    helper._syft_helper = True  # even marked as made by a composite: it has no data
+    with pytest.raises(sy.SyftError, match="meta device.*no data"):
+        _local_constant(helper, "aten.mul.Tensor")
