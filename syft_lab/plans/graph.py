@@ -15,6 +15,7 @@ import operator
 import re
 import json
 import math
+import time
 
 import torch
 
@@ -257,6 +258,9 @@ class PlanGraph:
         # input metadata -> (the worker's token, per node: (new bytes, outputs) of an op whose
         # checks passed and follow from that metadata, else None); see ``run``'s ``learn``
         self._learned: dict = {}
+        # input metadata -> seconds its last replay took, for metadata whose every op's checks
+        # (and so its sizes, and its cost) follow from that metadata alone: ``replay_seconds``
+        self._timed: dict = {}
         # an op that changes a tensor's shape in place (t_, squeeze_) could change a constant's
         # between calls, which no input key sees: such a graph is checked op by op every time
         self._learnable = not any(n.is_op and torch.Tag.inplace_view in n.op.tags for n in nodes)
@@ -366,6 +370,7 @@ class PlanGraph:
                 else:  # this replay checks every op and notes which verdicts a later one may reuse
                     learning, data = [None] * len(program), [False] * len(slots)
         live = 0
+        started = time.perf_counter() if key is not None else None
         grad = torch.is_grad_enabled() and not self.mutated_inputs
         with torch.set_grad_enabled(grad):
             for k, (fn, call, is_op, template, fills, kwargs, kw_fills, at, dead) in enumerate(program):
@@ -420,8 +425,27 @@ class PlanGraph:
         if learning is not None:  # every op passed: later replays on this metadata reuse the verdicts
             if len(self._learned) >= _LEARNED_SIGNATURES:
                 self._learned.clear()
+                self._timed.clear()
             self._learned[key] = (learn, learning)
+            if all(v is not None for v, step in zip(learning, program) if step[2]):
+                self._timed[key] = time.perf_counter() - started
+            else:
+                self._timed.pop(key, None)
+        elif known is not None and key in self._timed:
+            self._timed[key] = time.perf_counter() - started
         return [slots[v] if is_ref else v for is_ref, v in outputs]
+
+    def replay_seconds(self, inputs: list, learn) -> float | None:
+        """How long the last replay on inputs of this metadata took, when a replay under the
+        token ``learn`` (see ``run``) found that every op's checks follow from that metadata
+        alone: its ops' sizes, and so their work, are then the same on every such call. None
+        otherwise (never run on such inputs, an op whose sizes or checks follow the data).
+        A worker runs a plan known to take a moment without a hop to its command thread."""
+        key = _metadata_key(inputs)
+        entry = self._learned.get(key) if key is not None else None
+        if entry is None or entry[0] is not learn:
+            return None
+        return self._timed.get(key)
 
     def check_inputs(self, values: list, *, roles=("input", "state")) -> None:
         """A clear error for a wrong number, shape or dtype of inputs (a -1 dim takes the batch size N)."""

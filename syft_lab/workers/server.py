@@ -7,7 +7,9 @@ bytes: it bounds and authenticates the opening HTTP handshake (a bearer
   token, compared in constant time; no browser ``Origin`` unless allowed) before any message is
   read, feeds each connection's messages through its own wire Decoder, runs commands one at a
   time on one command thread (so the event loop keeps answering pings, handshakes and other
-  connections while an op runs) and sends replies in chunks.
+  connections while an op runs) and sends replies in chunks. The one exception: a stored plan
+  known to take under a few milliseconds (``WorkerService.quick``) runs on the event loop
+  when the command thread is idle, which saves the two thread wake-ups of a hand-over.
 
 A malformed message closes only the connection that sent it; a command that fails gets an
 error reply naming the exception type and message (never a traceback). Objects are stored
@@ -31,6 +33,7 @@ import re
 import resource
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
@@ -228,6 +231,10 @@ class WorkerServer:
         self._log = RateLimitedLog(log or (lambda line: print(line, file=sys.stderr, flush=True)))
         self._guard = _HandshakeGuard(max_connections, max_pending_handshakes, self._log)
         self._commands: ThreadPoolExecutor | None = None
+        # jobs handed to the command thread and not finished: counted up on the loop, down on the
+        # thread once a job is done; 0 means nothing runs there nor waits to (see _handler)
+        self._queued = 0
+        self._queued_lock = threading.Lock()
         self._decoding: ThreadPoolExecutor | None = None
         self._stop: asyncio.Event | None = None
         self._loop = None
@@ -311,7 +318,25 @@ class WorkerServer:
             except Exception as e:  # bookkeeping must never kill the command thread
                 self._log("internal error", f"syft-lab worker {self.service.core.id}: {type(e).__name__}: {e}")
             self._pushes_due()
-        return self._commands.submit(run)
+        return self._on_command_thread(run)
+
+    def _on_command_thread(self, fn, *args):
+        """Queue ``fn(*args)`` on the command thread (a concurrent Future), counted in _queued."""
+        def job():
+            try:
+                return fn(*args)
+            finally:
+                with self._queued_lock:
+                    self._queued -= 1
+
+        with self._queued_lock:
+            self._queued += 1
+        try:
+            return self._commands.submit(job)
+        except BaseException:
+            with self._queued_lock:
+                self._queued -= 1
+            raise
 
     # --- pushed events (feed.py) -----------------------------------------------------------
     def _pushes_due(self) -> None:
@@ -407,7 +432,13 @@ class WorkerServer:
                         reply, then = self.service.handle(msg, session)
                     await self._send(conn, encode(reply))
                     continue
-                encoded, then = await loop.run_in_executor(self._commands, self._execute, msg, session, decoder)
+                if self._queued == 0 and self.service.quick(msg):
+                    # a stored plan known to take a moment, with the command thread idle: run here,
+                    # saving the two thread wake-ups of the hand-over (WorkerService.quick)
+                    encoded, then = self._execute(msg, session, decoder)
+                else:
+                    encoded, then = await asyncio.wrap_future(
+                        self._on_command_thread(self._execute, msg, session, decoder))
                 try:
                     await self._send(conn, encoded)
                 except BaseException:

@@ -1,0 +1,150 @@
+"""A stored plan known to take a moment (``WorkerService.quick``) runs on the websocket server's
+event loop instead of its command thread: only a replay whose every op's checks and sizes follow
+from its inputs' metadata, once a replay on such inputs with those checks learned took under
+QUICK_SECONDS, and never a malformed message. Where it
+runs changes nothing a client sees: the same values, the same refusals."""
+import pytest
+import torch
+
+import syft_lab as sy
+from syft_lab.errors import QuotaExceededError
+from syft_lab.plans.graph import Node, PlanBuilds, PlanGraph, Value
+from syft_lab.workers.limits import Limits
+from syft_lab.workers.service import QUICK_RELEASES, Session, WorkerService
+
+aten = torch.ops.aten
+MiB = 2**20
+
+
+def _stored(service, name, shape, nodes):
+    specs = [{"name": "x", "role": "input", "shape": list(shape), "dtype": "float32"}]
+    graph = PlanGraph(name, specs, [], nodes, [Value("node", len(nodes) - 1)], True)
+    return service.core.store_plan(PlanBuilds(name, [graph]), [])
+
+
+def _run(service, session, msg):
+    reply, _ = service.handle(dict(msg, r=1), session)
+    assert "err" not in reply, reply
+    (out,) = reply["ok"]
+    return service.core.objects[out.id]
+
+
+def _adds(n, shape):
+    return [Node(aten.add.Tensor, [Value("input", 0) if k == 0 else Value("node", k - 1), 1.0], {},
+                 [(shape, "float32")]) for k in range(n)]
+
+
+def test_a_stored_plan_is_quick_once_it_ran_on_inputs_of_the_same_metadata():
+    service, session = WorkerService("quick"), Session()
+    plan = _stored(service, "adds", (4,), _adds(3, (4,)))
+    x = service.core.store(torch.zeros(4))
+    msg = {"c": "run_plan", "id": plan, "a": [x]}
+    assert not service.quick(msg)  # never replayed: its checks run in full, on the command thread
+    for _ in range(2):  # the first replay checks every op (slow); the second reuses its verdicts
+        assert torch.equal(_run(service, session, msg), torch.full((4,), 3.0))
+    assert service.quick(msg)
+    assert torch.equal(_run(service, session, msg), torch.full((4,), 3.0))  # the same value
+    other = service.core.store(torch.zeros(4, dtype=torch.float64))
+    assert not service.quick({**msg, "a": [other]})  # other metadata: not known
+
+
+def test_a_plan_with_a_data_sized_op_is_never_quick():
+    service, session = WorkerService("quick_nonzero", Limits(max_bytes=64 * MiB, max_objects=100)), Session()
+    plan = _stored(service, "spread", (8,), [
+        Node(aten.nonzero.default, [Value("input", 0)], {}, [((2, 1), "int64")]),
+        Node(aten.repeat.default, [Value("node", 0), [4, 1]], {}, [((8, 1), "int64")]),
+    ])
+    x = service.core.store(torch.tensor([1.0, 1.0, 0, 0, 0, 0, 0, 0]))
+    msg = {"c": "run_plan", "id": plan, "a": [x]}
+    for _ in range(3):
+        assert _run(service, session, msg).shape == (8, 1)
+        assert not service.quick(msg)  # its cost follows the data
+
+
+def test_a_quick_plan_is_refused_as_any_run_when_the_worker_is_full():
+    service, session = WorkerService("quick_full", Limits(max_bytes=8 * MiB, max_objects=100)), Session()
+    plan = _stored(service, "adds", (2**18,), _adds(2, (2**18,)))  # 1 MiB per node
+    x = service.core.store(torch.zeros(2**18))
+    msg = {"c": "run_plan", "id": plan, "a": [x]}
+    _run(service, session, msg), _run(service, session, msg)
+    assert service.quick(msg)
+    filler = [service.core.store(torch.zeros(2**18)) for _ in range(4)]  # what the worker holds now
+    reply, _ = service.handle(dict(msg, r=2), session)
+    assert reply["err"]["t"] == "QuotaExceededError"
+    assert filler
+
+
+@pytest.mark.parametrize("msg", [
+    {"c": "run_plan"}, {"c": "run_plan", "id": "7", "a": []}, {"c": "run_plan", "id": 10**30, "a": [1]},
+    {"c": "run_plan", "id": 1, "a": 5}, {"c": "run_plan", "id": 1, "a": [[1]]}, {"c": "run_plan", "id": 1, "a": [], "s": 3},
+    {"c": "ping"}, {"c": ["run_plan"]},
+])
+def test_quick_answers_no_for_anything_else_without_raising(msg):
+    service = WorkerService("quick_bad")
+    _stored(service, "adds", (4,), _adds(1, (4,)))
+    assert service.quick(msg) is False
+
+
+def test_many_releases_go_to_the_command_thread():
+    service, session = WorkerService("quick_rel"), Session()
+    plan = _stored(service, "adds", (4,), _adds(1, (4,)))
+    x = service.core.store(torch.zeros(4))
+    msg = {"c": "run_plan", "id": plan, "a": [x]}
+    _run(service, session, msg), _run(service, session, msg)
+    assert service.quick({**msg, "rel": list(range(QUICK_RELEASES))})
+    assert not service.quick({**msg, "rel": list(range(QUICK_RELEASES + 1))})
+
+
+def test_a_training_step_over_a_worker_process_matches_the_same_steps_run_here():
+    """The step's replays run on the server's event loop after the first: its parameters and
+    losses are those of the same step run eagerly, call after call."""
+    sy.hook()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    local = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    local.load_state_dict(model.state_dict())
+    X, Y = torch.randn(32, 8), torch.randn(32, 1)
+
+    def train_step(m):
+        def step(x, y):
+            loss = ((m(x) - y) ** 2).mean()
+            grads = torch.autograd.grad(loss, list(m.parameters()))
+            with torch.no_grad():
+                for p, g in zip(m.parameters(), grads):
+                    p.sub_(0.01 * g)
+            return loss
+        return step
+
+    plan = sy.plan(train_step(model), state=model).build(X, Y)
+    eager = train_step(local)
+    remote = sy.start_worker("quick_steps")
+    try:
+        x, y = X.send(remote), Y.send(remote)
+        model.send(remote)
+        pp = plan.send(remote)
+        for _ in range(6):
+            loss = pp(x, y).get()
+            assert torch.allclose(loss, eager(X, Y).detach(), atol=1e-6)
+        model.get()
+        for p, q in zip(model.parameters(), local.parameters()):
+            assert torch.allclose(p, q, atol=1e-6)
+    finally:
+        remote.close()
+
+
+def test_quick_plans_keep_the_quota_error_type_over_a_worker_process():
+    """A refusal on the event loop is the same typed error as on the command thread."""
+    sy.hook()
+    remote = sy.start_worker("quick_quota")
+    try:
+        plan = sy.plan(lambda x: x * 2 + 1).build(torch.zeros(4))
+        pp = plan.send(remote)
+        x = torch.ones(4).send(remote)
+        for _ in range(3):
+            assert torch.equal(pp(x).get(), torch.full((4,), 3.0))
+        with pytest.raises(Exception) as e:
+            pp(torch.ones(5).send(remote))  # another shape: refused, whichever thread would run it
+        assert "built for" in str(e.value)
+        assert not isinstance(e.value, QuotaExceededError)
+    finally:
+        remote.close()
