@@ -3,7 +3,7 @@
 // worker's lane. overviewGroups and overviewHTML are pure; createOverview is the element.
 
 import { esc, h } from "../dom.js";
-import { matches } from "./filter.js";
+import { matches, pinnedTargets } from "./filter.js";
 import { isDown, nodeOf } from "./rows.js";
 
 /** More workers than this (and no focus): their lanes fold into an overview, opened on demand. */
@@ -30,15 +30,9 @@ export function overviewGroups(list, q, by, me) {
   const objQuery = objectQuery(q);
   const groups = new Map();
   let shown = 0;
-  // a search for a variable finds the worker holding what it points to, too
-  const pointed = new Map(); // worker -> ids of objects that matching pointers point to
-  if (objQuery) {
-    for (const o of me?.objects || []) {
-      if (o.kind !== "pointer" || o.state === "gone" || !matches(q, "me", o)) continue;
-      if (!pointed.has(o.location)) pointed.set(o.location, new Set());
-      pointed.get(o.location).add(o.id_at_location);
-    }
-  }
+  // a search for a variable finds the worker holding what it points to, too: worker -> ids of
+  // the objects that matching pointers of the notebook point to
+  const pointed = objQuery && me ? pinnedTargets([me], q) : new Map();
   for (const lane of list) {
     const objs = lane.objects || [];
     let n = objs.length;
