@@ -307,14 +307,6 @@ class PointerTensor(ChainLayer, RemoteHandle):
         """A pointer to a pointer: ``worker`` now holds a pointer to this pointer's object."""
         return worker.send(self)
 
-    def __getitem__(self, index):
-        # torch turns a list index (p[[0, 2]]) into an index tensor on the pointer's placeholder
-        # device, without its values: make it here instead, as a helper the op takes along
-        return _Tensor.__getitem__(self, _index_helpers(index))
-
-    def __setitem__(self, index, value):
-        return _Tensor.__setitem__(self, _index_helpers(index), value)
-
     def copy(self):
         """A pointer to a new copy of the object, made on the same worker (PySyft's ``copy``).
 
@@ -543,6 +535,21 @@ def _index_helpers(index):
     if type(index) is tuple:
         return tuple(_index_helpers(i) if type(i) is list else i for i in index)
     return index
+
+
+def _indexed(func, args, kwargs):
+    """``p[index]``, ``p[index] = v`` (and ``torch.Tensor.__getitem__(p, index)``): torch turns a
+    list index (``p[[0, 2]]``) into an index tensor on the pointer's placeholder device, without
+    its values; it is made here instead, as a helper the op takes along."""
+    if len(args) > 1:
+        args = (args[0], _index_helpers(args[1]), *args[2:])
+    if len(args) == 3 and type(args[2]) in (int, float, bool, complex):  # p[i] = 2.: torch would
+        # make the value a tensor on the placeholder device; a 0-dim constant made here joins the op
+        args = (args[0], args[1], torch.tensor(args[2], dtype=args[0].dtype))
+    return _no_torch_function(func, (), args, kwargs)
+
+
+PYTHON_LEVEL[_Tensor.__getitem__] = PYTHON_LEVEL[_Tensor.__setitem__] = _indexed
 
 
 def _worker_device(d: torch.device) -> torch.device:

@@ -354,3 +354,15 @@ def test_a_helper_copied_to_the_meta_device_never_reaches_a_worker(bob):
     helper._syft_helper = True  # even marked as made by a composite: it has no data
     with pytest.raises(sy.SyftError, match="meta device.*no data"):
         _local_constant(helper, "aten.mul.Tensor")
+
+
+def test_indexing_through_tensors_own_getitem_and_setting_with_lists(bob):
+    x = torch.arange(60.).reshape(3, 4, 5)
+    p = x.send(bob)
+    # torch.Tensor.__getitem__ called as a function (what OpInfo's __getitem__ does)
+    for index in ([1, 2], ([0, 2], slice(None), [1, 3])):
+        torch.testing.assert_close(torch.Tensor.__getitem__(p, index).get(), x[index])
+    for index, value in (([0, 2], 2.0), ((slice(None), [1, 3]), 7), ((1, 2), -1.5), ([True, False, True], True)):
+        p[index] = value
+        x[index] = value
+    torch.testing.assert_close(p.get(), x)
