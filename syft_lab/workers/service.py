@@ -58,6 +58,7 @@ WHOLE = 2**62  # a chunk size no message reaches: one message, one frame
 # round trip). Anything else, or anything while the command thread is busy, goes there.
 QUICK_SECONDS = 0.005
 QUICK_RELEASES = 64  # releases a quick message may carry (each a decref, maybe a delete)
+QUICK_VALUES = 1024  # state and inputs a quick plan run may name (each looked up on the loop)
 
 _ALLOWED = allowlist.ALLOWED  # op name -> OpOverload
 _ALLOWED_IDS = frozenset(id(op) for op in allowlist.ALLOWED_OPS)
@@ -272,7 +273,7 @@ class WorkerService:
         if type(stored) is not StoredPlan or type(args) is not list:
             return False
         ids = (stored.state_ids if state is None else state) if type(state) in (list, type(None)) else None
-        if ids is None:
+        if ids is None or len(ids) + len(args) > QUICK_VALUES:
             return False
         values = []
         for i in (*ids, *args):
@@ -280,8 +281,11 @@ class WorkerService:
             if not (type(v) is _Tensor or type(v) is _Parameter):
                 return False
             values.append(v)
-        graph = stored.builds.find(values)
-        seconds = None if graph is None else graph.replay_seconds(values, core.limits)
+        try:
+            graph = stored.builds.find(values)
+            seconds = None if graph is None else graph.replay_seconds(values, core.limits)
+        except Exception:  # a hint only: whatever is wrong, the command thread's run says so
+            return False
         return seconds is not None and seconds < QUICK_SECONDS
 
     def handle(self, msg: dict, session: Session | None = None):

@@ -9,11 +9,19 @@ import torch
 import syft_lab as sy
 from syft_lab.errors import QuotaExceededError
 from syft_lab.plans.graph import Node, PlanBuilds, PlanGraph, Value
+import syft_lab.workers.service as service_module
 from syft_lab.workers.limits import Limits
 from syft_lab.workers.service import QUICK_RELEASES, Session, WorkerService
 
 aten = torch.ops.aten
 MiB = 2**20
+
+
+@pytest.fixture(autouse=True)
+def _timing_is_not_the_point(monkeypatch):
+    """A replay's time varies (a garbage collection in it): these tests take any time as quick,
+    except the one about the bound itself."""
+    monkeypatch.setattr(service_module, "QUICK_SECONDS", 60.0)
 
 
 def _stored(service, name, shape, nodes):
@@ -46,6 +54,17 @@ def test_a_stored_plan_is_quick_once_it_ran_on_inputs_of_the_same_metadata():
     assert torch.equal(_run(service, session, msg), torch.full((4,), 3.0))  # the same value
     other = service.core.store(torch.zeros(4, dtype=torch.float64))
     assert not service.quick({**msg, "a": [other]})  # other metadata: not known
+
+
+def test_a_plan_whose_last_replay_took_longer_than_the_bound_is_not_quick(monkeypatch):
+    service, session = WorkerService("quick_slow"), Session()
+    plan = _stored(service, "adds", (4,), _adds(3, (4,)))
+    x = service.core.store(torch.zeros(4))
+    msg = {"c": "run_plan", "id": plan, "a": [x]}
+    _run(service, session, msg), _run(service, session, msg)
+    assert service.quick(msg)
+    monkeypatch.setattr(service_module, "QUICK_SECONDS", 0.0)
+    assert not service.quick(msg)
 
 
 def test_a_plan_with_a_data_sized_op_is_never_quick():
@@ -83,6 +102,18 @@ def test_quick_answers_no_for_anything_else_without_raising(msg):
     service = WorkerService("quick_bad")
     _stored(service, "adds", (4,), _adds(1, (4,)))
     assert service.quick(msg) is False
+
+
+def test_a_wrong_number_of_inputs_is_not_quick_and_is_refused_as_before():
+    service, session = WorkerService("quick_arity"), Session()
+    plan = _stored(service, "adds", (4,), _adds(1, (4,)))
+    x = service.core.store(torch.zeros(4))
+    msg = {"c": "run_plan", "id": plan, "a": [x]}
+    _run(service, session, msg), _run(service, session, msg)
+    assert service.quick(msg)
+    assert not service.quick({**msg, "a": [x, x]})
+    reply, _ = service.handle({**msg, "a": [x, x], "r": 3}, session)
+    assert "takes 1 tensor" in reply["err"]["m"]
 
 
 def test_many_releases_go_to_the_command_thread():
