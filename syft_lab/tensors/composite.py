@@ -13,6 +13,12 @@ A tensor the user
 brought from this process is not made inside the op: it is refused as before
 (``_local_constant`` in pointer.py).
 
+torch's Python-level composites above the dispatcher (``fractional_max_pool2d``,
+``svd_lowrank``, ``multi_head_attention_forward``: ``PYTHON_COMPOSITES``) reach
+``PointerTensor.__torch_function__`` when a pointer is an argument, which runs them under the
+same mode, popped when the call returns; ``torch.masked``'s reduction identities (which no hook
+sees) read a pointer's device as the CPU and are 0-dim constants made here.
+
 Where an op reads the values of a tensor argument here (``tensor_split`` with a tensor of
 split points), and that tensor is a pointer, the whole op runs on the worker.
 
