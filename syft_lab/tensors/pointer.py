@@ -54,6 +54,8 @@ _VALUE_OP_IDS = frozenset(id(op) for op in _VALUE_OPS)
 # that make helper tensors of their own, torch.masked's constants); every other call through
 # __torch_function__ is one dict miss and torch's own disabled implementation.
 PYTHON_LEVEL: dict = {}
+_python_level = PYTHON_LEVEL.get
+_NO_KWARGS: dict = {}  # never written: unpacked by the call it is passed to
 
 
 # id(ref) -> weakref of every live RemoteRef; a ref leaves in its own __del__. (A WeakSet ran
@@ -253,9 +255,9 @@ class PointerTensor(ChainLayer, RemoteHandle):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         """Only torch's Python-level composites listed in ``PYTHON_LEVEL`` do anything here
         (composite.py); every other call goes on as with torch function disabled."""
-        run = PYTHON_LEVEL.get(func)
+        run = _python_level(func)
         if run is None:
-            return _no_torch_function(func, types, args, kwargs or {})
+            return _no_torch_function(func, types, args, kwargs or _NO_KWARGS)
         return run(func, args, kwargs or {})
 
     # --- moving data ------------------------------------------------------------------
