@@ -29,10 +29,11 @@ def test_the_policy_refuses_none_of_torchs_sample_inputs(sweep):
 
 
 def test_pointers_and_logging_tensors_match_plain_torch(sweep):
+    """Issue 22's bar on the bounded sweep: >= 97% through pointers (55/56 ops, 10/10 modules now)."""
     for key in ("ops", "modules"):
         r = sweep[key]
         assert r["logging"] / r["total"] >= 0.99, sweep_opinfo.by_cause(r["failures"]["logging"])
-        assert r["pointer"] / r["total"] >= 0.85, sweep_opinfo.by_cause(r["failures"]["pointer"])
+        assert r["pointer"] / r["total"] >= 0.97, sweep_opinfo.by_cause(r["failures"]["pointer"])
 
 
 def test_a_pointer_sample_is_compared_by_value():
