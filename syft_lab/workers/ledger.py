@@ -114,6 +114,9 @@ def message_cell(msg: dict):
     return events.current_cell.number
 
 
+_now = time.time
+
+
 class Ledger:
     """One worker's records (a ring buffer of LEDGER_CAP) and its totals per kind."""
 
@@ -158,6 +161,26 @@ class Ledger:
         t[0] += 1
         t[1] += rec["bytes"]
         return rec
+
+    def add_from_client(self, kind, direction, session, nbytes, cell, obj_id, op) -> None:
+        """``add`` for the common record (a client's own command, no peer, no items): every
+        pointer op makes one, so it is built in one step."""
+        who = session.label
+        if who is None:
+            who = self.label(session)
+        seq = self.seq
+        rec = {"seq": seq, "kind": kind, "direction": direction, "peer": who, "peer_kind": "client",
+               "bytes": nbytes, "cell": cell, "time": _now(), "id": obj_id, "session": who}
+        if op is not None:
+            rec["op"] = op
+        self.records.append(rec)
+        self.seq = seq + 1
+        self.version += 1
+        t = self.totals.get((kind, direction))
+        if t is None:
+            t = self.totals[(kind, direction)] = [0, 0]
+        t[0] += 1
+        t[1] += nbytes
 
     def retag(self, rec: dict, kind: str, peer=None, peer_kind="worker") -> None:
         """A record turns out to be part of a move (a fetch that was the first half of one)."""

@@ -485,7 +485,10 @@ class WorkerService:
         """An in-record of ``kind``, plus one per value a note says the message carried."""
         cell = message_cell(msg)
         led = self.ledger
-        if note is not None and note.op is not None and op is None:
+        if note is None:  # the common case: a client's own command (every pointer op)
+            led.add_from_client(kind, "in", session, int(nbytes), cell, obj_id, op)
+            return
+        if note.op is not None and op is None:
             op = note.op
         led.add(kind, "in", session, nbytes, cell, obj_id, op=op)
         if note is not None:
