@@ -1,0 +1,331 @@
+"""A FedAvg round in syft_lab beside Flower's simulation engine (issue 28), in one run.
+
+The same work on every side: a 64-32-10 MLP (the same initial weights) on scikit-learn's digits
+(1,347 training / 450 test samples, features / 16) split IID across N clients (one seeded
+permutation, near-equal parts), 1 local epoch, batch 16, SGD lr 0.1, 10 rounds; the figure is the
+median round time of rounds 2-10 (round 1 is the warm-up: models sent, plans traced, actors
+started), and the accuracy on the test set after round 10.
+
+- syft_lab FedAvg over N Ray workers (``sy.ray.workers(N, per_actor=ceil(N / 4))``: 4 actor
+  processes, ``plans=True``), its rounds taken in turns with the same FedAvg over N VirtualWorkers;
+- Flower's simulation (``flwr.simulation.run_simulation``, its Ray backend) with a NumPyClient doing
+  the same training, 0.5 CPU per client on a 2-CPU Ray: 4 actor processes too; the round time is
+  its strategy's fit phase (configure_fit to the end of aggregate_fit), timed inside the run.
+
+N = 4, 16, 32 and 100 (full mode), 4 and 16 (quick), 2 VirtualWorkers only (smoke: no Ray, no
+flwr). flwr is never a dependency of syft_lab: Flower runs in a subprocess of the first Python
+that can import it (``$FLWR_PYTHON``, /tmp/flwr-venv/bin/python, or this one), since flwr pins
+its own Ray version; without one its figures say they were skipped, and why.
+
+    .venv/bin/python benchmarks/bench_flower.py            # full: writes benchmarks/flower_results.md
+    .venv/bin/python benchmarks/bench_flower.py --quick    # prints the table only
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+HERE = Path(__file__).resolve().parent
+ROUNDS, BATCH, LR, SEED = 10, 16, 0.1, 0
+FLOWER_CPUS = 0.5  # per Flower client: 4 actors on a 2-CPU Ray, as many processes as syft_lab's side
+
+
+def digits(n_clients: int):
+    """Train / test tensors and one index array per client (IID: a seeded permutation, split)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_digits(return_X_y=True)
+    x_tr, x_te, y_tr, y_te = train_test_split(x / 16.0, y, test_size=0.25, random_state=SEED, stratify=y)
+    parts = np.array_split(np.random.default_rng(SEED).permutation(len(x_tr)), n_clients)
+    t = lambda a, dt: torch.tensor(a, dtype=dt)  # noqa: E731
+    return t(x_tr, torch.float32), t(y_tr, torch.long), t(x_te, torch.float32), t(y_te, torch.long), parts
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(SEED)
+    return nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+
+
+def accuracy(model, x, y) -> float:
+    with torch.no_grad():
+        return float((model(x).argmax(1) == y).float().mean())
+
+
+# --- Flower (run in a subprocess of a Python that has flwr; imports no syft_lab) ------------------
+def _flower_child(n_clients: int, rounds: int) -> dict:
+    import flwr
+    from flwr.client import ClientApp, NumPyClient
+    from flwr.common import Context, ndarrays_to_parameters
+    from flwr.server import ServerApp, ServerAppComponents, ServerConfig
+    from flwr.server.strategy import FedAvg
+    from flwr.simulation import run_simulation
+    import ray
+
+    torch.set_num_threads(1)
+    x_tr, y_tr, x_te, y_te, parts = digits(n_clients)
+    shards = [(x_tr[p], y_tr[p]) for p in parts]  # shipped to the actors with the ClientApp
+
+    def get(model):
+        return [v.detach().numpy().copy() for v in model.state_dict().values()]
+
+    def put(model, arrays):
+        model.load_state_dict({k: torch.tensor(a) for k, a in zip(model.state_dict(), arrays)})
+
+    class Client(NumPyClient):
+        def __init__(self, pid):
+            self.pid = pid
+
+        def fit(self, parameters, config):
+            torch.set_num_threads(1)
+            model = mlp()
+            put(model, parameters)
+            x, y = shards[self.pid]
+            opt = torch.optim.SGD(model.parameters(), lr=LR)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=BATCH,
+                                                 shuffle=True)
+            for xb, yb in loader:
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                opt.step()
+            return get(model), len(x), {}
+
+    def client_fn(context: Context):
+        return Client(int(context.node_config["partition-id"])).to_client()
+
+    times, scores = {}, {}
+
+    class Timed(FedAvg):
+        def configure_fit(self, server_round, parameters, client_manager):
+            times[server_round] = [time.perf_counter()]
+            return super().configure_fit(server_round, parameters, client_manager)
+
+        def aggregate_fit(self, server_round, results, failures):
+            out = super().aggregate_fit(server_round, results, failures)
+            times[server_round].append(time.perf_counter())
+            if failures:
+                raise RuntimeError(f"round {server_round}: {len(failures)} Flower client(s) failed: {failures[:1]}")
+            return out
+
+    def evaluate_fn(server_round, parameters, config):
+        model = mlp()
+        put(model, parameters)
+        scores[server_round] = accuracy(model, x_te, y_te)
+        return 0.0, {"accuracy": scores[server_round]}
+
+    def server_fn(context: Context):
+        strategy = Timed(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=n_clients,
+                         min_available_clients=n_clients, evaluate_fn=evaluate_fn,
+                         initial_parameters=ndarrays_to_parameters(get(mlp())))
+        return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds))
+
+    t0 = time.perf_counter()
+    run_simulation(server_app=ServerApp(server_fn=server_fn), client_app=ClientApp(client_fn=client_fn),
+                   num_supernodes=n_clients,
+                   backend_config={"init_args": {"num_cpus": 2, "include_dashboard": False},
+                                   "client_resources": {"num_cpus": FLOWER_CPUS, "num_gpus": 0.0}})
+    total = time.perf_counter() - t0
+    rounds_s = [times[r][1] - times[r][0] for r in sorted(times) if len(times[r]) == 2]
+    if len(rounds_s) != rounds:
+        raise RuntimeError(f"Flower ran {len(rounds_s)} of {rounds} rounds")
+    return {"rounds": rounds_s, "accuracy": scores.get(rounds), "total": total,
+            "flwr": flwr.__version__, "ray": ray.__version__}
+
+
+def flower_python() -> tuple[str | None, str]:
+    """A Python that imports flwr, or None and why not."""
+    candidates = [os.environ.get("FLWR_PYTHON"), "/tmp/flwr-venv/bin/python", sys.executable]
+    tried = []
+    for py in [c for c in candidates if c]:
+        if not Path(py).exists():
+            continue
+        ok = subprocess.run([py, "-c", "import flwr.simulation, ray"], capture_output=True, text=True)
+        if ok.returncode == 0:
+            return py, ""
+        tried.append(py)
+    return None, (f"flwr[simulation] is not importable from {', '.join(tried) or 'any Python'} "
+                  f"(install it for the benchmark only, e.g. into /tmp/flwr-venv, or set FLWR_PYTHON)")
+
+
+def flower(py: str, n_clients: int, rounds: int) -> dict:
+    out = subprocess.run([py, str(Path(__file__).resolve()), "--flower-child", str(n_clients), str(rounds)],
+                         capture_output=True, text=True, timeout=900, cwd=str(HERE),
+                         env=dict(os.environ, PYTHONPATH=str(HERE), RAY_DEDUP_LOGS="0"))
+    if out.returncode != 0:
+        raise RuntimeError(f"Flower subprocess failed: {out.stderr[-1500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# --- syft_lab ------------------------------------------------------------------------------------
+def _syft_fedavg(sy, workers, n_clients, name):
+    x_tr, y_tr, x_te, y_te, parts = digits(n_clients)
+    fds = sy.BaseDataset(x_tr, y_tr, name=name).federate(workers, indices=parts)
+    fl = sy.federated.FedAvg(mlp(), fds, lr=LR, batch_size=BATCH, local_epochs=1, plans=True, seed=SEED)
+    return fl, fds, (x_te, y_te)
+
+
+def _syft_rounds(sy, ray_workers, n, rounds):
+    """Rounds on Ray workers and on VirtualWorkers, taken in turns (ABBA...)."""
+    virtual = [sy.VirtualWorker(f"bench_flower_v{i}") for i in range(n)]
+    sides = {}
+    try:
+        if ray_workers is not None:
+            sides["ray"] = _syft_fedavg(sy, ray_workers, n, f"bench_flower_r{n}")
+        sides["virtual"] = _syft_fedavg(sy, virtual, n, f"bench_flower_v{n}")
+        times = {k: [] for k in sides}
+        order = list(sides)
+        for r in range(rounds):
+            for k in (order if r % 2 == 0 else order[::-1]):
+                t0 = time.perf_counter()
+                sides[k][0].round(progress=False)
+                times[k].append(time.perf_counter() - t0)
+        return {k: {"rounds": times[k], "accuracy": accuracy(fl.model, *test)}
+                for k, (fl, _, test) in sides.items()}
+    finally:
+        for _, fds, _ in sides.values():
+            fds.unload()
+        for w in virtual:
+            w.close()
+
+
+def _median_after_warmup(rounds):
+    return statistics.median(rounds[1:]) if len(rounds) > 1 else rounds[0]
+
+
+def run(quick: bool = False) -> list[dict]:
+    import common
+    from common import figure
+
+    import syft_lab as sy
+
+    torch.set_num_threads(1)
+    sy.hook()
+    smoke = common.SMOKE
+    sizes = (2,) if smoke else (4, 16) if quick else (4, 16, 32, 100)
+    rounds = 2 if smoke else 4 if quick else ROUNDS
+    py, why = (None, "smoke mode: no Ray, no Flower") if smoke else flower_python()
+    measured, started = {}, False
+    if not smoke:
+        import ray  # syft_lab's Ray; Flower's runs in its own process and Ray
+
+        started = not ray.is_initialized()
+        sy.ray.init(num_cpus=2)
+    try:
+        for n in sizes:
+            ray_workers = None
+            if not smoke:
+                ray_workers = sy.ray.workers(n, prefix=f"bench_flower_{n}_", per_actor=math.ceil(n / 4))
+            try:
+                measured[n] = _syft_rounds(sy, ray_workers, n, rounds)
+            finally:
+                if ray_workers is not None:
+                    _stop(ray_workers)
+            if py is not None:
+                try:
+                    measured[n]["flower"] = flower(py, n, rounds)
+                except Exception as e:  # noqa: BLE001  (reported in its row, the others stand)
+                    measured[n]["flower"] = {"error": f"{type(e).__name__}: {str(e)[-300:]}"}
+            print(f"bench_flower: {n} clients done", file=sys.stderr, flush=True)
+    finally:
+        if not smoke and started:
+            sy.ray.shutdown()
+    return _figures(figure, measured, sizes, rounds, why, smoke)
+
+
+def _stop(workers):
+    import ray
+
+    actors = {w.actor_id: w.actor for w in workers}
+    for w in workers:
+        w.close()
+    for a in actors.values():
+        ray.kill(a)
+
+
+def _figures(figure, measured, sizes, rounds, why, smoke):
+    out = []
+    med = {n: {k: _median_after_warmup(v["rounds"]) for k, v in m.items() if "rounds" in v}
+           for n, m in measured.items()}
+    for n in sizes:
+        m, t = measured[n], med[n]
+        fl = m.get("flower", {})
+        if smoke:
+            out.append(figure(f"one FedAvg round of the digits MLP on {n} VirtualWorkers (Flower's setup)",
+                              t["virtual"], "s", None,
+                              peer=f"Ray and Flower rounds skipped ({why}); accuracy {m['virtual']['accuracy']:.3f}"))
+            continue
+        if "rounds" in fl:
+            peer = (f"Flower {t['flower'] * 1e3:.0f} ms (flwr {fl['flwr']}, Ray {fl['ray']}); "
+                    f"VirtualWorkers {t['virtual'] * 1e3:.0f} ms")
+            ratio, target = t["ray"] / t["flower"], 1.0
+        else:
+            peer = (f"Flower skipped: {fl.get('error') or why}; VirtualWorkers {t['virtual'] * 1e3:.0f} ms")
+            ratio, target = None, None
+        out.append(figure(f"FedAvg round, digits MLP, {n} clients: syft_lab on Ray workers (plans) vs Flower "
+                          f"simulation", t["ray"], "s", target, ratio=ratio, peer=peer))
+        acc = {k: v["accuracy"] for k, v in m.items() if "accuracy" in v and v["accuracy"] is not None}
+        if "flower" in acc:
+            gap = 100 * (acc["flower"] - acc["ray"])
+            out.append(figure(f"test accuracy after {rounds} rounds, {n} clients: syft_lab (Ray) minus Flower",
+                              100 * acc["ray"], "%", 1.0, ratio=abs(gap),
+                              peer=f"Flower {100 * acc['flower']:.1f}%, syft_lab on VirtualWorkers "
+                                   f"{100 * acc['virtual']:.1f}% (ratio: points apart)"))
+        else:
+            out.append(figure(f"test accuracy after {rounds} rounds, {n} clients: syft_lab (Ray)",
+                              100 * acc["ray"], "%", None,
+                              peer=f"Flower skipped; VirtualWorkers {100 * acc['virtual']:.1f}%"))
+    if smoke:
+        return out
+    small, big = sizes[0], 32 if 32 in sizes else sizes[-1]
+    out.append(figure(f"FedAvg round on Ray workers: {big} clients vs {small} clients (the same work)",
+                      med[big]["ray"], "s", 4.0 if big == 32 else None, ratio=med[big]["ray"] / med[small]["ray"],
+                      peer=f"{small} clients {med[small]['ray'] * 1e3:.0f} ms" +
+                           (f"; Flower {med[big]['flower'] / med[small]['flower']:.2f}x"
+                            if "flower" in med[big] and "flower" in med[small] else "")))
+    return out
+
+
+def main(argv) -> int:
+    if argv[:1] == ["--flower-child"]:
+        print(json.dumps(_flower_child(int(argv[1]), int(argv[2]))))
+        return 0
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE.parent))
+    import common
+    import run as run_mod
+
+    common.SMOKE = "--smoke" in argv
+    quick = "--quick" in argv or common.SMOKE
+    t0 = time.perf_counter()
+    results = run(quick)
+    text = run_mod.table(results)
+    print(text)
+    if not quick:  # the full run: benchmarks/flower_results.md and .json
+        info, src = run_mod.machine(), run_mod.source()
+        fl = next((r["peer"] for r in results if "flwr " in (r["peer"] or "")), "")
+        (HERE / "flower_results.json").write_text(json.dumps({"machine": info, "source": src, "results": results},
+                                                             indent=2))
+        md = ["# syft_lab FedAvg beside Flower's simulation (issue 28)", "",
+              run_mod.source_line(src), "",
+              f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}, torch {info['torch']} "
+              f"({info['torch_threads']} thread(s)), {info['platform']}; load average at the end "
+              f"{', '.join(map(str, info['load_average']))}; run {info['date']}, "
+              f"{time.perf_counter() - t0:.0f} s. Flower: {fl[fl.index('(flwr') + 1:fl.index(')')] if fl else '-'}.",
+              "", "Made by `.venv/bin/python benchmarks/bench_flower.py` (see its docstring for the setup).", "",
+              text, ""]
+        (HERE / "flower_results.md").write_text("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
