@@ -29,7 +29,8 @@ sys.path.insert(0, str(HERE.parent))
 
 import common  # noqa: E402  (beside this script: its SMOKE switch is read by every module)
 
-MODULES = ["bench_runtime", "bench_plans", "bench_transport", "bench_widget", "bench_federated", "bench_smpc", "bench_events", "bench_ray"]
+MODULES = ["bench_runtime", "bench_plans", "bench_transport", "bench_widget", "bench_federated", "bench_smpc", "bench_events", "bench_ray",
+           "bench_flower"]
 
 
 def source() -> dict:

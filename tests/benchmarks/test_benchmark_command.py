@@ -26,7 +26,9 @@ PARTS = {
                "send + get of 1000x1000 (VirtualWorker)",
                "training step: op-by-op pointers vs one plan message (VirtualWorker)",
                "websocket pointer op round trip (1-element add)",
-               "shared 100x100 matmul in process (VirtualWorkers) vs a plain float32 matmul"],
+               "shared 100x100 matmul in process (VirtualWorkers) vs a plain float32 matmul",
+               # smoke mode of bench_flower: VirtualWorkers only (no Ray, no flwr)
+               "one FedAvg round of the digits MLP on 2 VirtualWorkers (Flower's setup)"],
 }
 
 
