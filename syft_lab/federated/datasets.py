@@ -9,8 +9,10 @@
 
 Each slice is *loaded* (``worker.load``): the worker holds it, no pointer owns it, and it stays
 when every pointer to it is gone. Its tags follow the convention of
-``syft_lab.inspection.model.DATASET_TAG``: ``#dataset``, ``#<name>``, and ``#data`` or
-``#target``, so ``bob.search("#digits", "#data")`` finds it and the views show it as a dataset.
+``DATASET_TAG`` (below): ``#dataset``, ``#<name>``, and ``#data`` or ``#target``, so
+``bob.search("#digits", "#data")`` finds it and the views show it as a dataset (the world entry
+marker ``dataset_entry`` is registered with tensors/nodes.py here, in every process that imports
+syft_lab: a worker's summary marks the parts it holds).
 
 Federating a name again from the same kernel (a re-run cell) replaces the parts this kernel
 loaded before; a dataset of that name that someone else loaded stays, and federate says so.
@@ -25,9 +27,36 @@ from torch.utils.data import Dataset, TensorDataset
 
 from ..errors import SyftError, SyftTypeError, SyftValueError, NotFoundError, WorkerUnavailableError
 from ..hook import register_methods
-from ..inspection.model import DATASET_PARTS, DATASET_TAG, dataset_of
+from ..tensors.nodes import register_entry_marker
 from ..tensors.pointer import PointerTensor
 from ..workers.base import BaseWorker, resolve_worker
+
+# A part of a federated dataset is a tensor a worker holds with the tags DATASET_TAG, "#<name>"
+# and one of DATASET_PARTS: search finds it PySyft's way (bob.search("#digits", "#data")) and the
+# views show it as a dataset row (the ``dataset`` field of its world entry).
+DATASET_TAG = "#dataset"
+DATASET_PARTS = {"#data": "data", "#target": "targets"}
+
+
+def dataset_of(tags, shape) -> dict | None:
+    """The dataset a tensor with these tags is part of: name, part, samples, sample shape."""
+    tags = set(tags)
+    if DATASET_TAG not in tags:
+        return None
+    parts = [DATASET_PARTS[t] for t in tags if t in DATASET_PARTS]
+    names = [t[1:] for t in tags - {DATASET_TAG} - set(DATASET_PARTS)]
+    if len(parts) != 1 or len(names) != 1 or not shape:
+        return None
+    return {"name": names[0], "part": parts[0], "samples": shape[0], "sample_shape": list(shape[1:])}
+
+
+def dataset_entry(meta: dict) -> dict | None:
+    """The ``dataset`` field of a stored tensor's world entry, from its metadata (tags, shape)."""
+    dataset = dataset_of(meta["tags"], meta["shape"])
+    return {"dataset": dataset} if dataset is not None else None
+
+
+register_entry_marker(dataset_entry)
 
 DEFAULT_NAME = "federated"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")

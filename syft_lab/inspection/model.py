@@ -16,10 +16,8 @@ from ..dtypes import dtype_name
 from ..ids import tensor_id
 from ..tensors import nodes as _nodes
 from ..tensors.base import ChainLayer
-# DATASET_* and dataset_of are re-exported for syft_lab/federated (they live in tensors/nodes.py,
-# where workers build world entries).
-from ..tensors.nodes import (DATASET_PARTS, DATASET_TAG, LOCAL_OWNER, SCHEMA_VERSION,  # noqa: F401
-                             dataset_of, entry_actions, flatten, object_meta, offered, tree_from_list)
+from ..tensors.nodes import (LOCAL_OWNER, SCHEMA_VERSION, entry_actions, flatten, object_meta, offered,
+                             tree_from_list)
 from ..plans import Plan, PlanPointer
 from ..tensors.pointer import PointerTensor, _live_refs, pointer_state
 from ..tensors.registry import iter_chain
@@ -162,10 +160,11 @@ class Names:
         self.by_obj: dict[int, list[str]] = {}
         self.held_in: dict[int, list[str]] = {}  # pointer id -> container paths
         self.local: list = []  # (id, value) of local tensors and plans bound to a name
-        self._shares: dict | None = None
-        # pointer id -> ((worker, id), {"group", "share"?}, the secret's name): share pointers
-        # inside the layers the notebook holds (by a name, in a container, as a parameter)
-        self.share_pointers: dict = {}
+        # pointer id -> ((worker, id), what its layer tells it (child_fields), the layer's name):
+        # the pointers below the layers the notebook holds (by a name, in a container, as a
+        # parameter) that their layer marks, as a shared tensor marks its shares
+        self.parts: dict = {}
+        self._stored_parts: dict | None = None
         if not namespace:
             return
         for name, value in list(namespace.items()):
@@ -194,7 +193,7 @@ class Names:
             if key not in by_obj:
                 self.local.append((key, value))
                 if issubclass(t, ChainLayer):
-                    self._note_shares(value, name)
+                    self._note_parts(value, name)
             by_obj.setdefault(key, []).append(name)
 
     def _hold(self, path: str, value) -> None:
@@ -203,38 +202,33 @@ class Names:
         if ref is not None and hasattr(ref, "pointer_id"):
             self.held_in.setdefault(ref.pointer_id, []).append(path)
         elif issubclass(type(value), ChainLayer):  # a shared parameter, a shared tensor in a list
-            self._note_shares(value, path)
+            self._note_parts(value, path)
 
     @property
-    def shares(self) -> dict:
-        """(worker, id) -> {"group", "share"?} of every object a live share pointer of this
-        process points to: a stored share is a plain tensor, only its pointer knows (computed
-        on first use: one pass over the live pointers)."""
-        if self._shares is None:
-            self._shares = {}
-            for r in list(_live_refs):
-                group = getattr(r, "group", None)
-                if group is not None and not r.released:
-                    info = {"group": group}
-                    share = getattr(r, "share", None)
-                    if share is not None:
-                        info["share"] = share
-                    self._shares[(r.location.id, r.id)] = info
-            for (loc, obj_id), info, secret in self.share_pointers.values():
-                self._shares.setdefault((loc, obj_id), dict(info)).setdefault("secret", secret)
-        return self._shares
+    def stored_parts(self) -> dict:
+        """(worker, id) -> the fields of the stored object a marked pointer points to (what its
+        layer tells it, and ``secret``: the layer's name): a stored share is a plain tensor, only
+        the layer above its pointer knows (computed on first use)."""
+        if self._stored_parts is None:
+            self._stored_parts = {}
+            for (loc, obj_id), told, holder in self.parts.values():
+                self._stored_parts.setdefault((loc, obj_id), {**told, "secret": holder})
+        return self._stored_parts
 
-    def _note_shares(self, layer, secret: str) -> None:
-        """The share pointers in a layer's chain (a shared tensor's, wherever it is held: a
-        name, a list, a module's parameter): their group, their index, the secret's name."""
+    def _note_parts(self, layer, holder: str) -> None:
+        """The pointers a layer in ``layer``'s chain tells something (``child_fields``: a shared
+        tensor's shares, wherever it is held: a name, a list, a module's parameter): what they
+        are told, and the name of the layer the notebook holds."""
         for t in iter_chain(layer):
-            d = t.__dict__
-            ref = d.get("_ref")
-            if d.get("group") is not None and ref is not None and hasattr(ref, "pointer_id"):
-                info = {"group": d["group"]}
-                if d.get("share") is not None:
-                    info["share"] = d["share"]
-                self.share_pointers.setdefault(ref.pointer_id, ((ref.location.id, ref.id), info, secret))
+            if not isinstance(t, ChainLayer):
+                continue
+            for i, c in enumerate(t.layer_children()):
+                ref = c.__dict__.get("_ref")
+                if ref is None or not hasattr(ref, "pointer_id") or ref.pointer_id in self.parts:
+                    continue
+                told = {k: v for k, v in t.child_fields(i).items() if k != "annotations"}  # chain nodes only
+                if told:
+                    self.parts[ref.pointer_id] = ((ref.location.id, ref.id), told, holder)
 
     def names(self, key) -> list[str]:
         return sorted(self.by_obj.get(key, ()))
@@ -260,9 +254,6 @@ def local_pointer_entry(ref) -> dict:
             entry["gone_how"] = how
         if to:
             entry["gone_to"] = to
-    group = getattr(ref, "group", None)
-    if group is not None:  # one share of a secret
-        entry["group"] = group
     return entry
 
 
@@ -279,15 +270,17 @@ def finish_entry(lane_id: str, o: dict, names: Names) -> dict:
     o["names"] = names.names(key)
     if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and key in names.held_in:
         o["held_in"] = sorted(names.held_in[key])[:3]
-    if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and key in names.share_pointers:
-        _loc, info, secret = names.share_pointers[key]
-        for k, v in info.items():
+    part = None  # what a layer the notebook holds tells this row's object (a share: its secret)
+    if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and key in names.parts:
+        _loc, told, holder = names.parts[key]
+        part = {**told, "secret": holder}  # the layer this pointer is part of, by its name
+    elif lane_id != LOCAL_OWNER and names.parts:
+        part = names.stored_parts.get((lane_id, o["id"]))
+    if part is not None:  # its values never are in the world; it moves with its layer only
+        for k, v in part.items():
             o.setdefault(k, v)
-        o.setdefault("secret", secret)  # the shared tensor this share is part of, by its name
-    if lane_id != LOCAL_OWNER and "group" not in o:
-        share = names.shares.get((lane_id, o["id"])) if names.shares else None
-        if share is not None:  # one share of a secret (its values never are in the world)
-            o.update(share)
+        o["actions"] = []
+        return o
     o["actions"] = entry_actions(lane_id, o)
     return o
 
@@ -396,22 +389,17 @@ def local_entry(key: int, t, names: Names) -> dict:
     """A local tensor, layer or plan bound to a notebook name: a layer offers what it declares."""
     o = finish_entry(LOCAL_OWNER, {"id": key, **object_meta(t), "names": []}, names)
     if isinstance(t, ChainLayer):
-        parties = next((layer.node_fields().get("parties") for layer in iter_chain(t)
-                        if isinstance(layer, ChainLayer) and layer.node_fields().get("parties")), None)
-        if parties:  # a shared value: held by nobody, its shares on these workers
-            o["distributed"] = list(parties)
+        for layer in iter_chain(t):  # what the layers below say of themselves (a fixed precision
+            if isinstance(layer, ChainLayer) and layer is not t:  # tensor over a shared one)
+                for k, v in layer.world_fields().items():
+                    o.setdefault(k, v)
+        if o.get("distributed"):  # a value held by nobody, in pieces on these workers
             try:  # what reconstructing it takes (the world view's "Explain"): names and ids only
                 label = (o.get("names") or o.get("held_in") or [None])[0]
                 o["explain"] = explain_dict(t, label)
             except Exception:  # a view never fails for a value it cannot explain
                 pass
         o["actions"] = offered(type(t).node_actions, o, held=True)
-        for layer in iter_chain(t):  # a fixed precision tensor over a shared one: its secret's group
-            if isinstance(layer, ChainLayer) and layer is not t and not hasattr(layer, "_ref"):
-                for k, v in object_meta(layer).items():
-                    if k in ("group", "crypto_provider") and v is not None:
-                        o.setdefault(k, v)
-
     return o
 
 

@@ -11,7 +11,11 @@ by a public value, sums, views) run on each party by itself; products of two sha
 and comparisons are protocols with the crypto provider's correlated randomness (syft_lab.smpc,
 registered here with ``set_engine``; docs/secure-computation.md).
 
-The shares of one secret carry its ``group`` id in their inspection nodes and world entries.
+What the views know of a secret comes from here alone, through the layer protocol: the shares
+carry its ``group`` id and their ``share`` index in their inspection nodes and world entries
+(``child_fields``; the stored share below a share pointer carries the group too), and its own
+world entry carries the group, the crypto provider and the parties it is ``distributed`` over
+(``world_fields``).
 A shared tensor is never stored on a worker as one object (``remote_storable`` is False): that
 worker would hold every share, hence the secret.
 """
@@ -59,10 +63,6 @@ class AdditiveSharingTensor(ChainLayer):
         r.shares = shares
         r.crypto_provider = crypto_provider
         r.group = new_id() if group is None else group
-        for i, p in enumerate(shares):  # what the views read off each share pointer
-            d = p.__dict__
-            d["group"] = r.group
-            d["share"] = {"index": i, "of": len(shares)}
         return r
 
     def __init__(self, *args, **kwargs):
@@ -106,6 +106,18 @@ class AdditiveSharingTensor(ChainLayer):
         last_op = getattr(self, "last_op", None)  # what made it: {"op", "rounds", "random_words"} (smpc/costs.py)
         if last_op is not None:
             fields["last_op"] = dict(last_op)
+        return fields
+
+    child_fields_below = ("group",)  # the stored share a share pointer points to: its secret's group
+
+    def child_fields(self, i: int) -> dict:
+        """Share ``i`` says which secret it is part of, and which share of how many."""
+        return {"group": self.group, "share": {"index": i, "of": len(self.shares)}}
+
+    def world_fields(self) -> dict:
+        fields = {"group": self.group, "distributed": [w.id for w in self.parties]}
+        if self.crypto_provider is not None:
+            fields["crypto_provider"] = self.crypto_provider.id
         return fields
 
     def display(self) -> dict:

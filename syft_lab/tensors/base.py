@@ -17,6 +17,10 @@ and the wire format, workers, the inspection model and every renderer read only 
     node_actions: tuple[str]   # actions it offers when held in the notebook ("get", "move", ...)
     layer_children() -> list[torch.Tensor]     # the tensors below it, here
     node_fields() -> dict                      # extra JSON fields of its node (no secret values)
+    child_fields(i) -> dict                    # what it tells child i: fields of that child's node
+                                               # and world entries (a share's index, its secret's group)
+    child_fields_below: tuple[str]             # keys of child_fields the nodes below child i carry too
+    world_fields() -> dict                     # extra fields of its own world entry ("me" lane row)
     display() -> dict                          # {"label", "lines", "badge"}: what renderers draw
     stored_copy(copy_child) -> ChainLayer      # an independent, detached copy for a store
     wire_fields() -> dict                      # its fields as wire values (children travel apart)
@@ -124,6 +128,25 @@ class ChainLayer(torch.Tensor):
 
     def node_fields(self) -> dict:
         """Extra JSON-ready fields of this layer's inspection node (never secret values)."""
+        return {}
+
+    #: keys of ``child_fields(i)`` that the nodes below child i carry too (a share pointer's
+    #: remote root, the stored share, carries its secret's group)
+    child_fields_below: tuple = ()
+
+    def child_fields(self, i: int) -> dict:
+        """What this layer tells its child ``layer_children()[i]``: JSON-ready fields (never
+        values) that child's inspection node carries, and the world entries of the child (a
+        pointer's row in "me") and of what it points to (the row on its worker's lane). A layer
+        with several children says which part each is (a share: ``{"group", "share"}``); the
+        inspection model also names the part by what the notebook calls this layer (``secret``)
+        and offers no action on the part alone. Empty by default."""
+        return {}
+
+    def world_fields(self) -> dict:
+        """Extra JSON-ready fields of this layer's world entry (a named local layer's row in
+        "me"; a layer over it carries them too): a shared tensor's ``group``, ``crypto_provider``
+        and the workers it is ``distributed`` over. Empty by default."""
         return {}
 
     def display(self) -> dict:

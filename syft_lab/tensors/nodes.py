@@ -3,8 +3,10 @@
 Why this is here and not in syft_lab/inspection: a worker describes what it stores (``describe``,
 ``summary``) and a worker must not import the inspection package (which enumerates workers). So
 building the node dicts of a chain is part of the layer protocol: this module reads what each
-layer declares (``kind``, ``layer_children()``, ``node_fields()``, ``display()``,
-``node_actions``) and knows no layer type by name. A new layer type needs nothing here.
+layer declares (``kind``, ``layer_children()``, ``node_fields()``, ``child_fields(i)``,
+``world_fields()``, ``display()``, ``node_actions``) and knows no layer type by name: what a
+shared tensor tells its shares (their index, their secret's group) it says through
+``child_fields``. A new layer type needs nothing here.
 
 A chain is a tree (docs/inspection-model.md, version 2): every node has ``children``; a plain
 chain is the one-child case, a pointer's child is the root its worker describes, a shared tensor
@@ -41,7 +43,6 @@ DEFAULT_ACTIONS = {"pointer": ("get", "move"), "logging": ("send", "oplog"), "te
 STORED_ACTIONS = {"plan": ("get",)}
 STORED_DEFAULT = ("get", "move")
 SENDABLE = ("tensor", "logging", "layer", "plan")
-SHARE_FIELDS = ("group", "share")  # what a share pointer carries about its secret
 
 
 def _number(x):
@@ -127,13 +128,11 @@ def offered(declared, node: dict, *, held: bool) -> list[str]:
 def entry_actions(worker_id: str, entry: dict) -> list[str]:
     """The actions of one world entry (a row of a lane): get and move for an object in a
     worker's store, get and move for a pointer in "me", send for local data; none for a
-    pointer that is gone or dangling, nor for one share of a secret. syft_lab/actions.py refuses
-    any other."""
+    pointer that is gone or dangling (nor, by the inspection model, for a part of a layer the
+    notebook holds: a share of a secret). syft_lab/actions.py refuses any other."""
     if entry.get("state", "ok") == "gone" or entry.get("dangling"):
         return []
     kind = entry.get("kind")
-    if entry.get("share") is not None and kind in ("pointer", "tensor"):
-        return []  # one share of a secret: it is got, moved or refreshed through its secret only
     if worker_id != LOCAL_OWNER or "refcount" in entry:
         return list(STORED_ACTIONS.get(kind, STORED_DEFAULT))
     if kind == "pointer":
@@ -148,10 +147,6 @@ def entry_actions(worker_id: str, entry: dict) -> list[str]:
 def _finish(node: dict, declared, held: bool, children: list[dict], display: dict | None = None) -> dict:
     node["display"] = display if display is not None else default_display(node)
     node.setdefault("annotations", [])
-    group = node.get("group")
-    if group is not None:  # the shares of one secret carry its group id
-        for c in children:
-            c.setdefault("group", group)
     node["children"] = children
     parties = distributed_over(children)
     if parties:  # the value exists only as pieces on these workers: no one holds it
@@ -218,18 +213,36 @@ def _layer_node(obj: ChainLayer, owner: str, with_values: bool, held: bool, dept
     fields = dict(obj.node_fields())
     annotations = fields.pop("annotations", None)
     node.update(fields)
-    for k in SHARE_FIELDS:  # a share pointer says which secret it is part of (set by its sharing)
-        if k not in node and obj.__dict__.get(k) is not None:
-            node[k] = obj.__dict__[k]
     if annotations:
         node["annotations"] = [dict(a) for a in annotations]
     children: list[dict] = []
     if depth < MAX_DEPTH:
         children = [_node(c, owner, with_values, False, depth + 1) for c in obj.layer_children()]
+        for i, child in enumerate(children):
+            _tell(child, obj.child_fields(i), type(obj).child_fields_below)
         if not children:  # a pointer: the rest of its chain is on its worker
             remote = _remote_root(obj)
             children = [remote] if remote is not None else []
     return _finish(node, type(obj).node_actions, held, children, _layer_display(obj, node))
+
+
+def _tell(child: dict, told: dict, below: tuple) -> None:
+    """What a layer tells one child (``child_fields``) onto that child's node (its
+    ``annotations`` after the child's own), and the keys in ``below`` onto every node under it
+    too; a node's own fields win."""
+    if not told:
+        return
+    for k, v in told.items():
+        if k == "annotations":  # drawn under the child's own, in every view
+            child["annotations"] = list(child.get("annotations") or ()) + [dict(x) for x in v]
+        else:
+            child.setdefault(k, v)
+    passed = {k: told[k] for k in below if k in told}
+    if passed:
+        for n in walk(child):
+            if n is not child:
+                for k, v in passed.items():
+                    n.setdefault(k, v)
 
 
 def _node(obj, owner: str, with_values: bool, held: bool, depth: int = 0) -> dict:
@@ -304,23 +317,16 @@ def flatten(root: dict) -> list[dict]:
 
 # --- world entries: what a worker tells about each stored object --------------------------------
 
-# A part of a federated dataset (syft_lab/federated) is a tensor a worker holds with the tags
-# DATASET_TAG, "#<name>" and one of DATASET_PARTS: search finds it PySyft's way
-# (bob.search("#digits", "#data")) and the views show it as a dataset row.
-DATASET_TAG = "#dataset"
-DATASET_PARTS = {"#data": "data", "#target": "targets"}
+# What a package above the layers marks on the world entry of a stored tensor from its metadata
+# (tags, shape): syft_lab/federated registers the part of a federated dataset a tensor is.
+_ENTRY_MARKERS: list = []
 
 
-def dataset_of(tags, shape) -> dict | None:
-    """The dataset a tensor with these tags is part of: name, part, samples, sample shape."""
-    tags = set(tags)
-    if DATASET_TAG not in tags:
-        return None
-    parts = [DATASET_PARTS[t] for t in tags if t in DATASET_PARTS]
-    names = [t[1:] for t in tags - {DATASET_TAG} - set(DATASET_PARTS)]
-    if len(parts) != 1 or len(names) != 1 or not shape:
-        return None
-    return {"name": names[0], "part": parts[0], "samples": shape[0], "sample_shape": list(shape[1:])}
+def register_entry_marker(fn) -> None:
+    """Register ``fn(meta) -> dict | None``: fields the world entry of a stored tensor carries,
+    read from its ``tensor_meta`` (no values). Registered once per function."""
+    if fn not in _ENTRY_MARKERS:
+        _ENTRY_MARKERS.append(fn)
 
 
 def object_kind(obj) -> str:
@@ -329,10 +335,6 @@ def object_kind(obj) -> str:
     if isinstance(obj, torch.Tensor):
         return "tensor"
     return getattr(obj, "kind", type(obj).__name__.lower())
-
-
-# Layer node fields a world entry carries too (the world view groups shares by them).
-WORLD_LAYER_FIELDS = ("group", "share", "crypto", "crypto_provider")
 
 
 def object_meta(obj) -> dict:
@@ -345,14 +347,12 @@ def object_meta(obj) -> dict:
         m = tensor_meta(obj)
         del m["grad_fn"]
         meta.update(m)
-        dataset = dataset_of(m["tags"], m["shape"])
-        if dataset is not None:
-            meta["dataset"] = dataset
-        if isinstance(obj, ChainLayer):
-            fields = obj.node_fields()
-            for k in WORLD_LAYER_FIELDS:  # one share of a secret, its provider: never values
-                if fields.get(k) is not None:
-                    meta[k] = fields[k]
+        for mark in _ENTRY_MARKERS:  # a part of a federated dataset
+            extra = mark(m)
+            if extra:
+                meta.update(extra)
+        if isinstance(obj, ChainLayer):  # what the layer says of itself (a shared tensor: its group)
+            meta.update(obj.world_fields())
     return meta
 
 

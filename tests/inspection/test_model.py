@@ -141,6 +141,9 @@ class ThreeShares(ChainLayer):
     def node_fields(self):
         return {"group": self.group_id, "annotations": [{"label": "crypto provider", "value": "carol"}]}
 
+    def child_fields(self, i):  # what every share node carries: its secret's group (the layer hook)
+        return {"group": self.group_id}
+
     def display(self):
         return {"label": "ThreeShares", "lines": [f"{len(self.shares)} shares"], "badge": "secret"}
 
