@@ -133,3 +133,72 @@ def test_the_notebooks_own_worker_has_one_name():
             if isinstance(node, ast.Constant) and node.value == "me" and id(node) not in docstrings:
                 found.append(f"{path.relative_to(SYFT.parent)}:{node.lineno}")
     assert len(found) == 1 and found[0].startswith("syft_lab/commands.py:"), found
+
+
+# --- a layer is one file: no module outside it names its kind (#25 item 1) -------------------------
+# What the views know of a layer comes through the layer protocol (tensors/base.py: node_fields,
+# child_fields, world_fields, display, node_actions), so no other module needs the layer's kind.
+# The documented exceptions, by kind: the module (or package, ending in "/") and why.
+KIND_EXCEPTIONS = {
+    # the secret-sharing pair: a fixed precision tensor over a shared one says so by its badge;
+    # the protocols of the sharing layers are their code (smpc/, docs/secure-computation.md)
+    "shared": {"tensors/fixed_precision.py": "its 'shared' badge", "smpc/": "the sharing protocols"},
+    "fixed_precision": {"smpc/": "the sharing protocols"},
+    # pointers are the world's edges: the world model, its text/SVG views, its diff and tracker and
+    # the actions read pointer rows by kind (docs/inspection-model.md, "world"); a plan pointer
+    # describes itself as one
+    "pointer": {"tensors/nodes.py": "default display and actions of pointer nodes and rows",
+                "inspection/": "pointer rows of the world", "widget/": "arrows of the world view",
+                "actions.py": "get/move of a pointer row", "plans/pointer.py": "a plan pointer's node"},
+    # the op log: default display of a version 1 logging node, the oplog action
+    "logging": {"tensors/nodes.py": "default display and actions of logging nodes",
+                "actions.py": "the oplog action"},
+}
+
+
+def _layer_kinds() -> dict:
+    """kind -> the file of the layer class declaring it (``kind = "..."`` in syft_lab/tensors)."""
+    kinds = {}
+    for path in sorted((SYFT / "tensors").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for stmt in node.body:
+                    if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
+                            and [t.id for t in stmt.targets if isinstance(t, ast.Name)] == ["kind"]):
+                        kinds[stmt.value.value] = path
+    return kinds
+
+
+def _kind_strings(source: str, kinds) -> list:
+    """(kind, line) of every string constant equal to a kind (docstrings left out)."""
+    tree = ast.parse(source)
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.value, n.lineno) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in kinds
+            and id(n) not in docstrings]
+
+
+def _excepted(kind: str, rel: str) -> bool:
+    return any(rel == where or (where.endswith("/") and rel.startswith(where))
+               for where in KIND_EXCEPTIONS.get(kind, {}))
+
+
+def test_no_module_outside_a_layers_file_names_its_kind():
+    kinds = _layer_kinds()
+    assert {"shared", "fixed_precision", "pointer", "logging"} <= set(kinds)
+    found = []
+    for path in _sources():
+        rel = str(path.relative_to(SYFT))
+        for kind, line in _kind_strings(path.read_text(), kinds):
+            if path != kinds[kind] and not _excepted(kind, rel):
+                found.append(f"syft_lab/{rel}:{line} names the {kind!r} layer")
+    assert found == []
+
+
+def test_the_kind_check_sees_a_kind_in_code_not_in_a_docstring():
+    src = '"""a "shared" layer."""\ndef f(node):\n    """shared"""\n    return node["kind"] == "shared"\n'
+    assert _kind_strings(src, {"shared": None}) == [("shared", 4)]
+    assert _excepted("shared", "smpc/engine.py") and not _excepted("shared", "inspection/model.py")
+    assert not _excepted("fixed_precision", "tensors/nodes.py")
