@@ -115,3 +115,19 @@ def test_world_and_chain_json_of_shares_and_datasets_is_unchanged(trio):
         assert got[name]["chain"] == want[name]["chain"], name
         assert got[name]["world"] == want[name]["world"], name
     assert set(got) == set(want)
+
+
+def test_a_shared_tensor_in_a_container_keeps_its_share_marks_in_the_world(trio):
+    """The bug of #25 (Finding 1): the marks came from a pointer slot nothing wrote; they come
+    from the shared layer's child_fields now, wherever the notebook holds it."""
+    bob, alice, carol = trio
+    d = {"data": [torch.tensor([1.0, 2.0]).fix_precision().share(bob, alice, crypto_provider=carol)]}
+    group = d["data"][0].child.group
+    lanes = {lane["id"]: lane for lane in sy.world({"d": d})["workers"]}
+    pointers = [o for o in lanes["me"]["objects"] if o.get("group") == group]
+    stored = lanes["hb_bob"]["objects"] + lanes["hb_alice"]["objects"]
+    for rows in (pointers, stored):
+        assert sorted((o["share"]["index"], o["share"]["of"], o["secret"]) for o in rows) == [
+            (0, 2, "d['data'][0]"), (1, 2, "d['data'][0]")]
+        assert all(o["group"] == group and o["actions"] == [] for o in rows)
+    del d, lanes, pointers, stored
