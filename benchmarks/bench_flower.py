@@ -92,8 +92,10 @@ def _flower_child(n_clients: int, rounds: int) -> dict:
             put(model, parameters)
             x, y = shards[self.pid]
             opt = torch.optim.SGD(model.parameters(), lr=LR)
+            # a new shuffle each round (mlp() reseeds torch's global generator: not that one)
+            g = torch.Generator().manual_seed(SEED + 1000 * int(config["round"]) + self.pid)
             loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=BATCH,
-                                                 shuffle=True)
+                                                 shuffle=True, generator=g)
             for xb, yb in loader:
                 opt.zero_grad()
                 nn.functional.cross_entropy(model(xb), yb).backward()
@@ -126,6 +128,7 @@ def _flower_child(n_clients: int, rounds: int) -> dict:
     def server_fn(context: Context):
         strategy = Timed(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=n_clients,
                          min_available_clients=n_clients, evaluate_fn=evaluate_fn,
+                         on_fit_config_fn=lambda server_round: {"round": server_round},
                          initial_parameters=ndarrays_to_parameters(get(mlp())))
         return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds))
 
