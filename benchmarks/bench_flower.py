@@ -14,9 +14,11 @@ started), and the accuracy on the test set after round 10.
 
 N = 4, 16, 32 and 100 (full mode), 4 and 16 (quick), 2 VirtualWorkers only (smoke: no Ray, no
 flwr). flwr is never a dependency of syft_lab: Flower runs in a subprocess of the first Python
-that can import it (``$FLWR_PYTHON``, /tmp/flwr-venv/bin/python, or this one), since flwr pins
-its own Ray version; without one its figures say they were skipped, and why.
+that can import it (``$FLWR_PYTHON``, .venv-flower/bin/python made by ``benchmarks/setup_flower``,
+or this one), since flwr pins its own Ray version; without one its figures say they were skipped,
+and why.
 
+    benchmarks/setup_flower                                 # once: flwr in .venv-flower
     .venv/bin/python benchmarks/bench_flower.py            # full: writes benchmarks/flower_results.md
     .venv/bin/python benchmarks/bench_flower.py --quick    # prints the table only
 """
@@ -147,7 +149,7 @@ def _flower_child(n_clients: int, rounds: int) -> dict:
 
 def flower_python() -> tuple[str | None, str]:
     """A Python that imports flwr, or None and why not."""
-    candidates = [os.environ.get("FLWR_PYTHON"), "/tmp/flwr-venv/bin/python", sys.executable]
+    candidates = [os.environ.get("FLWR_PYTHON"), str(HERE.parent / ".venv-flower" / "bin" / "python"), sys.executable]
     tried = []
     for py in [c for c in candidates if c]:
         if not Path(py).exists():
@@ -157,7 +159,7 @@ def flower_python() -> tuple[str | None, str]:
             return py, ""
         tried.append(py)
     return None, (f"flwr[simulation] is not importable from {', '.join(tried) or 'any Python'} "
-                  f"(install it for the benchmark only, e.g. into /tmp/flwr-venv, or set FLWR_PYTHON)")
+                  f"(benchmarks/setup_flower installs it for the benchmark only, into .venv-flower; or set FLWR_PYTHON)")
 
 
 def flower(py: str, n_clients: int, rounds: int) -> dict:
