@@ -9,5 +9,13 @@ export function installDom() {
     if (window[k] && !globalThis[k]) globalThis[k] = window[k];
   }
   globalThis.requestAnimationFrame = (f) => setTimeout(f, 0);
+  // linkedom tracks no focus: an element's focus() makes it document.activeElement (body when
+  // it leaves the document), as a browser does
+  let focused = null;
+  window.HTMLElement.prototype.focus = function focus() { focused = this; };
+  Object.defineProperty(document, "activeElement", {
+    configurable: true,
+    get: () => (focused && focused.isConnected ? focused : document.body),
+  });
   return document;
 }

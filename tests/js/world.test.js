@@ -329,3 +329,20 @@ test("the overview comes back whole after a filter hid it", () => {
   wv.destroy();
   wv.frame.remove();
 });
+
+test("a row redrawn by a patch keeps the keyboard's focus on the same button", () => {
+  const wv = view();
+  const w0 = world();
+  wv.update(w0);
+  wv.rowFor("me", 40).querySelector("[data-action=send]").focus();
+  assert.equal(document.activeElement.dataset.action, "send");
+  // x's row changes (a new name): the row is drawn again, and its Send button has the focus
+  const w1 = applyWorldPatch(w0, { type: "world_patch", base: 0, rev: 1,
+    ops: [["put", "me", 4, { ...w0.workers[0].objects[4], names: ["x", "y"] }]] });
+  wv.update(w1);
+  const row = wv.rowFor("me", 40);
+  assert.match(row.textContent, /y/);
+  assert.equal(document.activeElement, row.querySelector("[data-action=send]"));
+  wv.destroy();
+  wv.frame.remove();
+});

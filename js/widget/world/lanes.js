@@ -191,18 +191,28 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
     }
     const made = rowsFrom(html);
     let k = 0;
+    const refocus = [];  // a row redrawn under the keyboard's focus keeps it (a patch mid-menu)
     for (const { L, fresh } of jobs) {
       const frag = document.createDocumentFragment();
       for (const f of fresh) {
         const row = made[k++];
         row.style.top = `${f.i * rowH}px`;
         const old = L.rows.get(f.id);
-        if (old) old.el.remove();
+        if (old) {
+          const focused = old.el.contains(document.activeElement) ? document.activeElement : null;
+          if (focused) refocus.push([row, focused.closest("[data-action]")?.dataset.action]);
+          old.el.remove();
+        }
         L.rows.set(f.id, { entry: f.o, el: row, target: f.target, i: f.i, extra: f.extra });
         if (rows.isLit(objKey(L.lane.id, f.id))) row.classList.add("syft-lit");
         frag.append(row);
       }
       L.list.append(frag);
+    }
+    for (const [row, action] of refocus) {
+      const el = (action && /^[\w-]+$/.test(action) && row.querySelector(`[data-action="${action}"]`))
+        || row.querySelector("button, [tabindex]");
+      el?.focus();
     }
     timings.rows = performance.now() - t0;
   }
