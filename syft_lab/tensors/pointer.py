@@ -68,7 +68,7 @@ class RemoteRef(Ref):
     """A pointer's hold on one remote object. Dropping the last owning one releases the object."""
 
     __slots__ = ("location", "owning", "released", "pointer_id", "owner_id", "target_kind", "shape", "dtype",
-                 "meta", "helper", "gone_how", "gone_to", "group", "__weakref__")
+                 "meta", "helper", "gone_how", "gone_to", "__weakref__")
 
     def __init__(self, location, obj_id: int, owning: bool, target_kind: str = "tensor", shape=None, dtype=None,
                  meta: int = -1):
@@ -81,7 +81,6 @@ class RemoteRef(Ref):
         self.owning = owning
         self.released = False
         self.gone_how = self.gone_to = None  # once released by mark_left: "fetched"/"moved", where to
-        self.group = None  # the secret this ref holds a share of (set by smpc), for the views
         self.pointer_id = new_id()  # the id of the pointer holding this ref, for the views
         self.owner_id = current_holder.get()  # the worker holding that pointer
         _live[id(self)] = _weakref(self)
