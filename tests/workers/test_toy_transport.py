@@ -65,8 +65,13 @@ class SocketPairTransport(FramedTransport):
         return data
 
     def _disconnect(self, done):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # the host's recv sees the end now (close alone may not)
+        except OSError:
+            pass
         self.sock.close()
         self.host.join(timeout=10)
+        assert not self.host.is_alive(), "the toy worker's host thread did not stop"
 
 
 @pytest.fixture
