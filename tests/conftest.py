@@ -14,6 +14,8 @@ from jupyter_client.manager import start_new_kernel
 
 import syft_lab as sy
 import syft_lab.ray as sy_ray
+from syft_lab.widget import live
+from syft_lab.widget.widgets import SyftWidget
 from contract.kinds import LEAK_CHECKED, leak_checked, leaked, ray_clients
 from syft_lab.ray.worker import start_hosts
 from venv_kernel import install_kernelspec
@@ -78,6 +80,20 @@ def pytest_runtest_teardown(item, nextitem):
         pytest.fail(f"objects left on the test's workers after it ended ({len(leaks)}): " + "; ".join(leaks),
                     pytrace=False)
     return result
+
+
+# --- widgets: closed after the test that made them -------------------------------------------
+
+@pytest.fixture(autouse=True)
+def close_new_widgets():
+    """The views a test made (any test: an inspection test's world view too) are closed at its
+    end, so no later test's refresh also refreshes them (tests/widget/conftest.py also idles the
+    scheduler around its tests)."""
+    before = set(map(id, live.widgets()))
+    yield
+    for w in live.widgets():
+        if id(w) not in before and isinstance(w, SyftWidget):  # the sidebar's one view stays: its comm closes it
+            w.close()
 
 
 # --- Ray: one local Ray for the whole test session (started on first use, stopped at the end) ---

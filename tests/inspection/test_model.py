@@ -235,7 +235,10 @@ def test_a_closed_worker_keeps_a_gone_lane_while_a_pointer_points_to_it_in_every
     assert "carl_closing (virtual) [closed]: 0 object(s)" in repr(w)
     from syft_lab.widget.widgets import WorldWidget
     view = WorldWidget(namespace=ns)
-    assert [lane for lane in view.world["workers"] if lane["id"] == "carl_closing"] == [lanes["carl_closing"]]
+    try:
+        assert [lane for lane in view.world["workers"] if lane["id"] == "carl_closing"] == [lanes["carl_closing"]]
+    finally:
+        view.close()
     del ns["x"], x
     import gc
     gc.collect()

@@ -7,7 +7,6 @@ import time
 
 import psutil
 import pytest
-import ray
 import torch
 
 import syft_lab as sy
@@ -23,10 +22,10 @@ def kill_process(pid):
     proc.wait(30)
 
 
-def test_a_killed_actor_turns_its_pointers_into_clear_errors(fresh_worker):
+def test_a_killed_actor_turns_its_pointers_into_clear_errors(fresh_worker, kill_actor):
     carol = fresh_worker("carol")
     p = torch.ones(3).send(carol)
-    ray.kill(carol.actor)  # no restart
+    kill_actor(carol.actor)  # no restart
     start = time.monotonic()
     with pytest.raises(WorkerUnavailableError, match=r"Ray worker 'carol' .*its actor died.*start a new RayWorker"):
         p.get()
@@ -40,14 +39,14 @@ def test_a_killed_actor_turns_its_pointers_into_clear_errors(fresh_worker):
     assert lane["objects"] == [] and "carol" in lane["error"]
 
 
-def test_a_killed_actor_is_noticed_between_requests_without_waiting(fresh_worker):
+def test_a_killed_actor_is_noticed_between_requests_without_waiting(fresh_worker, kill_actor):
     """What a world view's keepalive does (live.poll_remote_events): polls never block, and
     an actor killed while the notebook is idle turns its worker "dead" within a few polls."""
     erin = fresh_worker("erin")
     torch.ones(1).send(erin)
     erin.poll_events()  # sends the probe, waits for nothing
     assert erin.state == "connected"
-    ray.kill(erin.actor)
+    kill_actor(erin.actor)
     deadline = time.monotonic() + 20
     while erin.state != "dead" and time.monotonic() < deadline:
         start = time.monotonic()
@@ -95,10 +94,10 @@ def test_an_actor_that_stops_answering_times_out_and_recovers(fresh_worker):
     assert erin.state == "connected"
 
 
-def test_a_move_whose_source_died_names_the_source(fresh_worker):
+def test_a_move_whose_source_died_names_the_source(fresh_worker, kill_actor):
     frank, grace = fresh_worker("frank"), fresh_worker("grace")
     p = torch.ones(4).send(frank)
-    ray.kill(frank.actor)
+    kill_actor(frank.actor)
     with pytest.raises(WorkerUnavailableError, match="'frank'"):
         p.move(grace)
     assert frank.state == "dead" and grace.state == "connected" and len(grace.objects) == 0

@@ -87,10 +87,10 @@ def test_a_federated_round_runs_unchanged_on_ray_workers(clients):
     assert sum(len(w.objects) for w in clients) == 0  # the round left nothing behind
 
 
-def test_killing_a_shared_actor_makes_each_of_its_workers_say_so(ray_runtime):
+def test_killing_a_shared_actor_makes_each_of_its_workers_say_so(ray_runtime, kill_actor):
     pair = sy_ray.workers(2, prefix="twin", per_actor=2)
     p, q = torch.ones(1).send(pair[0]), torch.ones(1).send(pair[1])
-    ray.kill(pair[0].actor)
+    kill_actor(pair[0].actor)
     with pytest.raises(WorkerUnavailableError, match="Ray worker 'twin0'"):
         p.get()
     assert pair[0].state == "dead" and pair[1].state == "dead"  # the process hosted both
