@@ -65,6 +65,9 @@ def test_the_world_follows_a_websocket_lane_during_a_cell(remote, monkeypatch):
     w, sent = _shown(ns)
     try:
         assert bob.follows_events and alice.follows_events  # the view asked them to push
+        # a view refreshes mid-cell only when every worker pushes (another test's client would not)
+        assert live._all_follow(), [(x.id, x.kind) for x in registry.all_workers()
+                                    if x.kind not in ("local", "virtual") and not x.follows_events]
         live.scheduler.in_cell = True  # a long cell: the view changes while it runs
         live.scheduler.last_flush, live.scheduler.cost = 0.0, 0.0
         monkeypatch.setattr(live, "FLUSH_INTERVAL", 0.0)
