@@ -1,6 +1,6 @@
 """Run every benchmark and write benchmarks/results.md and results.json.
 
-    .venv/bin/python benchmarks/run.py            # full run, at most ~10 minutes on 2 cores
+    .venv/bin/python benchmarks/run.py            # full run, about 15 minutes on 2 cores (bench_flower ~9 of them)
     .venv/bin/python benchmarks/run.py --quick    # short mode (--smoke: the fewest samples, part of scripts/test)
 
 results.md names the commit it measured, and says so when the working tree had uncommitted
