@@ -209,7 +209,7 @@ def _median_after_warmup(rounds):
 
 def run(quick: bool = False) -> list[dict]:
     import common
-    from common import figure
+    from common import figure, stop_ray_workers
 
     import syft_lab as sy
 
@@ -234,7 +234,7 @@ def run(quick: bool = False) -> list[dict]:
                 measured[n] = _syft_rounds(sy, ray_workers, n, rounds)
             finally:
                 if ray_workers is not None:
-                    _stop(ray_workers)
+                    stop_ray_workers(ray_workers)
             if py is not None:
                 try:
                     measured[n]["flower"] = flower(py, n, rounds)
@@ -245,16 +245,6 @@ def run(quick: bool = False) -> list[dict]:
         if not smoke and started:
             sy.ray.shutdown()
     return _figures(figure, measured, sizes, rounds, why, smoke)
-
-
-def _stop(workers):
-    import ray
-
-    actors = {w.actor_id: w.actor for w in workers}
-    for w in workers:
-        w.close()
-    for a in actors.values():
-        ray.kill(a)
 
 
 def _figures(figure, measured, sizes, rounds, why, smoke):

@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 import common
-from common import figure, interleaved, interleaved_samples, paired_ratio, wall_clock
+from common import figure, interleaved, interleaved_samples, paired_ratio, stop_ray_workers, wall_clock
 
 torch.set_num_threads(1)
 CPU = 0.05  # each actor's share of a core
@@ -60,16 +60,6 @@ def _uss(pid) -> int:
     return psutil.Process(pid).memory_full_info().uss
 
 
-def _stop(workers):
-    import ray
-
-    actors = {w.actor_id: w.actor for w in workers}
-    for w in workers:
-        w.close()
-    for a in actors.values():
-        ray.kill(a)
-
-
 def _op(sy, ray, bare_cls, quick):
     bob = sy.RayWorker("bench_ray_bob", num_cpus=CPU)
     bare = bare_cls.options(num_cpus=CPU).remote()
@@ -96,7 +86,7 @@ def _op(sy, ray, bare_cls, quick):
         ratio = paired_ratio(samples, "syft", "bare")  # round by round: the load swings between rounds
         del last[0], p
     finally:
-        _stop([bob])
+        stop_ray_workers([bob])
         ray.kill(bare)
     return [figure("RayWorker pointer op (1-element add) vs a bare actor call doing the same op", t["syft"] * 1e6,
                    "us", 1.2, ratio=ratio,
@@ -125,7 +115,7 @@ def _move(sy, ray, bare_cls, quick):
         ratio = paired_ratio(samples, "bare", "syft")  # throughput: Ray's time over ours
         del ptr[0]
     finally:
-        _stop([a, b])
+        stop_ray_workers([a, b])
         ray.kill(src), ray.kill(dst)
     mib = nbytes / 2**20
     syft_rate, bare_rate = 2 * mib / t["syft"], 2 * mib / t["bare"]
@@ -150,7 +140,7 @@ def _startup(sy, quick):
         if per_actor == 1:
             kept = workers
         else:
-            _stop(workers)
+            stop_ray_workers(workers)
     return out, kept
 
 
@@ -209,7 +199,7 @@ def run(quick: bool = False) -> list[dict]:
         results += startup
         results += _scaling(sy, ray_workers, quick)
     finally:
-        _stop(ray_workers)
+        stop_ray_workers(ray_workers)
         if started:
             sy.ray.shutdown()
     return results

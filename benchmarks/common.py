@@ -67,3 +67,14 @@ def figure(name, value, unit, target, peer=None, ratio=None, *, higher_is_better
         ok = measured >= target if higher_is_better else measured <= target
     return {"name": name, "value": value, "unit": unit, "target": target, "peer": peer,
             "ratio": ratio, "higher_is_better": higher_is_better, "meets_target": ok, "note": note}
+
+
+def stop_ray_workers(workers) -> None:
+    """Close Ray workers and kill their actors (several workers may share one actor)."""
+    import ray
+
+    actors = {w.actor_id: w.actor for w in workers}
+    for w in workers:
+        w.close()
+    for a in actors.values():
+        ray.kill(a)

@@ -42,6 +42,17 @@ def _adds(n, shape):
                  [(shape, "float32")]) for k in range(n)]
 
 
+
+def _warmed(service, n_adds: int, size: int):
+    """A stored plan of ``n_adds`` adds on a tensor of ``size``, run twice (its metadata known):
+    (service, session, the input's id, the run message)."""
+    session = Session()
+    plan = _stored(service, "adds", (size,), _adds(n_adds, (size,)))
+    x = service.core.store(torch.zeros(size))
+    msg = {"c": "run_plan", "id": plan, "a": [x]}
+    _run(service, session, msg), _run(service, session, msg)
+    return service, session, x, msg
+
 def test_a_stored_plan_is_quick_once_it_ran_on_inputs_of_the_same_metadata():
     service, session = WorkerService("quick"), Session()
     plan = _stored(service, "adds", (4,), _adds(3, (4,)))
@@ -57,11 +68,7 @@ def test_a_stored_plan_is_quick_once_it_ran_on_inputs_of_the_same_metadata():
 
 
 def test_a_plan_whose_last_replay_took_longer_than_the_bound_is_not_quick(monkeypatch):
-    service, session = WorkerService("quick_slow"), Session()
-    plan = _stored(service, "adds", (4,), _adds(3, (4,)))
-    x = service.core.store(torch.zeros(4))
-    msg = {"c": "run_plan", "id": plan, "a": [x]}
-    _run(service, session, msg), _run(service, session, msg)
+    service, session, x, msg = _warmed(WorkerService("quick_slow"), 3, 4)
     assert service.quick(msg)
     monkeypatch.setattr(service_module, "QUICK_SECONDS", 0.0)
     assert not service.quick(msg)
@@ -81,11 +88,7 @@ def test_a_plan_with_a_data_sized_op_is_never_quick():
 
 
 def test_a_quick_plan_is_refused_as_any_run_when_the_worker_is_full():
-    service, session = WorkerService("quick_full", Limits(max_bytes=8 * MiB, max_objects=100)), Session()
-    plan = _stored(service, "adds", (2**18,), _adds(2, (2**18,)))  # 1 MiB per node
-    x = service.core.store(torch.zeros(2**18))
-    msg = {"c": "run_plan", "id": plan, "a": [x]}
-    _run(service, session, msg), _run(service, session, msg)
+    service, session, x, msg = _warmed(WorkerService("quick_full", Limits(max_bytes=8 * MiB, max_objects=100)), 2, 2**18)  # 1 MiB per node
     assert service.quick(msg)
     filler = [service.core.store(torch.zeros(2**18)) for _ in range(4)]  # what the worker holds now
     reply, _ = service.handle(dict(msg, r=2), session)
@@ -105,11 +108,7 @@ def test_quick_answers_no_for_anything_else_without_raising(msg):
 
 
 def test_a_wrong_number_of_inputs_is_not_quick_and_is_refused_as_before():
-    service, session = WorkerService("quick_arity"), Session()
-    plan = _stored(service, "adds", (4,), _adds(1, (4,)))
-    x = service.core.store(torch.zeros(4))
-    msg = {"c": "run_plan", "id": plan, "a": [x]}
-    _run(service, session, msg), _run(service, session, msg)
+    service, session, x, msg = _warmed(WorkerService("quick_arity"), 1, 4)
     assert service.quick(msg)
     assert not service.quick({**msg, "a": [x, x]})
     reply, _ = service.handle({**msg, "a": [x, x], "r": 3}, session)
@@ -117,11 +116,7 @@ def test_a_wrong_number_of_inputs_is_not_quick_and_is_refused_as_before():
 
 
 def test_many_releases_go_to_the_command_thread():
-    service, session = WorkerService("quick_rel"), Session()
-    plan = _stored(service, "adds", (4,), _adds(1, (4,)))
-    x = service.core.store(torch.zeros(4))
-    msg = {"c": "run_plan", "id": plan, "a": [x]}
-    _run(service, session, msg), _run(service, session, msg)
+    service, session, x, msg = _warmed(WorkerService("quick_rel"), 1, 4)
     assert service.quick({**msg, "rel": list(range(QUICK_RELEASES))})
     assert not service.quick({**msg, "rel": list(range(QUICK_RELEASES + 1))})
 
