@@ -1,16 +1,21 @@
-"""Secure computation benchmark: ops on additively shared fixed precision tensors.
+"""Secure computation benchmark: syft_lab beside CrypTen 0.4.1, measured in turns in one run.
 
-    .venv/bin/python benchmarks/bench_smpc.py [--quick] [--approximations]
+    .venv/bin/python benchmarks/bench_smpc.py [--quick]      # writes benchmarks/smpc_results.md and .json
+    benchmarks/setup_crypten                                 # first, for the CrypTen columns
 
 Figures:
-- with 2 websocket worker processes as parties and a third as crypto provider (loopback):
-  1-element mul, 100x100 matmul, 100x100 relu, 100x100 add, each against CrypTen 0.4.1's figure
-  on this machine class with 2 parties as processes (2.7 ms, 5.3 ms, 47 ms, 0.45 ms: the issue's
-  numbers; CrypTen itself no longer imports with this torch), with the rounds and messages each
-  op takes and a ping round trip to the same worker measured in turns beside it (the floor of
-  one round);
+- issue 30's ops (add, mul, matmul, relu, a comparison, exp, reciprocal, sigmoid, softmax over
+  100x10, max_pool2d 2x2 on 1x8x8x8, cross-entropy forward + backward on 32x10) on 2 parties
+  as worker processes (websockets on 127.0.0.1) and a third worker process as crypto provider
+  (dealer), sampled in turns with CrypTen 0.4.1 on 2 parties as processes (gloo on 127.0.0.1)
+  with its default trusted-first-party provider (TFP) and with a third-party dealer process
+  (TTP, the design syft_lab has), on the same shapes; medians; rounds per op for every side
+  (syft_lab: round trips from this process; CrypTen: its communicator's count of collectives);
+  a ping round trip to a party in the same turns (the floor of one round). CrypTen runs in
+  .venv-crypten (benchmarks/setup_crypten, never a dependency of syft_lab); without it the
+  CrypTen columns say "CrypTen not installed" and the rest runs;
 - in process (VirtualWorkers): a shared 100x100 matmul against a plain float32 100x100 matmul,
-  in turns (CPU time of this thread: everything runs here);
+  in turns (CPU time of this thread: everything runs here), with the int64 matmul it is built on;
 - randomness: 4*10^5 int64 words (a 100x100 relu's dealer material) from the generator the dealer
   uses (AES-256-CTR, syft_lab.workers.randomness, drawn on the provider's worker by its `deal`
   command), from os.urandom and from torch's randint (the Mersenne Twister the dealer used
@@ -18,23 +23,41 @@ Figures:
 """
 from __future__ import annotations
 
+import datetime
+import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(ROOT))
 
-from common import cpu_clock, figure, interleaved, interleaved_samples  # noqa: E402
+import common  # noqa: E402
+from common import cpu_clock, figure, interleaved  # noqa: E402
 
-CRYPTEN_MS = {"mul1": 2.7, "matmul100": 5.3, "relu100": 47.0, "add100": 0.45,
-              # issue 30: CrypTen 2-party figures on 100x100 (its default provider), for --approximations
-              "exp100": 25.0, "sigmoid100": 110.0, "softmax100": 460.0, "div100": 171.0, "maxpool100": 228.0}
+CRYPTEN_PYTHON = ROOT / ".venv-crypten" / "bin" / "python"
+CRYPTEN_PARTY = HERE / "crypten" / "crypten_party.py"
+RESULTS = HERE / "smpc_results"
+
+# (key, op, shape): issue 30's ops, on the same inputs on both sides (benchmarks/crypten/crypten_party.py)
+OPS = [("add", "add", "100x100"), ("mul1", "mul", "1 element"), ("mul", "mul", "100x100"),
+       ("matmul", "matmul", "100x100"), ("relu", "relu", "100x100"), ("gt", "comparison a > b", "100x100"),
+       ("exp", "exp", "100x100"), ("reciprocal", "reciprocal", "100x100 in [0.5, 4]"),
+       ("sigmoid", "sigmoid", "100x100"), ("softmax", "softmax along dim 1", "100x10"),
+       ("max_pool2d", "max_pool2d 2x2", "1x8x8x8"),
+       ("cross_entropy", "cross-entropy forward + backward", "32x10, public targets")]
+SMOKE_OPS = ("add", "mul1", "matmul", "relu")  # smoke mode: shows the path runs
+GOAL_TTP, GOAL_TFP = 1.0, 1.5
 
 
 def _start(sy, ids):
@@ -51,77 +74,214 @@ def _start(sy, ids):
         t.join()
     missing = [i for i in ids if i not in workers]
     if missing:
+        for w in workers.values():
+            w.close()
         raise RuntimeError(f"workers did not start: {missing}")
     return [workers[i] for i in ids]
 
 
-def _remote(sy, runtime, quick):
-    alice, bob, carol = _start(sy, ["bench_smpc_alice", "bench_smpc_bob", "bench_smpc_carol"])
-    rows = []
-    try:
-        def shared(*shape):
-            return torch.randn(*shape).fix_precision().share(alice, bob, crypto_provider=carol)
+# --- CrypTen: 2 party processes (+ a dealer process for TTP), driven over their stdin -------------
 
-        a1, b1 = shared(1), shared(1)
-        a, b = shared(100, 100), shared(100, 100)
-        ops = {"mul1": lambda: a1 * b1, "matmul100": lambda: a @ b, "relu100": lambda: a.relu(),
-               "add100": lambda: a + b}
-        labels = {"mul1": "1-element mul", "matmul100": "100x100 matmul", "relu100": "100x100 relu",
-                  "add100": "100x100 add"}
-        if "--approximations" in sys.argv:  # issue 30's ops (minutes on a loaded 2-core machine)
-            # softmax of 100x100 along dim 1 is a max over 100 elements per row; every pair compared
-            # at once is 10^6 words a message (a WireError): the rows of 10 the issue names instead
-            a10 = shared(100, 10)
-            ops.update({"exp100": lambda: a.exp(), "sigmoid100": lambda: a.sigmoid(),
-                        "softmax100": lambda: F.softmax(a10, 1), "div100": lambda: a / b,
-                        "maxpool100": lambda: F.max_pool2d(a.view(1, 1, 100, 100), 2)})
-            labels.update({"exp100": "100x100 exp", "sigmoid100": "100x100 sigmoid",
-                           "softmax100": "100x10 softmax (CrypTen's figure: 100x100)", "div100": "100x100 division by a shared value", "maxpool100": "100x100 max_pool2d 2x2"})
-        counts = {}
-        for name, op in ops.items():
-            op()  # warm: meta shapes memoised, connections open
-            runtime.reset_stats()
-            op()
-            counts[name] = dict(runtime.stats)
-        fns = dict(ops, ping=alice.ping)
-        repeat = 5 if quick else 15
-        samples = interleaved_samples(fns, number=1, repeat=repeat)
-        ping = statistics.median(samples["ping"])
-        for name in ops:
-            t = statistics.median(samples[name])
-            c = counts[name]
-            rows.append(figure(
-                f"{labels[name]}, 2 websocket parties + crypto provider (ratio: to CrypTen)", t * 1e3, "ms", 1.0,
-                ratio=t * 1e3 / CRYPTEN_MS[name],
-                peer=f"CrypTen {CRYPTEN_MS[name]} ms; {c['rounds']} rounds, {c['messages']} messages, "
-                     f"{t / max(c['rounds'], 1) * 1e3:.2f} ms a round; a ping {ping * 1e3:.2f} ms"))
-        rows.append(figure("a ping round trip to a party (the floor of one round), in turns with the ops",
-                           ping * 1e3, "ms", None))
+def crypten_missing() -> str | None:
+    """Why CrypTen cannot run here (None: it can)."""
+    if not CRYPTEN_PYTHON.exists():
+        return "CrypTen not installed (run benchmarks/setup_crypten)"
+    probe = subprocess.run([str(CRYPTEN_PYTHON), "-c", "import crypten"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return "CrypTen not installed (import failed: run benchmarks/setup_crypten)"
+    return None
+
+
+class CrypTen:
+    """CrypTen's 2 parties as processes with ``provider`` TFP (its default) or TTP (a dealer process)."""
+
+    def __init__(self, provider: str):
+        self.provider = provider
+        self._rendezvous = tempfile.NamedTemporaryFile(prefix="crypten-rv-", delete=False)
+        self._rendezvous.close()
+        os.unlink(self._rendezvous.name)  # gloo's file store makes it
+        self._logs, self.procs = [], []
+        ranks = 3 if provider == "TTP" else 2
+        for rank in range(ranks):
+            env = dict(os.environ, WORLD_SIZE="2", RANK=str(rank), RENDEZVOUS=f"file://{self._rendezvous.name}",
+                       DISTRIBUTED_BACKEND="gloo", CRYPTEN_PROVIDER=provider, GLOO_SOCKET_IFNAME="lo",
+                       MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+            log = tempfile.TemporaryFile(mode="w+")
+            self._logs.append(log)
+            self.procs.append(subprocess.Popen([str(CRYPTEN_PYTHON), str(CRYPTEN_PARTY)], env=env, text=True,
+                                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log))
+        self.parties = self.procs[:2]
+        self.ask("ready?")
+
+    def ask(self, command: str) -> list[dict]:
+        for p in self.parties:
+            p.stdin.write(command + "\n")
+            p.stdin.flush()
+        out = []
+        for p in self.parties:
+            line = p.stdout.readline()
+            if not line:
+                self._logs[self.procs.index(p)].seek(0)
+                raise RuntimeError(f"a CrypTen party ({self.provider}) ended: "
+                                   f"{self._logs[self.procs.index(p)].read()[-2000:]}")
+            out.append(json.loads(line))
+        if any("error" in o for o in out):
+            raise RuntimeError(out)
+        return out
+
+    def time(self, name: str) -> float:
+        """Seconds of one ``name`` (the slower party, from a barrier before it)."""
+        return max(o["t"] for o in self.ask(f"time {name}"))
+
+    def rounds(self, name: str) -> int:
+        return self.ask(f"rounds {name}")[0]["rounds"]
+
+    def close(self) -> None:
+        for p in self.parties:
+            try:
+                p.stdin.write("quit\n")
+                p.stdin.flush()
+            except OSError:
+                pass
+        deadline = time.monotonic() + 10
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:  # crypten.uninit may wait on a peer that left: end it
+                p.kill()
+                p.wait()
+        for log in self._logs:
+            log.close()
+        if os.path.exists(self._rendezvous.name):
+            os.unlink(self._rendezvous.name)
+
+
+# --- syft_lab: 2 worker processes + a dealer ---------------------------------------------------------
+
+def _syft_ops(alice, bob, carol, keys):
+    g = torch.Generator().manual_seed(0)
+
+    def rand(*shape, low=-2.0, high=2.0):
+        return torch.rand(*shape, generator=g) * (high - low) + low
+
+    def shared(t, **kw):
+        return t.fix_precision().share(alice, bob, crypto_provider=carol, **kw)
+
+    a1, b1 = shared(rand(1)), shared(rand(1))
+    a, b = shared(rand(100, 100)), shared(rand(100, 100))
+    pos = shared(rand(100, 100, low=0.5, high=4.0))
+    a10 = shared(rand(100, 10))
+    img = shared(rand(1, 8, 8, 8))
+    logits = shared(rand(32, 10) * 1.0, requires_grad=True)
+    target = torch.randint(0, 10, (32,), generator=g)
+
+    def cross_entropy():
+        logits.grad = None
+        F.cross_entropy(logits, target).backward()
+        return logits.grad
+
+    ops = {"add": lambda: a + b, "mul1": lambda: a1 * b1, "mul": lambda: a * b, "matmul": lambda: a @ b,
+           "relu": lambda: a.relu(), "gt": lambda: a > b, "exp": lambda: a.exp(),
+           "reciprocal": lambda: pos.reciprocal(), "sigmoid": lambda: a.sigmoid(),
+           "softmax": lambda: F.softmax(a10, 1), "max_pool2d": lambda: F.max_pool2d(img, 2),
+           "cross_entropy": cross_entropy}
+    return {k: ops[k] for k in keys}
+
+
+def _remote(sy, runtime, quick):
+    keys = [k for k, _, _ in OPS if not common.SMOKE or k in SMOKE_OPS]
+    missing = "CrypTen skipped in smoke mode" if common.SMOKE else crypten_missing()
+    repeat = 5 if quick else 11
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    peers = {}
+    try:
+        if missing is None:
+            peers = {"TTP": CrypTen("TTP"), "TFP": CrypTen("TFP")}
+        alice, bob, carol = _start(sy, ["bench_smpc_alice", "bench_smpc_bob", "bench_smpc_carol"])
+        try:
+            ops = _syft_ops(alice, bob, carol, keys)
+            rounds = {}
+            for k in keys:
+                ops[k]()  # warm: meta shapes memoised, connections open, the dealer's pools and templates
+                runtime.reset_stats()
+                ops[k]()
+                rounds[k] = {"ours": dict(runtime.stats)}
+                for name, c in peers.items():
+                    c.time(k)
+                    rounds[k][name] = c.rounds(k)
+            sides = ["ours", *peers]
+            samples = {(s, k): [] for s in sides for k in keys}
+            samples.update({("ping", "ping"): []})
+            for r in range(repeat):
+                for k in (keys if r % 2 == 0 else keys[::-1]):
+                    for s in (sides if r % 2 == 0 else sides[::-1]):
+                        if s == "ours":
+                            t0 = time.perf_counter()
+                            ops[k]()
+                            samples[(s, k)].append(time.perf_counter() - t0)
+                        else:
+                            samples[(s, k)].append(peers[s].time(k))
+                t0 = time.perf_counter()
+                alice.ping()
+                samples[("ping", "ping")].append(time.perf_counter() - t0)
+            del ops
+        finally:
+            for w in (alice, bob, carol):
+                w.close()
     finally:
-        for w in (alice, bob, carol):
-            w.close()
-    return rows
+        for c in peers.values():
+            c.close()
+    med = {key: statistics.median(v) * 1e3 for key, v in samples.items()}
+    ping = med[("ping", "ping")]
+    rows, table = [], []
+    for k, op, shape in OPS:
+        if k not in keys:
+            continue
+        ours, r = med[("ours", k)], rounds[k]
+        entry = {"key": k, "op": op, "shape": shape, "ours_ms": round(ours, 3), "rounds_ours": r["ours"]["rounds"],
+                 "messages_ours": r["ours"]["messages"]}
+        if peers:
+            ttp, tfp = med[("TTP", k)], med[("TFP", k)]
+            entry.update({"crypten_ttp_ms": round(ttp, 3), "crypten_tfp_ms": round(tfp, 3),
+                          "ratio_ttp": round(ours / ttp, 3), "ratio_tfp": round(ours / tfp, 3),
+                          "rounds_crypten_ttp": r["TTP"], "rounds_crypten_tfp": r["TFP"]})
+            entry["meets"] = {"ttp": ours / ttp <= GOAL_TTP, "tfp": ours / tfp <= GOAL_TFP,
+                              "rounds": r["ours"]["rounds"] <= r["TFP"]}
+            peer = (f"CrypTen TTP {ttp:.2f} ms ({r['TTP']} rounds), default {tfp:.2f} ms ({ours / tfp:.2f}x, target "
+                    f"<= {GOAL_TFP}; {r['TFP']} rounds); ours {r['ours']['rounds']} rounds, "
+                    f"{r['ours']['messages']} messages")
+            rows.append(figure(f"{op} {shape}, 2 worker processes + dealer (ratio: to CrypTen TTP)", ours, "ms",
+                               GOAL_TTP, ratio=ours / ttp, peer=peer))
+        else:
+            rows.append(figure(f"{op} {shape}, 2 worker processes + dealer", ours, "ms", None,
+                               peer=f"{missing}; ours {r['ours']['rounds']} rounds, {r['ours']['messages']} messages"))
+        table.append(entry)
+    rows.append(figure("a ping round trip to a party (the floor of one round), in turns with the ops", ping, "ms", None))
+    info = {"crypten": missing or "CrypTen 0.4.1 (.venv-crypten, benchmarks/crypten/patch_crypten.py)",
+            "repeat": repeat, "ping_ms": round(ping, 3), "load_average_start": load_start,
+            "load_average_end": [round(x, 2) for x in os.getloadavg()]}
+    return rows, table, info
 
 
 def _in_process(sy, quick):
     alice, bob, carol = (sy.VirtualWorker(f"bench_smpc_v{i}") for i in range(3))
     try:
         x, w = torch.randn(100, 100), torch.randn(100, 100)
+        xi, wi = (x * 1000).long(), (w * 1000).long()
         sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
         sw = w.fix_precision().share(alice, bob, crypto_provider=carol)
-        t = interleaved({"shared": lambda: sx @ sw, "plain": lambda: x @ w},
+        t = interleaved({"shared": lambda: sx @ sw, "plain": lambda: x @ w, "int64": lambda: xi @ wi},
                         number=2 if quick else 5, repeat=5 if quick else 15, clock=cpu_clock)
         del sx, sw
     finally:
         for v in (alice, bob, carol):
             v.close()
     return [figure("shared 100x100 matmul in process (VirtualWorkers) vs a plain float32 matmul", t["shared"] * 1e3,
-                   "ms", 20.0, ratio=t["shared"] / t["plain"], peer=f"plain {t['plain'] * 1e6:.0f} us")]
+                   "ms", 20.0, ratio=t["shared"] / t["plain"],
+                   peer=f"plain {t['plain'] * 1e6:.0f} us; one int64 100x100 matmul {t['int64'] * 1e6:.0f} us")]
 
 
 def _randomness(sy, quick):
-    import os
-
     from syft_lab.workers import randomness as csprng
 
     words = 4 * 10**5
@@ -130,12 +290,61 @@ def _randomness(sy, quick):
            "randint": lambda: torch.randint(-2**63, 2**63 - 1, (words,), dtype=torch.int64)}
     t = interleaved(fns, number=1 if quick else 3, repeat=5 if quick else 15, clock=cpu_clock)
     mb = 8 * words / 1e6
-    rows = [figure(f"4e5 random int64 words from the dealer's generator ({csprng.BACKEND}) (ratio: to torch randint)",
+    return [figure(f"4e5 random int64 words from the dealer's generator ({csprng.BACKEND}) (ratio: to torch randint)",
                    t["csprng"] * 1e3, "ms", None, ratio=t["csprng"] / t["randint"],
                    peer=f"{mb / t['csprng']:.0f} MB/s; os.urandom {t['urandom'] * 1e3:.2f} ms ({mb / t['urandom']:.0f} MB/s); "
                         f"torch randint (Mersenne Twister) {t['randint'] * 1e3:.2f} ms ({mb / t['randint']:.0f} MB/s)")]
 
-    return rows
+
+def _commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "syft_lab", "benchmarks"],
+                           capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    return f"{out or 'unknown'}{' plus uncommitted changes' if dirty else ' (clean)'}"
+
+
+def write_results(table, info, in_process, path: Path = RESULTS) -> None:
+    """benchmarks/smpc_results.md and .json: one row per op, every side measured in the same run."""
+    info = dict(info, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                commit=_commit(), cores=os.cpu_count(), torch=torch.__version__,
+                in_process_matmul={"ms": round(in_process["value"], 4), "ratio_to_plain_float": round(in_process["ratio"], 2),
+                                   "peer": in_process["peer"]})
+    path.with_suffix(".json").write_text(json.dumps({"info": info, "ops": table}, indent=2) + "\n")
+
+    def yes(v):
+        return "yes" if v else "**no**"
+
+    lines = ["# Secure computation: syft_lab beside CrypTen 0.4.1 (benchmarks/bench_smpc.py)", "",
+             f"Run {info['date']} at {info['commit']}; {info['cores']} cores, torch {info['torch']}; load average "
+             f"(1, 5, 15 min) {info['load_average_start']} at the start, {info['load_average_end']} at the end "
+             f"(the machine is shared: read the ratios, every side was sampled in turns in the same run).", "",
+             f"syft_lab: 2 parties and a crypto provider as worker processes (websockets on 127.0.0.1), driven by this "
+             f"process; CrypTen: {info['crypten']}, 2 parties as processes (gloo on 127.0.0.1) with its default "
+             f"trusted-first-party provider (TFP) and with a third-party dealer process (TTP). Medians of "
+             f"{info['repeat']} turns, wall time (CrypTen: the slower party's, from a barrier). Rounds: syft_lab's "
+             f"round trips from this process; CrypTen's communicator count (collectives, its TTP requests included). "
+             f"A ping round trip to a party in the same turns: {info['ping_ms']:.2f} ms.", "",
+             "Goals (issue 30): ours <= 1.0x CrypTen TTP, <= 1.5x CrypTen default (TFP), rounds <= CrypTen's "
+             "(its default provider's count: its TTP count adds the dealer's requests).", ""]
+    if table and "crypten_ttp_ms" in table[0]:
+        lines += ["| op | shape | ours ms | CrypTen TTP ms | CrypTen default ms | ours / TTP | ours / default | "
+                  "rounds ours | rounds CrypTen TTP | rounds CrypTen default | <= 1.0x TTP | <= 1.5x default | rounds |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for e in table:
+            m = e["meets"]
+            lines.append(f"| {e['op']} | {e['shape']} | {e['ours_ms']:.2f} | {e['crypten_ttp_ms']:.2f} | "
+                         f"{e['crypten_tfp_ms']:.2f} | {e['ratio_ttp']:.2f} | {e['ratio_tfp']:.2f} | {e['rounds_ours']} | "
+                         f"{e['rounds_crypten_ttp']} | {e['rounds_crypten_tfp']} | {yes(m['ttp'])} | {yes(m['tfp'])} | "
+                         f"{yes(m['rounds'])} |")
+    else:
+        lines += ["| op | shape | ours ms | rounds ours | messages ours |", "|---|---|---|---|---|"]
+        for e in table:
+            lines.append(f"| {e['op']} | {e['shape']} | {e['ours_ms']:.2f} | {e['rounds_ours']} | {e['messages_ours']} |")
+        lines += ["", info["crypten"]]
+    lines += ["", f"In process (VirtualWorkers, CPU time of this thread): a shared 100x100 matmul "
+                  f"{info['in_process_matmul']['ms']:.3f} ms, {info['in_process_matmul']['ratio_to_plain_float']}x a "
+                  f"plain float32 matmul (goal <= 20x); {info['in_process_matmul']['peer']}.", ""]
+    path.with_suffix(".md").write_text("\n".join(lines))
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -144,7 +353,11 @@ def run(quick: bool = False) -> list[dict]:
     from syft_lab.smpc import runtime
 
     sy.hook()
-    return _randomness(sy, quick) + _in_process(sy, quick) + _remote(sy, runtime, quick)
+    in_process = _in_process(sy, quick)
+    remote, table, info = _remote(sy, runtime, quick)
+    if not common.SMOKE and not quick:
+        write_results(table, info, in_process[0])
+    return _randomness(sy, quick) + in_process + remote
 
 
 if __name__ == "__main__":
