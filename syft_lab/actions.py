@@ -49,6 +49,7 @@ from .ids import short as _short
 from .ids import tensor_id
 from .tensors.base import ChainLayer
 from .tensors.logging import LoggingTensor
+from .tensors.nodes import is_edge
 from .tensors.pointer import PointerTensor, mark_left
 from .workers.registry import all_workers
 
@@ -393,7 +394,7 @@ def result_ref(obj) -> dict:
     """Where the result of an action is, as model ids (for the view to highlight it)."""
     if isinstance(obj, PointerTensor):
         ref = obj._ref
-        return {"worker": LOCAL_OWNER, "id": ref.pointer_id, "kind": "pointer",
+        return {"worker": LOCAL_OWNER, "id": ref.pointer_id, "kind": PointerTensor.kind,
                 "location": ref.location.id, "id_at_location": ref.id}
     key = object_key(obj)
     if key is None and isinstance(obj, torch.Tensor):
@@ -420,8 +421,7 @@ def perform(msg, *, known: Lookup, namespace: dict | None, held: Iterable = ()) 
             if entry.get("dangling"):
                 raise ActionError(f"{what} {_short(p['id'])} points to {entry.get('location')!r}, which is closed "
                                   f"or down: {p['action']} is not possible now")
-            if (p["action"] in ("get", "move") and p["worker"] == LOCAL_OWNER and "refcount" not in entry
-                    and entry.get("kind") != "pointer"):
+            if p["action"] in ("get", "move") and p["worker"] == LOCAL_OWNER and "refcount" not in entry and not is_edge(entry):
                 why = f"{p['action']} works on a pointer or on an object on a worker, not on a local {what}"
             else:
                 why = f"{p['action']} is not offered on {what} {_short(p['id'])}"
@@ -444,15 +444,13 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
     if action == "oplog":
         return _oplog(p, entry, ns, held)
     if action not in ACTIONS or (action == "get" and p["worker"] == LOCAL_OWNER and "refcount" not in entry
-                                 and kind != "pointer"):
+                                 and not is_edge(entry)):
         return _layer_action(p, entry, ns, held)
 
     if action == "send":
         if p["worker"] != LOCAL_OWNER or "refcount" in entry:
             raise ActionError("send copies a local object to a worker; an object on a worker moves with "
                               "'move' or comes back with 'get'")
-        if kind not in ("tensor", "logging", "pointer", "layer", "plan") and "send" not in entry.get("actions", ()):
-            raise ActionError(f"a {kind} cannot be sent from a view")
         if p["dest"] == LOCAL_OWNER:
             raise ActionError("send needs another worker than 'me'")
         dest = _live_worker(p["dest"], "send")
@@ -462,7 +460,7 @@ def _run(p: dict, entry: dict, ns: dict, held: list) -> dict:
         dest = _live_worker(p["dest"], "move")
     else:
         dest = None
-    if action in ("get", "move") and p["worker"] == LOCAL_OWNER and "refcount" not in entry and kind != "pointer":
+    if action in ("get", "move") and p["worker"] == LOCAL_OWNER and "refcount" not in entry and not is_edge(entry):
         raise ActionError(f"{action} works on a pointer or on an object on a worker, "
                           f"not on a local {entry.get('type', kind)}")
 
@@ -544,8 +542,6 @@ def _layer_action(p: dict, entry: dict, ns: dict, held: list) -> dict:
 
 
 def _oplog(p: dict, entry: dict, ns: dict, held: list) -> dict:
-    if entry.get("kind") != "logging":
-        raise ActionError(f"oplog reads the op log of a LoggingTensor, not of a {entry.get('kind')}")
     obj = None
     if p["worker"] == LOCAL_OWNER and "refcount" not in entry:
         obj = find_local(p["id"], ns, held)
@@ -558,8 +554,10 @@ def _oplog(p: dict, entry: dict, ns: dict, held: list) -> dict:
             raise ActionError(f"the op log of an object on {worker.id!r} stays there; "
                               f"the view shows its last ops")
         obj = core.objects.get(p["id"])
-    if not isinstance(obj, LoggingTensor):
+    if obj is None:
         raise ActionError(f"LoggingTensor {_short(p['id'])} is no longer here")
+    if not isinstance(obj, LoggingTensor):
+        raise ActionError(f"oplog reads the op log of a LoggingTensor, not of a {type(obj).__name__}")
     records = list(obj.log)
     return {"total": len(records), "log": [r.to_dict() for r in records[-OPLOG_LIMIT:]]}
 

@@ -144,15 +144,9 @@ KIND_EXCEPTIONS = {
     # the protocols of the sharing layers are their code (smpc/, docs/secure-computation.md)
     "shared": {"tensors/fixed_precision.py": "its 'shared' badge", "smpc/": "the sharing protocols"},
     "fixed_precision": {"smpc/": "the sharing protocols"},
-    # pointers are the world's edges: the world model, its text/SVG views, its diff and tracker and
-    # the actions read pointer rows by kind (docs/inspection-model.md, "world"); a plan pointer
-    # describes itself as one
-    "pointer": {"tensors/nodes.py": "default display and actions of pointer nodes and rows",
-                "inspection/": "pointer rows of the world", "widget/": "arrows of the world view",
-                "actions.py": "get/move of a pointer row", "plans/pointer.py": "a plan pointer's node"},
-    # the op log: default display of a version 1 logging node, the oplog action
-    "logging": {"tensors/nodes.py": "default display and actions of logging nodes",
-                "actions.py": "the oplog action"},
+    # pointers are the world's edges, but the views read edges by their ``location`` field
+    # (tensors/nodes.py is_edge), not by kind; a plan pointer describes itself as one
+    "pointer": {"plans/pointer.py": "a plan pointer's node"},
 }
 
 
@@ -197,8 +191,43 @@ def test_no_module_outside_a_layers_file_names_its_kind():
     assert found == []
 
 
+# the sharing layers' own files and their protocols (smpc/) are the only modules that import them
+SHARING_MODULES = ("syft_lab.tensors.additive_sharing", "syft_lab.tensors.fixed_precision")
+
+
+def test_only_smpc_imports_the_sharing_layers():
+    found = []
+    for path in _sources():
+        rel = str(path.relative_to(SYFT))
+        if rel.startswith("smpc/") or rel in ("tensors/additive_sharing.py", "tensors/fixed_precision.py"):
+            continue
+        for name, line in _imported_modules(path.read_text(), path):
+            if any(name == m or name.startswith(m + ".") for m in SHARING_MODULES):
+                found.append(f"syft_lab/{rel}:{line} imports {name}")
+    assert found == []
+
+
+def _imported_modules(source: str, path: Path):
+    """(module, line) of every import, ``from ..tensors import additive_sharing`` as the module."""
+    for name, _inside, line in _imports(path, source):
+        yield name, line
+    package = ["syft_lab"] + list(path.relative_to(SYFT).parent.parts)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            base = package[:len(package) - node.level + 1] if node.level else []
+            for a in node.names:
+                yield ".".join(base + [node.module, a.name]), node.lineno
+
+
+def test_the_sharing_import_check_sees_a_module_imported_from_its_package():
+    src = "from ..tensors import additive_sharing\nfrom ..tensors.fixed_precision import FPT\n"
+    got = {n for n, _ in _imported_modules(src, SYFT / "inspection" / "probe.py")}
+    assert "syft_lab.tensors.additive_sharing" in got and "syft_lab.tensors.fixed_precision" in got
+
+
 def test_the_kind_check_sees_a_kind_in_code_not_in_a_docstring():
     src = '"""a "shared" layer."""\ndef f(node):\n    """shared"""\n    return node["kind"] == "shared"\n'
     assert _kind_strings(src, {"shared": None}) == [("shared", 4)]
     assert _excepted("shared", "smpc/engine.py") and not _excepted("shared", "inspection/model.py")
     assert not _excepted("fixed_precision", "tensors/nodes.py")
+    assert not _excepted("pointer", "widget/diff.py") and not _excepted("logging", "actions.py")

@@ -17,52 +17,65 @@ import html
 import sys
 
 from ..errors import SyftError
-from ..tensors.additive_sharing import AdditiveSharingTensor
 from ..tensors.base import ChainLayer
-from ..tensors.fixed_precision import FixedPrecisionTensor
 from ..tensors.registry import iter_chain
 from ..workers.ledger import read_ledger
 
 RING = "2^64"
+DECODE_FIELDS = ("base", "precision", "scale")  # a fixed-point encoding's node fields
 
 
 def _shared_layers(value):
-    """(the fixed precision layer or None, the additive sharing layer) of a shared value."""
-    fp, ast = None, None
+    """(the decode of an encoding above the split or None, the layer that splits the value or
+    None), read through the layer protocol alone: the split is the layer whose ``child_fields``
+    tell its children which ``share`` they are; an encoding says its ``base``, ``precision``
+    and ``scale`` in ``node_fields`` (a fixed precision tensor)."""
+    decode = None
     for layer in iter_chain(value) if isinstance(value, ChainLayer) else ():
-        if fp is None and isinstance(layer, FixedPrecisionTensor):
-            fp = layer
-        if isinstance(layer, AdditiveSharingTensor):
-            ast = layer
-            break
-    return fp, ast
+        if not isinstance(layer, ChainLayer):
+            continue
+        if layer.layer_children() and "share" in layer.child_fields(0):
+            return decode, layer
+        if decode is None:
+            fields = layer.node_fields()
+            if all(k in fields for k in DECODE_FIELDS):
+                decode = {k: fields[k] for k in DECODE_FIELDS}
+    return decode, None
 
 
-def is_shared(value) -> bool:
-    return _shared_layers(value)[1] is not None
+def _shares(layer):
+    """(share index from 1, of how many, the share's ref: its worker, id and whether it left)
+    for each child of the splitting layer, from what the layer tells it (``child_fields``)."""
+    out = []
+    for i, child in enumerate(layer.layer_children()):
+        told = layer.child_fields(i)["share"]
+        ref = child.__dict__.get("_ref")
+        if ref is None or not hasattr(ref, "location"):
+            raise SyftError(f"share {i + 1} of this value is not a pointer to its party: nothing to explain")
+        out.append((told["index"] + 1, told["of"], ref))
+    return out
 
 
 def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> dict:
     """What reconstructing ``value`` (a shared tensor) takes. ``ledgers``: also read each
     party's ledger (a round trip per remote party) for the cells its share was sent in."""
-    fp, ast = _shared_layers(value)
-    if ast is None:
+    decode, split = _shared_layers(value)
+    if split is None:
         raise SyftError(f"sy.explain takes a secret-shared tensor (x.fix_precision().share(alice, bob, "
                         f"crypto_provider=carol)), got a {type(value).__name__}: nothing to reconstruct")
     secret = name or "the value"
-    n = len(ast.shares)
+    shares = _shares(split)
+    n = len(shares)
     parties = []
-    for i, (w, ptr) in enumerate(zip(ast.parties, ast.shares)):
-        entry = {"worker": w.id, "share": i + 1, "of": n, "id_at_location": ptr.id_at_location}
-        gone = getattr(ptr, "_ref", None)
-        entry["sent"] = bool(gone is not None and getattr(gone, "released", False)
-                             and getattr(gone, "gone_how", None) == "fetched")
+    for index, of, ref in shares:
+        entry = {"worker": ref.location.id, "share": index, "of": of, "id_at_location": ref.id}
+        entry["sent"] = bool(getattr(ref, "released", False) and getattr(ref, "gone_how", None) == "fetched")
         parties.append(entry)
-    provider = ast.crypto_provider.id if ast.crypto_provider is not None else None
+    provider = split.world_fields().get("crypto_provider")
     if ledgers:
-        for entry, w in zip(parties, ast.parties):
+        for entry, (_i, _of, ref) in zip(parties, shares):
             try:
-                records = read_ledger(w)
+                records = read_ledger(ref.location)
             except Exception:  # a party that is down: its ledger is unknown, not empty
                 entry["ledger"] = "unreadable"
                 continue
@@ -73,9 +86,6 @@ def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> di
                 entry["sent_cell"] = sent[-1]["cell"]
                 entry["sent_to"] = sent[-1]["peer"]
     names = [p["worker"] for p in parties]
-    decode = None
-    if fp is not None:
-        decode = {"base": fp.base, "precision": fp.precision, "scale": fp.scale}
     terms = " + ".join(f"share {p['share']} (on {p['worker']})" for p in parties)
     lines = [f"{secret} is held by nobody: {_and(names)} each hold one share, a uniform int64 that alone "
              f"reveals nothing.",

@@ -16,8 +16,8 @@ from ..dtypes import dtype_name
 from ..ids import tensor_id
 from ..tensors import nodes as _nodes
 from ..tensors.base import ChainLayer
-from ..tensors.nodes import (LOCAL_OWNER, SCHEMA_VERSION, entry_actions, flatten, object_meta, offered,
-                             tree_from_list)
+from ..tensors.nodes import (LOCAL_OWNER, SCHEMA_VERSION, entry_actions, flatten, is_edge, live_edge, object_meta,
+                             offered, tree_from_list)
 from ..plans import Plan, PlanPointer
 from ..tensors.pointer import PointerTensor, _live_refs, pointer_state
 from ..tensors.registry import iter_chain
@@ -242,7 +242,7 @@ def local_pointer_entry(ref) -> dict:
     """The row of one of the notebook's pointers in the "me" lane. A pointer whose object was
     fetched or moved away (``state: "gone"``) says what became of it when its ref knows
     (``gone_how``: "fetched", "moved" or "deleted"; ``gone_to``: where a move took it)."""
-    entry = {"id": ref.pointer_id, "kind": "pointer",
+    entry = {"id": ref.pointer_id, "kind": PointerTensor.kind,
              "type": "PlanPointer" if ref.target_kind == "plan" else "PointerTensor",
              "location": ref.location.id, "id_at_location": ref.id, "owning": ref.owning,
              "state": pointer_state(ref), "names": []}
@@ -266,12 +266,13 @@ def local_pointers(names: Names) -> list:
 
 def finish_entry(lane_id: str, o: dict, names: Names) -> dict:
     """An entry with the names the notebook gives it and the actions a view offers on it."""
-    key = o.get("pointer_id", o["id"]) if o.get("kind") == "pointer" else o["id"]
+    edge = is_edge(o)
+    key = o.get("pointer_id", o["id"]) if edge else o["id"]
     o["names"] = names.names(key)
-    if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and key in names.held_in:
+    if lane_id == LOCAL_OWNER and edge and key in names.held_in:
         o["held_in"] = sorted(names.held_in[key])[:3]
     part = None  # what a layer the notebook holds tells this row's object (a share: its secret)
-    if lane_id == LOCAL_OWNER and o.get("kind") == "pointer" and key in names.parts:
+    if lane_id == LOCAL_OWNER and edge and key in names.parts:
         _loc, told, holder = names.parts[key]
         part = {**told, "secret": holder}  # the layer this pointer is part of, by its name
     elif lane_id != LOCAL_OWNER and names.parts:
@@ -429,13 +430,13 @@ def lane_is_down(header: dict) -> bool:
 def pointer_targets(lanes) -> set:
     """The workers the pointer rows of ``lanes`` (lane dicts) point to."""
     return {o.get("location") for lane in lanes for o in lane.get("objects", ())
-            if o.get("kind") == "pointer" and o.get("state") != "gone" and isinstance(o.get("location"), str)}
+            if live_edge(o)}
 
 
 def mark_dangling(entry: dict, down: set, names: Names, lane_id: str) -> dict:
     """``entry`` (a row) with ``dangling`` and no actions if it is a pointer to a worker in
     ``down``, without them otherwise; the same dict if nothing changes."""
-    if entry.get("kind") != "pointer" or entry.get("state") == "gone":
+    if not live_edge(entry):
         return entry
     dangling = entry.get("location") in down
     if dangling == bool(entry.get("dangling")):

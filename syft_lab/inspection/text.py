@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from ..ids import short
 from ..tensors import base as _base
-from ..tensors.nodes import chain_nodes, tree_from_list
+from ..tensors.nodes import chain_nodes, is_edge, tree_from_list
 
 MAX_CHILDREN = 8  # children printed per node; the rest are counted
 
 
 def node_text(node: dict) -> str:
     kind = node["kind"]
-    if kind == "pointer" and "location" in node:
+    if is_edge(node) and "id_at_location" in node:  # a pointer
         state = "" if node.get("state", "ok") == "ok" else f" ({node['state']})"
         return (f"[{node['type']} | {node['owner']}:{short(node['id'])} -> "
                 f"{node['location']}:{short(node['id_at_location'])}{state}]")
@@ -116,7 +116,7 @@ def render_world(world: dict) -> str:
                 names += f"  (state of plan {o['state_of']})"
             tags = f" {' '.join(o['tags'])}" if o.get("tags") else ""
             where = ""
-            if o["kind"] == "pointer":
+            if is_edge(o):
                 where = f" -> {o['location']}:{short(o['id_at_location'])}"
                 if o.get("owning") is False:
                     where += " (not owning)"

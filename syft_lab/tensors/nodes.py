@@ -37,12 +37,33 @@ MAX_DEPTH = 64  # nodes deeper than this are cut (a pointer cycle between in-pro
 # object the notebook holds: the root of a chain owned by "me" whose pointer is not gone.
 READ_ACTIONS = ("oplog",)
 # What plain tensors and the objects that are no layer (plans, plan pointers) offer.
-DEFAULT_ACTIONS = {"pointer": ("get", "move"), "logging": ("send", "oplog"), "tensor": ("send",),
-                   "plan": ("send",), "plan_pointer": ("get",)}
-# World entries: what a view may do with an object in a worker's store, and with a row of "me".
+DEFAULT_ACTIONS = {"tensor": ("send",), "plan": ("send",), "plan_pointer": ("get",)}
+# World entries: what a view may do with an object in a worker's store, and with a row of "me"
+# (a local layer's row offers what its layer declares: inspection/model.py local_entry).
 STORED_ACTIONS = {"plan": ("get",)}
 STORED_DEFAULT = ("get", "move")
-SENDABLE = ("tensor", "logging", "layer", "plan")
+SENDABLE = ("tensor", "layer", "plan")
+
+
+def target_of(entry: dict):
+    """(worker id, id there) of what a world row or a chain node refers to, or None.
+
+    The world's edges are the rows (and nodes) that carry a ``location``, the worker of their
+    target (docs/inspection-model.md): a pointer, a plan pointer, a pointer a worker holds. Views
+    read edges by this field, never by a layer's kind, so a new layer that refers elsewhere is
+    drawn as an edge too."""
+    loc = entry.get("location")
+    return (loc, entry.get("id_at_location")) if isinstance(loc, str) else None
+
+
+def is_edge(entry: dict) -> bool:
+    """Whether a world row or chain node refers to an object elsewhere (see ``target_of``)."""
+    return isinstance(entry.get("location"), str)
+
+
+def live_edge(entry: dict) -> bool:
+    """An edge whose target is still there (not fetched, moved or deleted: ``state`` "gone")."""
+    return isinstance(entry.get("location"), str) and entry.get("state") != "gone"
 
 
 def _number(x):
@@ -90,14 +111,14 @@ def default_display(node: dict) -> dict:
     kind = node.get("kind")
     lines: list[str] = []
     badge = None
-    if kind == "pointer":
+    if is_edge(node):  # a pointer
         lines.append(f"-> {node.get('location')}:{short(node['id_at_location'])}"
                      if isinstance(node.get("id_at_location"), int) else f"-> {node.get('location')}")
         if node.get("state", "ok") != "ok":
             badge = node["state"]
         elif node.get("owning") is False:
             badge = "not owning"
-    elif kind == "logging":
+    elif "log_length" in node:  # an op log
         tail = node.get("log_tail") or []
         n = node.get("log_length", 0)
         lines.append(f"log: {n} op{'' if n == 1 else 's'}" + (f", last {tail[-1]}" if tail else ""))
@@ -135,7 +156,7 @@ def entry_actions(worker_id: str, entry: dict) -> list[str]:
     kind = entry.get("kind")
     if worker_id != LOCAL_OWNER or "refcount" in entry:
         return list(STORED_ACTIONS.get(kind, STORED_DEFAULT))
-    if kind == "pointer":
+    if is_edge(entry):  # a pointer in "me"
         return ["get"] if entry.get("type") == "PlanPointer" else ["get", "move"]
     if kind in SENDABLE or entry.get("layer"):
         return ["send"]
@@ -161,7 +182,7 @@ def distributed_over(children: list[dict]) -> list[str]:
     over a shared one); [] when some worker holds the value."""
     if len(children) == 1:
         return list(children[0].get("distributed") or [])
-    where = [c.get("location") for c in children if c.get("kind") == "pointer"]
+    where = [c["location"] for c in children if is_edge(c)]
     if len(children) > 1 and len(where) == len(children) and len(set(where)) > 1:
         return where
     return []

@@ -22,6 +22,7 @@ import copy
 
 from ..commands import LOCAL_OWNER
 from ..inspection.model import lane_is_down
+from ..tensors.nodes import live_edge
 
 
 def lane_header(lane: dict) -> dict:
@@ -164,7 +165,7 @@ def _pointer_names(world: dict) -> dict:
     out: dict = {}
     for lane in world.get("workers", []):
         for o in lane.get("objects", []):
-            if o.get("kind") == "pointer" and o.get("state", "ok") != "gone":
+            if live_edge(o):
                 out.setdefault((o.get("location"), o.get("id_at_location")), []).extend(
                     o.get("names") or o.get("held_in") or [])
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from ..ids import short
-from ..tensors.nodes import LOCAL_OWNER, tree_from_list
+from ..tensors.nodes import LOCAL_OWNER, is_edge, tree_from_list
 
 PALETTE = (330, 95, 30, 280, 205, 180, 0, 150)  # hues; js/widget/dom.js has the same list
 FONT = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px"
@@ -65,7 +65,7 @@ def node_lines(node: dict) -> list[str]:
         lines.append(meta)
     if "display" in node:
         lines.extend(display.get("lines") or [])
-    elif kind == "pointer":  # a node of before version 2 (no display)
+    elif is_edge(node):  # a pointer node of before version 2 (no display)
         state = "" if node.get("state", "ok") == "ok" else f" ({node['state']})"
         lines.append(f"-> {node.get('location')}:{short(node['id_at_location'])}{state}")
     elif kind == "unreachable":
@@ -176,7 +176,7 @@ def world_svg(world: dict, focus: list[str] | None = None) -> str:
             y = top + r * row_h + 12
             pos[(lane["id"], o["id"])] = (x, y - 4)
             names = f" = {', '.join(o['names'])}" if o.get("names") else ""
-            where = f" -> {o['location']}" if o.get("kind") == "pointer" else ""
+            where = f" -> {o['location']}" if is_edge(o) else ""
             text = f"{short(o['id'])} {o.get('type', '')} {shape_text(o)}{where}{names}"
             body.append(_t(x + 8, y, text[:40]))
         if len(objs) > len(shown):
@@ -184,7 +184,7 @@ def world_svg(world: dict, focus: list[str] | None = None) -> str:
                            ' fill-opacity="0.7"'))
     for lane in lanes:
         for o in lane.get("objects", [])[:MAX_ROWS]:
-            if o.get("kind") != "pointer":
+            if not is_edge(o):
                 continue
             a = pos.get((lane["id"], o["id"]))
             b = pos.get((o.get("location"), o.get("id_at_location")))

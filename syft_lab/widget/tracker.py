@@ -33,7 +33,7 @@ import weakref
 
 from ..inspection.model import (Names, _notebook_namespace, finish_entry, gone_lane, lane_header, lane_is_down,
                                 lane_of, local_pointers, mark_dangling, mark_plan_state)
-from ..tensors.nodes import LOCAL_OWNER
+from ..tensors.nodes import LOCAL_OWNER, is_edge, live_edge
 from ..workers.registry import all_workers
 from . import diff
 
@@ -374,7 +374,7 @@ class WorldTracker:
         for lid in ids:
             self.seen[lid] = self.lanes[lid].header.get("kind")
         targets = {o.get("location") for lane in self.lanes.values() for o in lane.objects.values()
-                   if o.get("kind") == "pointer" and o.get("state") != "gone"}
+                   if live_edge(o)}
         changed = False
         for lid in sorted(t for t in targets - present - set(self.lanes) if isinstance(t, str)):
             # pointers to a worker that closed before this tracker showed it: a closed worker is a
@@ -398,7 +398,7 @@ class WorldTracker:
                 self.seen.pop(lid, None)
                 changed = True
         self._mark_dangling([((lid, oid), o) for lid, lane in self.lanes.items() for oid, o in lane.objects.items()
-                             if o.get("kind") == "pointer"], ops, touched)
+                             if is_edge(o)], ops, touched)
         return changed
 
     def _recompute(self, workers) -> dict:
