@@ -6,7 +6,7 @@
 import { Widget } from "@lumino/widgets";
 import type { Message } from "@lumino/messaging";
 import { statusLine } from "../widget/actions.js";
-import { h } from "../widget/dom.js";
+import { LOCAL, h } from "../widget/dom.js";
 import { createWorldView } from "../widget/world.js";
 import type { SidebarComm, World } from "./comm";
 import type { ConnectionState, KernelConnector } from "./connector";
@@ -159,7 +159,7 @@ export class SyftPanel extends Widget {
       this._message.textContent = "";
     }
     this._worldBox.hidden = false;
-    this._hint.hidden = world.workers.some((l) => l.id !== "me");
+    this._hint.hidden = world.workers.some((l) => l.id !== LOCAL);
     this.node.dataset.rev = String(world.rev ?? "");
     this._world.update(world, []);
     this._arrange();

@@ -7,7 +7,7 @@
 // LoggingTensors and data leaves add their richer parts (target chip, op log, values).
 
 import { actionBar } from "./actions.js";
-import { fmtNumber, h, hueClass, shapeText, shortId } from "./dom.js";
+import { LOCAL, fmtNumber, h, hueClass, shapeText, shortId } from "./dom.js";
 
 /** A version 1 list of nodes (head first) as a tree; a tree is returned as it is. */
 export function treeFromList(nodes) {
@@ -39,7 +39,7 @@ export function rootOf(chain) {
 export function ownerRuns(nodes) {
   const runs = [];
   nodes.forEach((node, index) => {
-    const owner = node.owner ?? "me";
+    const owner = node.owner ?? LOCAL;
     const last = runs[runs.length - 1];
     if (last && last.owner === owner) last.nodes.push({ node, index });
     else runs.push({ owner, nodes: [{ node, index }] });
@@ -210,7 +210,7 @@ function logBlock(node, ctx) {
     if (!open) { ctx?.layoutChanged?.(); return; }
     draw();
     if (ctx && ctx.request && n > state.records.length && (!node.actions || node.actions.includes("oplog"))) {
-      const reply = await ctx.request("oplog", { worker: node.owner ?? "me", id: node.id });
+      const reply = await ctx.request("oplog", { worker: node.owner ?? LOCAL, id: node.id });
       if (reply.ok) Object.assign(state, { records: reply.log, total: reply.total });
       draw();
     }
@@ -259,8 +259,8 @@ export function nodeBox(node, ctx, actions = null) {
   body.push(annotationsLine(node));
   body.push(tagsLine(node));
   return h("div", {
-    class: `syft-box syft-box-${kind} ${hueClass(node.owner ?? "me")}`, "data-kind": kind,
-    "data-id": String(node.id ?? ""), "data-owner": node.owner ?? "me",
+    class: `syft-box syft-box-${kind} ${hueClass(node.owner ?? LOCAL)}`, "data-kind": kind,
+    "data-id": String(node.id ?? ""), "data-owner": node.owner ?? LOCAL,
     "data-group": node.group !== undefined ? String(node.group) : null,
   }, head, body);
 }
@@ -280,7 +280,7 @@ function subtree(node, ctx, opts, home) {
   let run = null; // the remote block nodes of another owner go into
   let first = true;
   for (let n = node; n;) {
-    const nOwner = n.owner ?? "me";
+    const nOwner = n.owner ?? LOCAL;
     const link = first ? null : h("div", { class: "syft-link", "aria-hidden": "true" }, "↓");
     if (nOwner !== owner) {
       owner = nOwner;
@@ -304,7 +304,7 @@ function subtree(node, ctx, opts, home) {
       const row = h("div", { class: "syft-branches", role: "group", "aria-label": `${kids.length} branches`,
         style: { display: "grid", gap: "8px", "grid-template-columns": `repeat(${cols}, minmax(0, 1fr))`, "align-items": "start" } },
       kids.map((k, i) => {
-        const where = k.location ?? k.owner ?? "me";
+        const where = k.location ?? k.owner ?? LOCAL;
         return h("div", { class: `syft-branch ${hueClass(where)}`, "data-branch": i, "data-worker": where,
           "data-group": k.group !== undefined ? String(k.group) : null, style: { "min-width": "0" } },
         h("div", { class: "syft-link", "aria-hidden": "true" }, "↓"),
@@ -329,7 +329,7 @@ export function chainBlock(chain, ctx, { buttons = true } = {}) {
   if (title) block.append(h("div", { class: "syft-chain-title" }, title));
   if (!root) return block;
   const label = (n) => (n === root && names[0]) || `${n.type ?? n.kind} ${shortId(n.id)}`;
-  block.append(...subtree(root, ctx, { buttons, label }, root.owner ?? "me"));
+  block.append(...subtree(root, ctx, { buttons, label }, root.owner ?? LOCAL));
   return block;
 }
 

@@ -53,12 +53,16 @@ export function shapeText(o) {
   return `${o.dtype ?? "?"}[${o.shape.join(", ")}]`;
 }
 
+/** The notebook's own worker: its lane's id, the owner of what the notebook holds (the kernel's
+ * commands.LOCAL_OWNER). The one place the front end writes it. */
+export const LOCAL = "me";
+
 // Hues for worker colours; syft_lab/widget/svg.py has the same list and hash.
 export const PALETTE = [330, 95, 30, 280, 205, 180, 0, 150];
 
-/** The hue of a worker's colour, or null for "me" (neutral). FNV-1a over the id. */
+/** The hue of a worker's colour, or null for LOCAL (neutral). FNV-1a over the id. */
 export function workerHue(id) {
-  if (id === "me") return null;
+  if (id === LOCAL) return null;
   let hash = 2166136261;
   for (const ch of String(id)) {
     hash ^= ch.codePointAt(0);
@@ -78,7 +82,7 @@ export function hueClass(id) {
 const RING = Array.from({ length: 24 }, (_, i) => (i * 15 + 5) % 360);
 const LIGHTS = [50, 36, 64];
 
-/** id -> {hue, light} for the workers of one view, in their order; "me" gets none. */
+/** id -> {hue, light} for the workers of one view, in their order; LOCAL gets none. */
 export function laneColours(ids) {
   const out = new Map();
   const used = new Set();
@@ -121,7 +125,7 @@ export const objKey = (worker, id) => `${worker}:${id}`;
 
 /** Whether a world entry is an object stored in a worker's store (vs a local tensor/pointer). */
 export function isStored(worker, entry) {
-  return worker !== "me" || (entry && entry.refcount !== undefined);
+  return worker !== LOCAL || (entry && entry.refcount !== undefined);
 }
 
 /** A compact number for previews (4 significant digits). */

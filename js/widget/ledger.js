@@ -6,7 +6,7 @@
 // material it made, by item. A shared value's row carries `explain` (lines, parties): the
 // world view shows it in a panel and lights the shares it names.
 
-import { esc, h } from "./dom.js";
+import { LOCAL, esc, h } from "./dom.js";
 
 /** "384 B", "2.2 KB" */
 export function sizeText(n) {
@@ -26,7 +26,7 @@ export function ledgerCounts(ledger) {
 
 /** The lane header's button that opens (or closes) the lane's record. */
 export function ledgerButton(lane, open) {
-  if (!lane.ledger || (lane.id === "me" && !lane.ledger.seq)) return null; // the notebook's own worker, unused
+  if (!lane.ledger || (lane.id === LOCAL && !lane.ledger.seq)) return null; // the notebook's own worker, unused
   const { inn, out } = ledgerCounts(lane.ledger);
   return h("button", {
     class: `syft-btn syft-ledger-toggle${open ? " syft-on" : ""}`, type: "button", "aria-expanded": String(open),

@@ -6,7 +6,7 @@
 // click on a node opens its details.
 
 import { Graph, layout } from "@dagrejs/dagre";
-import { h, hueClass, s, shapeText, shortId } from "./dom.js";
+import { LOCAL, h, hueClass, s, shapeText, shortId } from "./dom.js";
 
 export const ROLES = ["input", "state", "constant", "op", "output"];
 export const REGIONS = { forward: "forward", backward: "backward", update: "optimizer update" };
@@ -688,11 +688,11 @@ export function renderPlan(node, { idPrefix, actions = null, onFitted } = {}) {
     h("span", { class: "syft-type" }, node.name || "plan"),
     node.id ? h("span", { class: "syft-id", title: `id ${node.id}` }, shortId(node.id)) : null,
     h("span", { class: "syft-meta syft-plan-nops" }, node.built === false ? "not built yet" : `${nOps} op${nOps === 1 ? "" : "s"}`),
-    node.owner && node.owner !== "me" ? h("span", { class: "syft-owner" }, `on ${node.owner}`) : null, actions);
+    node.owner && node.owner !== LOCAL ? h("span", { class: "syft-owner" }, `on ${node.owner}`) : null, actions);
   const sent = node.sent_to || [];
   const left = (node.left || []).filter((w) => !sent.includes(w));
   // a copy a worker holds (the plan of a PlanPointer) was sent there: it is not "not sent"
-  const remote = node.owner && node.owner !== "me";
+  const remote = node.owner && node.owner !== LOCAL;
   const sentLine = h("div", { class: "syft-plan-sent" },
     sent.length ? ["sent to ", ...sent.map((w) => h("span", { class: `syft-worker-chip ${hueClass(w)}`, "data-worker": w }, w))]
       : remote ? h("span", { class: "syft-muted" }, `the copy ${node.owner} holds: it runs there on its state and your pointers' data`)

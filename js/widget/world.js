@@ -12,6 +12,7 @@
 //   filter.js     the search and a lane's rows in order (pure)
 //   overview.js   many workers folded into chips, a click opens a lane
 //   highlight.js  hover or click a row: it lights up with its pointers, target or siblings
+//   clicks.js     what a click in the lanes means (pure), the rows whose action awaits its reply
 //   history.js    steps, which step is shown, replay, marks and ghosts (pure)
 //   timeline.js   the history's elements: the timeline, the stepper, the replay banner
 //   toolbar.js    search, filters, hide temporaries, large font
@@ -21,10 +22,11 @@
 // view: a world of thousands of objects renders in a few frames.
 
 import { toggleMenu } from "./actions.js";
-import { colourStyle, h, laneColours, objKey, s } from "./dom.js";
+import { LOCAL, colourStyle, h, laneColours, objKey, s } from "./dom.js";
 import { explainPanel } from "./ledger.js";
 import { indexWorld } from "./patch.js";
 import { laneMatches, parseQuery, pinnedTargets } from "./world/filter.js";
+import { clickIntent, createPending } from "./world/clicks.js";
 import { changesBetween, expireChanges, mergeChanges, nextExpiry, recordStep, replayText, shownStep, stepFrom } from "./world/history.js";
 import { createHighlight } from "./world/highlight.js";
 import { BIG_ROW_H, ROW_H, createLanes } from "./world/lanes.js";
@@ -70,7 +72,6 @@ export function createWorldView(ctx) {
   let replaying = -1;
   let history = []; // [{rev, step, world}]
   let changes = { marks: new Map(), ghosts: new Map(), gone: new Map() }; // history.js changesBetween
-  const pending = new Set(); // keys of rows whose action awaits its reply
   const collapsed = new Set();
   const ledgerOpen = new Set(); // lanes whose record (ledger) is open
   let explained = ""; // the key of the shared value whose reconstruction is explained
@@ -117,6 +118,7 @@ export function createWorldView(ctx) {
     chips: overview.chips,
   });
   hl.listen(lanesEl);
+  const pending = createPending({ rowEl: lanesView.rowEl, off: () => !!disabled }); // actions awaiting their reply
 
   const redraw = () => { if (world) update(world, focus, true); };
 
@@ -161,81 +163,41 @@ export function createWorldView(ctx) {
     update(world, focus, true);
   }
 
-  // one listener for every row's buttons (and the lane toggles)
+  // one listener for every row's buttons (and the lane toggles): clicks.js says what a click means
   lanesEl.addEventListener("click", (ev) => {
-    const laneOf = (sel) => ev.target.closest?.(sel)?.closest(".syft-lane")?.dataset.worker;
-    if (ev.target.closest?.(".syft-lane-close")) {
-      const id = laneOf(".syft-lane-close");
-      if (id !== undefined) openLane(id, false);
-      return;
-    }
-    // in the overview, a pointer's worker chip opens the lane it points to
-    const where = ev.target.closest?.(".syft-where");
-    if (where && overviewOn) {
-      const o = lanesView.row(where.closest(".syft-obj")?.dataset.key || "")?.entry;
-      if (o?.kind === "pointer" && laneById.has(o.location) && !opened.has(o.location)) {
+    let it = clickIntent(ev.target);
+    if (it?.do === "openTarget") {
+      // in the overview, a pointer's worker chip opens the lane it points to
+      const o = lanesView.row(it.key)?.entry;
+      if (overviewOn && o?.kind === "pointer" && laneById.has(o.location) && !opened.has(o.location)) {
         openLane(o.location, true);
         return;
       }
+      it = it.otherwise;
     }
-    if (ev.target.closest?.(".syft-ledger-toggle")) {
-      const id = laneOf(".syft-ledger-toggle");
-      if (id !== undefined) flip(ledgerOpen, id);
-      return;
-    }
-    const exBtn = ev.target.closest?.(".syft-explain-btn");
-    if (exBtn) {
+    if (!it) return;
+    if (it.do === "close") openLane(it.lane, false);
+    else if (it.do === "ledger") flip(ledgerOpen, it.lane);
+    else if (it.do === "collapse") flip(collapsed, it.lane);
+    else if (it.do === "pin") hl.togglePin(it.key);
+    else if (it.do === "explain") {
       ev.stopPropagation();
-      const key = exBtn.closest(".syft-obj")?.dataset.key;
-      if (key) showExplain(explained === key ? "" : key);
-      return;
-    }
-    if (ev.target.closest?.(".syft-lane-toggle")) {
-      const id = laneOf(".syft-lane-toggle");
-      if (id !== undefined) flip(collapsed, id);
-      return;
-    }
-    const btn = ev.target.closest?.("button[data-action]");
-    if (!btn) {
-      // a click on a row pins its highlight (a share's siblings, a pointer's target); again: unpins
-      const row = ev.target.closest?.(".syft-obj");
-      if (row && !ev.target.closest?.(".syft-actions")) hl.togglePin(row.dataset.key);
-      return;
-    }
-    if (btn.classList.contains("syft-menu-item")) return;
-    const key = btn.closest(".syft-obj")?.dataset.key;
-    if (!key) return;
-    const R = lanesView.row(key);
-    if (!R) return;
-    ev.stopPropagation();
-    if (disabled || replaying >= 0 || pending.has(key) || btn.disabled) return;
-    const [laneId] = splitKey(key);
-    const target = { worker: laneId, id: R.entry.id };
-    const action = btn.dataset.action;
-    if (btn.hasAttribute("aria-haspopup")) {
-      toggleMenu(btn.closest(".syft-actions"), btn, action, target, { ...menuCtx, disablesRows: true, run: (a, t, x) => runPending(key, a, t, x) },
-        laneId, R.entry);
-    } else {
-      runPending(key, action, target, {});
+      showExplain(explained === it.key ? "" : it.key);
+    } else if (it.do === "run") {
+      const R = lanesView.row(it.key);
+      if (!R) return;
+      ev.stopPropagation();
+      if (disabled || replaying >= 0 || pending.has(it.key) || it.disabled) return;
+      const target = { worker: it.lane, id: R.entry.id };
+      const run = (a, t, x) => pending.run(it.key, () => ctx.run(a, t, x));
+      if (it.menu) {
+        toggleMenu(it.button.closest(".syft-actions"), it.button, it.action, target, { ...menuCtx, disablesRows: true, run },
+          it.lane, R.entry);
+      } else {
+        run(it.action, target, {});
+      }
     }
   });
-
-  /** Run an action with the row's buttons disabled until its reply (a double click sends once). */
-  async function runPending(key, action, target, extra) {
-    if (pending.has(key)) return undefined;
-    pending.add(key);
-    setRowDisabled(key, true);
-    try {
-      return await ctx.run(action, target, extra);
-    } finally {
-      pending.delete(key);
-      setRowDisabled(key, !!disabled);
-    }
-  }
-
-  function setRowDisabled(key, off) {
-    for (const b of lanesView.rowEl(key)?.querySelectorAll("button") || []) b.disabled = off;
-  }
 
   el.addEventListener("scroll", () => schedule(), { passive: true });
 
@@ -270,11 +232,11 @@ export function createWorldView(ctx) {
     colours = laneColours(all.map((l) => l.id));
     laneById = new Map(all.map((l) => [l.id, l]));
     let shown = all.filter((l) => (!focus.length || focus.includes(l.id)) && laneMatches(query, l.id));
-    const others = shown.filter((l) => l.id !== "me");
+    const others = shown.filter((l) => l.id !== LOCAL);
     const many = !focus.length && others.length > OVERVIEW_AT;
     overviewOn = many && !showAll;
-    if (overviewOn) shown = shown.filter((l) => l.id === "me" || opened.has(l.id));
-    overview.render(many ? others : [], { showAll, query, me: laneById.get("me"), opened, colour: rowColour });
+    if (overviewOn) shown = shown.filter((l) => l.id === LOCAL || opened.has(l.id));
+    overview.render(many ? others : [], { showAll, query, me: laneById.get(LOCAL), opened, colour: rowColour });
     hl.lightChips();
     lanesView.show(shown, { query, laneOrder: new Map(all.map((l, i) => [l.id, i])), pins: pinnedTargets(all, query),
       namedTargets: links.namedTargets, ghosts: changes.ghosts, collapsed, providers: links.providers, closable: overviewOn, ledgerOpen,

@@ -2,7 +2,7 @@
 // which objects match it, the targets a matching pointer keeps in view, what a lesson may hide
 // (isTemporary), and a lane's rows in order (laneItems). Pure: data in, data out.
 
-import { objKey, shortId } from "../dom.js";
+import { LOCAL, objKey, shortId } from "../dom.js";
 
 /** A filter from the search text: words match names, types, ids and tags; `worker:bob`,
  * `kind:pointer` and `#tag` (or `tag:x`) restrict. */
@@ -66,8 +66,8 @@ export function isTemporary(laneId, o, namedTargets) {
   if (o.state === "gone") return true;
   if (o.names?.length || o.held_in?.length || o.tags?.length || o.group != null || o.dataset || o.held || o.state_of || o.kind === "plan"
     || o.kind === "crypto" || o.crypto) return false;
-  if (o.kind === "pointer") return laneId === "me";
-  return laneId !== "me" && !namedTargets?.has(objKey(laneId, o.id));
+  if (o.kind === "pointer") return laneId === LOCAL;
+  return laneId !== LOCAL && !namedTargets?.has(objKey(laneId, o.id));
 }
 
 /** The rows of a lane, in order: the "me" lane groups pointers by target worker (named first,
@@ -76,7 +76,7 @@ export function isTemporary(laneId, o, namedTargets) {
 export function laneItems(lane, q, laneOrder, pinned, namedTargets) {
   const objs = (lane.objects || []).filter((o) => (q.empty || matches(q, lane.id, o) || !!pinned?.has(o.id))
     && !(q.tidy && isTemporary(lane.id, o, namedTargets)));
-  if (lane.id !== "me") return objs;
+  if (lane.id !== LOCAL) return objs;
   const byName = (a, b) => {
     const na = (a.names || a.held_in || [])[0];
     const nb = (b.names || b.held_in || [])[0];

@@ -3,7 +3,7 @@
 // as HTML in one batch and reused while their entry is unchanged), and the arrows' layer over
 // them (arrows.js routes, this measures and draws).
 
-import { colourStyle, esc, h, objKey, shapeText, shortId } from "../dom.js";
+import { LOCAL, colourStyle, esc, h, objKey, shapeText, shortId } from "../dom.js";
 import { arrowsInView, arrowsSVG, lanesToMeasure } from "./arrows.js";
 import { laneItems } from "./filter.js";
 import { withGhosts } from "./history.js";
@@ -95,7 +95,7 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
           L.list.style.height = `${L.items.length * rowH}px`;
           L.q = query;
         }
-        const closable = s.closable && lane.id !== "me";
+        const closable = s.closable && lane.id !== LOCAL;
         if (!L.head || !prevLane || headerChanged(prevLane, lane) || L.collapsed !== isCollapsed || L.shown !== nShown
           || (prevLane.objects || []).length !== (lane.objects || []).length || L.closable !== closable || L.provides !== provides
           || L.ledgerOpen !== ledgerOpen.has(lane.id)) {

@@ -1,5 +1,7 @@
 // The world view's legend: what each mark, badge and arrow means.
 
+import { LOCAL } from "../dom.js";
+
 export function legendHTML() {
   const item = (sample, text) => `<li>${sample}<span>${text}</span></li>`;
   return `<ul class="syft-legend-list">${[
@@ -12,7 +14,7 @@ export function legendHTML() {
     item('<span class="syft-badge-gone">gone<span class="syft-gone-where">: moved to alice</span></span>',
       "a pointer a variable still names, whose object was fetched or moved away (it says where): the row stays while the name is bound"),
     item('<span class="syft-badge-gone">dangling</span>', "a pointer to a worker that is closed or unreachable (its lane is greyed)"),
-    item('<span class="syft-legend-lane"></span>', "one colour per worker: its lane, its pointers' chips and arrows ('me' is the notebook)"),
+    item('<span class="syft-legend-lane"></span>', `one colour per worker: its lane, its pointers' chips and arrows ('${LOCAL}' is the notebook)`),
     item('<span class="syft-share" style="--syft-group-hue:205">share 1/2</span>',
       "one share of a secret (its value is never shown: alone it reveals nothing); hover or click one to light up its siblings on the other workers"),
     item('<span class="syft-share syft-share-crypto" style="--syft-group-hue:205">crypto material</span>',

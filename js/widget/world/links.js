@@ -2,7 +2,7 @@
 // the arrows' ends, a row's "← x_ptr", the highlight of a pair or of a share's siblings, and a
 // crypto provider's role. Pure: a world in, maps out.
 
-import { objKey } from "../dom.js";
+import { LOCAL, objKey } from "../dom.js";
 
 const hasGroup = (o) => o.group !== undefined && o.group !== null;
 
@@ -23,7 +23,7 @@ export function worldLinks(w) {
   const secretName = new Map();
   const providers = new Map();
   const groups = (w.workers || []).flatMap((l) => (l.objects || []).map((o) => o.group).filter((g) => g !== undefined && g !== null));
-  for (const o of (w.workers || []).find((l) => l.id === "me")?.objects || []) {
+  for (const o of (w.workers || []).find((l) => l.id === LOCAL)?.objects || []) {
     const name = (o.names?.length ? o.names : o.held_in || [])[0];
     if (hasGroup(o) && o.kind !== "pointer" && name && !secretName.has(o.group)) secretName.set(o.group, name);
     else if (o.secret && hasGroup(o) && !secretName.has(o.group)) secretName.set(o.group, o.secret);
@@ -41,7 +41,7 @@ export function worldLinks(w) {
       const to = objKey(o.location, o.id_at_location);
       const secret = hasGroup(o) ? secretName.get(o.group) : undefined;
       const label = (o.names && o.names[0]) || (o.held_in && o.held_in[0]) || (secret && `${secret}'s share`)
-        || o.description || (lane.id === "me" ? "a pointer" : `${lane.id}'s pointer`);
+        || o.description || (lane.id === LOCAL ? "a pointer" : `${lane.id}'s pointer`);
       if (o.names?.length || o.held_in?.length || o.group != null) namedTargets.add(to);
       if (!pointedBy.has(to)) { pointedBy.set(to, []); pointersTo.set(to, []); }
       pointedBy.get(to).push(label);

@@ -4,7 +4,7 @@
 // dangling pointers. Nothing here keeps state but the share groups' order (setGroupOrder).
 
 import { actionBarHTML } from "../actions.js";
-import { esc, h, objKey, shapeText, shortId } from "../dom.js";
+import { LOCAL, esc, h, objKey, shapeText, shortId } from "../dom.js";
 import { ledgerButton, ledgerPanel } from "../ledger.js";
 
 const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped", "dead"]);
@@ -78,7 +78,7 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   else if (opts.shareOf) main += `<span class="syft-names syft-held-in" title="one share of the secret ${esc(opts.shareOf)}">share of ${esc(opts.shareOf)}</span>`;
   else if (o.state_of) main += `<span class="syft-names syft-held-in" title="a copy of the state (parameters) plan ${esc(o.state_of)} runs on, sent with it; it goes with the plan">state of ${esc(o.state_of)}</span>`;
   else if (o.description) main += `<span class="syft-names syft-held-in" title="its description">${esc(o.description)}</span>`;
-  else if (o.kind === "pointer" && laneId === "me") main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
+  else if (o.kind === "pointer" && laneId === LOCAL) main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
   if (o.group !== undefined && o.group !== null) main += shareHTML(o); // before the rest: a narrow row keeps it
   if (o.distributed?.length && o.kind !== "pointer") {
     main += `<span class="syft-nobody" title="no one holds this value: it exists only as shares on ${esc(o.distributed.join(", "))}`
