@@ -154,8 +154,14 @@ class WorldTracker:
                 dirty.add(lid)  # a new worker (or a new one under an old name): read once
                 self._objects[lid] = w
         if me_dirty:
+            old_parts = self.names.stored_parts if self.names.parts else {}
             self.names = self._names()
             dirty.add(LOCAL_OWNER)
+            # a stored part (a share) is marked by the layer the notebook holds, under its name:
+            # when that name (or the part's holder) changed, its row on its worker is read again
+            new_parts = self.names.stored_parts if self.names.parts else {}
+            if old_parts or new_parts:
+                entries.update(k for k in old_parts.keys() | new_parts.keys() if old_parts.get(k) != new_parts.get(k))
         reread = {lid for lid in dirty if lid in by_id}
         for lid in reread:
             new_lane = self._read_lane(by_id[lid])

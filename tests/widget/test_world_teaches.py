@@ -185,3 +185,33 @@ def test_ops_recorded_in_a_cell_carry_its_number_for_the_op_log(monkeypatch):
     assert reply["ok"] and [(r["op"], r["cell"]) for r in reply["log"]] == [("aten.mul.Tensor", 7),
                                                                            ("aten.add.Tensor", None)]
     view.close()
+
+
+def test_a_shared_tensor_put_in_a_container_keeps_its_share_marks_in_the_view(bob, alice, carol, capture):
+    """The container bug of #25 in the live view: the patch that shows a secret put in a dict of
+    lists marks its shares (index, of, the secret's path), on the pointers and on the parties'
+    lanes, and the browser's world (the first one with the patch applied) says the same."""
+    ns = {}
+    w = WorldWidget(namespace=ns)
+    w._views.add("v1")
+    sent = capture(w)
+    first = w.world
+    ns["d"] = {"data": [torch.tensor([1.0, 2.0]).fix_precision().share(bob, alice, crypto_provider=carol)]}
+    group = ns["d"]["data"][0].child.group
+    live.refresh_all()
+    (patch,) = sent.of("world_patch")
+    browser = diff.apply(first, patch)
+    for world in (w.world, browser):
+        lanes = {lane["id"]: lane for lane in world["workers"]}
+        for rows in ([o for o in lanes["me"]["objects"] if o.get("group") == group],
+                     [o for lid in ("bob", "alice") for o in lanes[lid]["objects"]]):
+            assert sorted((o["share"]["index"], o["share"]["of"], o["secret"]) for o in rows) == [
+                (0, 2, "d['data'][0]"), (1, 2, "d['data'][0]")], rows
+            assert all(o["actions"] == [] for o in rows)  # a share alone is never fetched or moved
+    # moved to another container, the marks follow the secret's new path
+    ns["held"] = [ns.pop("d")["data"]]
+    live.refresh_all()
+    lanes = {lane["id"]: lane for lane in w.world["workers"]}
+    assert sorted(o["secret"] for lid in ("bob", "alice") for o in lanes[lid]["objects"]) == ["held[0][0]"] * 2
+    del ns["held"]
+    gc.collect()
