@@ -196,11 +196,11 @@ def _div_shared(func, args, kwargs):
 
 def _nll_loss(func, args, kwargs):
     """nll_loss_forward(log_probs, target, weight, reduction, ignore_index): -log_probs at the
-    (public) targets, as a product with a public one-hot."""
+    targets, as a product with their one-hot: a public integer one-hot (exact) for public class
+    indices, a shared one (an equality circuit, then a Beaver product) for shared ones."""
     x, target, weight, reduction, ignore_index = args[:5]
-    onehot = _onehot(x, target, weight, ignore_index)
-    picked = x * -onehot  # an integer one-hot: exact, no truncation
-    total = float(onehot.sum())
+    onehot, total = _onehot(x, target, weight, ignore_index)
+    picked = x * -onehot
     if reduction == 0:  # none
         return picked.sum(1), torch.tensor(total)
     s = picked.sum()
@@ -208,25 +208,79 @@ def _nll_loss(func, args, kwargs):
 
 
 def _onehot(x, target, weight, ignore_index):
-    if isinstance(target, FPT) or x.dim() != 2:
-        raise SyftError("nll_loss on fixed precision tensors takes (N, C) log-probabilities and public class indices "
-                        "(for shared targets, use probabilities: F.cross_entropy(logits, onehot))")
+    """(the one-hot of the targets, the count of targets taken). Shared targets: (target == c) for
+    every class c, shared; each of the N rows counts (an ignored index matches no class, so its
+    row is 0, but it cannot be left out of the count without opening it)."""
+    if x.dim() != 2:
+        raise SyftError("nll_loss on fixed precision tensors takes (N, C) log-probabilities and class indices "
+                        "(public, or shared as fixed precision values)")
     if weight is not None:
         raise SyftError("nll_loss takes no class weights on fixed precision tensors")
+    if isinstance(target, FPT):
+        if tuple(target.shape) != (x.shape[0],):
+            raise SyftError(f"nll_loss takes one class index per row: targets of shape {list(target.shape)} for "
+                            f"{list(x.shape)} log-probabilities")
+        classes = torch.arange(x.shape[1], dtype=torch.float32)
+        return target.unsqueeze(1) == classes, float(x.shape[0])
     t = target.long()
     keep = t != ignore_index
     onehot = torch.zeros(tuple(x.shape), dtype=torch.int64)
     onehot[torch.arange(x.shape[0])[keep], t[keep]] = 1
-    return onehot
+    return onehot, float(onehot.sum())
 
 
 def _nll_loss_backward(func, args, kwargs):
     grad_out, x, target, weight, reduction, ignore_index, total_weight = args
-    g = -_onehot(x, target, weight, ignore_index)
+    g = -_onehot(x, target, weight, ignore_index)[0]
     if reduction == 0:
         return grad_out.unsqueeze(1) * g
     out = grad_out * g
     return out / float(total_weight) if reduction == 1 else out
+
+
+def _reduce(loss, reduction):
+    return loss if reduction == 0 else (loss.sum() / loss.numel() if reduction == 1 else loss.sum())
+
+
+def _bce(func, args, kwargs):
+    """binary_cross_entropy(p, t, weight, reduction): -(t log p + (1 - t) log(1 - p)), both logs by
+    the approximation (its domain: p and 1 - p in [10^-2, 1]; torch clamps each log at -100)."""
+    p, t = args[0], args[1]
+    weight = args[2] if len(args) > 2 else kwargs.get("weight")
+    reduction = args[3] if len(args) > 3 else kwargs.get("reduction", 1)
+    logs = down(log(up(torch.stack([p, 1 - p]))), p)
+    loss = -(t * logs[0] + (1 - t) * logs[1])
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def _bce_backward(func, args, kwargs):
+    """g (p - t) / (p (1 - p)): a reciprocal of the shared p (1 - p)."""
+    g, p, t = args[:3]
+    weight = args[3] if len(args) > 3 else kwargs.get("weight")
+    reduction = args[4] if len(args) > 4 else kwargs.get("reduction", 1)
+    inv = down(reciprocal(up(p * (1 - p)), True), p)
+    out = (p - t) * inv * g
+    if weight is not None:
+        out = out * weight
+    return out / p.numel() if reduction == 1 else out
+
+
+def _log_sigmoid(func, args, kwargs):
+    """log sigmoid(x) = min(x, 0) - log(1 + exp(-|x|)): the log of a value in [1, 2] (in its domain
+    for every x). Returns (out, an empty buffer) as log_sigmoid_forward does."""
+    x = args[0]
+    w = up(x)
+    sgn, neg = _sign(w)
+    a = sgn * w  # |x|
+    out = w * neg - log(exp(-a) + 1)
+    return down(out, x), torch.zeros(0)
+
+
+def _log_sigmoid_backward(func, args, kwargs):
+    g, x = args[0], args[1]
+    return g * down(sigmoid(-up(x)), x)
 
 
 _plain_div = fp._HANDLERS[aten.div]  # division by a public value (fixed_precision._div)
@@ -235,8 +289,7 @@ _plain_div = fp._HANDLERS[aten.div]  # division by a public value (fixed_precisi
 def _register():
     def div(func, args, kwargs):
         b = args[1] if len(args) > 1 else None
-        if isinstance(b, FPT) and (b.shared or b.numel() > 1 and not bool(
-                (b.float_precision() == b.float_precision().reshape(-1)[0]).all())):
+        if isinstance(b, FPT) and b.shared:  # a public fixed precision divisor: fixed_precision._div, exact
             return _div_shared(func, args, kwargs)
         return _plain_div(func, args, kwargs)
 
@@ -247,6 +300,8 @@ def _register():
         aten._softmax_backward_data: _softmax_backward, aten._log_softmax_backward_data: _softmax_backward,
         aten.sigmoid_backward: _sigmoid_backward, aten.tanh_backward: _tanh_backward, aten.div: div,
         aten.nll_loss_forward: _nll_loss, aten.nll_loss_backward: _nll_loss_backward, aten.std: _std,
+        aten.binary_cross_entropy: _bce, aten.binary_cross_entropy_backward: _bce_backward,
+        aten.log_sigmoid_forward: _log_sigmoid, aten.log_sigmoid.default: lambda f, a, k: _log_sigmoid(f, a, k)[0], aten.log_sigmoid_backward: _log_sigmoid_backward,
     })
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..hook import _MODULE_METHODS, _TENSOR_METHODS, _added, is_hooked
+from ..hook import _MODULE_METHODS, _TABLES, _TENSOR_METHODS, _added, is_hooked
 from ..errors import SyftError
 from ..tensors.fixed_precision import refuse_left_out
 from ..tensors.additive_sharing import AdditiveSharingTensor
@@ -167,7 +167,42 @@ def module_get(module):
 
 module_get.__doc__ = (module_get.__doc__ or "") + "\n\n" + (_plain_module_get.__doc__ or "")
 
+# --- optimizers ---------------------------------------------------------------------------------
+
+def optimizer_fix_precision(optimizer, *args, precision_fractional: int | None = None, **kwargs):
+    """PySyft's ``optimizer.fix_precision()``: here an optimizer needs no conversion (its
+    parameters are swapped in place by ``model.fix_precision()``, and its hyperparameters stay
+    public numbers: ``lr * grad`` is a product with a public number). It checks that every
+    parameter is a FixedPrecisionTensor (at the precision asked, if one is given), encodes any
+    float state the optimizer holds already (a momentum buffer) like its parameter, sharing it on
+    the parameter's parties, and returns the optimizer."""
+    refuse_left_out({k: v for k, v in kwargs.items() if k not in ("base", "precision")}, "fix_precision")
+    base = kwargs.get("base", args[0] if args else None)
+    precision = kwargs.get("precision", args[1] if len(args) > 1 else None)
+    if precision_fractional is not None:
+        precision = _precision(precision, precision_fractional)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for p in params:
+        if not isinstance(p, FixedPrecisionTensor):
+            raise SyftError("optimizer.fix_precision(): call model.fix_precision() first (the optimizer's "
+                            f"parameters must be FixedPrecisionTensors, got a {type(p).__name__})")
+        if (base is not None and p.base != base) or (precision is not None and p.precision != precision):
+            raise SyftError(f"optimizer.fix_precision(): its parameters are at base {p.base} precision "
+                            f"{p.precision}, not base {base or p.base} precision {precision or p.precision}")
+        state = optimizer.state.get(p, {})
+        for name, value in list(state.items()):
+            if isinstance(value, torch.Tensor) and not isinstance(value, ChainLayer) and value.is_floating_point() \
+                    and value.dim() > 0:
+                fixed = FixedPrecisionTensor(encode(value.detach(), p.scale), p.base, p.precision)
+                if p.shared:
+                    fixed = FixedPrecisionTensor(ENGINE.share(fixed.child, p.child.parties, p.child.crypto_provider),
+                                                 p.base, p.precision)
+                state[name] = fixed
+    return optimizer
+
+
 TENSOR_METHODS = {"fix_precision": fix_precision, "fix_prec": fix_precision, "share": share}
+OPTIMIZER_METHODS = {"fix_precision": optimizer_fix_precision, "fix_prec": optimizer_fix_precision}
 MODULE_METHODS = {"fix_precision": module_fix_precision, "fix_prec": module_fix_precision,
                   "share": module_share, "float_precision": module_float_precision}
 
@@ -176,9 +211,11 @@ def _register() -> None:
     """Into hook.py's tables: sy.hook() adds these and sy.unhook() removes them."""
     _TENSOR_METHODS.update(TENSOR_METHODS)
     _MODULE_METHODS.update(MODULE_METHODS)
+    _TABLES.setdefault(torch.optim.Optimizer, {}).update(OPTIMIZER_METHODS)
     _MODULE_METHODS["get"] = module_get
     if is_hooked():  # hooked before this module was imported: add them now
-        for cls, methods in ((torch.Tensor, TENSOR_METHODS), (nn.Module, MODULE_METHODS)):
+        for cls, methods in ((torch.Tensor, TENSOR_METHODS), (nn.Module, MODULE_METHODS),
+                             (torch.optim.Optimizer, OPTIMIZER_METHODS)):
             for name, fn in methods.items():
                 if name not in cls.__dict__:
                     setattr(cls, name, fn)

@@ -257,7 +257,7 @@ class FixedPrecisionTensor(ChainLayer):
             return decomposition(*args, **kwargs)
         raise SyftError(f"{func} is not supported on fixed precision tensors (supported: arithmetic, matmul, "
                         f"conv2d, sums and means, var, comparisons (== and != too), abs, sign, relu, max/argmax, "
-                        f"min/argmin, views, split/chunk/unbind/roll)")
+                        f"min/argmin, views, split/chunk/unbind/roll, % by a public number)")
 
     # --- the layer protocol ------------------------------------------------------------------
     def layer_children(self) -> list:
@@ -387,8 +387,28 @@ def _div(func, args, kwargs):
             return _wrap(t, truncate(a.child, int(s)))
         if float(s).is_integer():
             return _wrap(t, -truncate(a.child, int(-s)))
-        return _wrap(t, _mul_public_number(a, 1.0 / s))
-    return _wrap(t, product(aten.mul.Tensor, a.child, encode(1.0 / b.double(), t.scale), t.scale))
+        inv = 1.0 / s
+        k = round(inv)
+        if k != 0 and abs(inv - k) <= 1e-9 * abs(inv):  # x / 0.5: a product with the integer 2, exact
+            return _wrap(t, _mul_public_number(a, inv))
+        fine = t.scale * inverse_extra(t.base, t.scale)
+        return _wrap(t, product(aten.mul.Tensor, a.child, int(round(inv * fine)), fine))
+    fine = t.scale * inverse_extra(t.base, t.scale)
+    return _wrap(t, product(aten.mul.Tensor, a.child, encode(1.0 / b.double(), fine), fine))
+
+
+# A public divisor's inverse is encoded at scale * base^k (base^k about 1000, less where the
+# product would not fit: scale^2 * base^k * 2^16 <= 2^63), then truncated by that scale: the
+# quotient is off by one unit (the truncation) plus |a| * 0.5 / base^k units, not |a| * 0.5 units
+# as with 1/b encoded at the scale itself (9 / tensor([3., 7.]) was 2.997)
+INVERSE_EXTRA = 1000
+
+
+def inverse_extra(base: int, scale: int) -> int:
+    extra = 1
+    while extra * base <= INVERSE_EXTRA * base // 2 and scale ** 2 * extra * base * MIN_PRODUCT_RANGE <= RING:
+        extra *= base
+    return extra
 
 
 def _addsub(func, args, kwargs):
@@ -765,6 +785,42 @@ def _shared_max_index(child, dim, keepdim, values=True):
     return vals, engine().index_of(onehot, dim, keepdim)
 
 
+def _floor_mod(child, d: int):
+    """child mod d (in [0, d)) for a public positive integer d, exactly: on a shared child the
+    truncation gives floor(child / d) or one more, and one sign-bit circuit on the stacked
+    [r, r - d] puts r = child - d q back in [0, d)."""
+    if not _is_shared(child):
+        return torch.remainder(child, d)
+    q = truncate(child, d)
+    r = child - q * d
+    bits = engine().msb(aten.stack.default([r, r - d]))
+    below, inside = aten.select.int(bits, 0, 0), aten.select.int(bits, 0, 1)  # [r < 0], [r < d]
+    return r + below * d - (1 - inside) * d
+
+
+def _remainder(func, args, kwargs):
+    """x % m (torch.remainder: the sign of the divisor) for a public m: the remainder of the
+    encodings, round(x * scale) mod round(m * scale). Exact to the encoding."""
+    x, m = args[0], args[1]
+    if not isinstance(x, FPT):
+        raise SyftError("% on fixed precision tensors takes a fixed precision dividend and a public modulus")
+    if isinstance(m, FPT):
+        if m.shared:
+            raise SyftError("% by a shared value is not supported: the modulus must be a public number")
+        m = m.float_precision()
+    s = _scalar(m)
+    if s is None and isinstance(m, torch.Tensor) and m.numel() and bool((m == m.reshape(-1)[0]).all()):
+        s = m.reshape(-1)[0].item()
+    if s is None:
+        raise SyftError("% on fixed precision tensors takes one public modulus (a number), not a tensor of several")
+    d = int(round(s * x.scale))
+    if d == 0:
+        raise SyftError(f"% by {s}: the modulus encodes as 0 at precision {x.precision}")
+    if d > 0:
+        return _wrap(x, _floor_mod(x.child, d))
+    return _wrap(x, -_floor_mod(-x.child, -d))
+
+
 def _pow(func, args, kwargs):
     x, k = args
     if not (isinstance(k, (int, float)) and float(k).is_integer() and k >= 1):
@@ -819,7 +875,7 @@ _HANDLERS = {
     aten.min: _min, aten.amin: _min, aten.argmin: _argmin,
     aten.eq: _equal, aten.ne: _equal, aten.sign: _sign, aten.sgn: _sign, aten.abs: _abs,
     aten.unbind: _unbind, aten.split: _split, aten.split_with_sizes: _split, aten.unsafe_split: _split,
-    aten.roll: _roll, aten.var: _var, aten.select_backward: _select_backward, aten.slice_backward: _slice_backward,
+    aten.roll: _roll, aten.var: _var, aten.remainder: _remainder, aten.select_backward: _select_backward, aten.slice_backward: _slice_backward,
     aten.constant_pad_nd: _pad,
     aten.cat: _listed, aten.stack: _listed,
     aten.detach: _alias, aten.alias: _alias, aten.lift_fresh: _alias, aten._to_copy: _to_copy, aten.to: _to_copy,

@@ -182,3 +182,43 @@ def test_max_and_argmax_along_a_long_dim(parties2):
     assert torch.equal(plain(sx.argmin(dim=1)).long(), x.argmin(1))
     assert torch.equal(plain(sx.t().argmax(dim=0, keepdim=True)).long(), x.t().argmax(0, keepdim=True))
     del sx, v, i
+
+
+def test_optimizer_fix_precision_pysyft_spelling(parties):
+    """PySyft's ``optim.SGD(...).fix_precision()``: the same optimizer back; a momentum buffer it holds
+    already (from plaintext steps) is encoded and shared like its parameter; steps then follow the
+    plaintext twin. Parameters not fixed, or at another precision, are a clear error."""
+    ws, provider = parties
+    torch.manual_seed(0)
+    model, twin = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    twin.load_state_dict(model.state_dict())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9)
+    x = torch.tensor([[1.0, -2.0, 0.5], [0.25, 1.5, -1.0]])
+    y = torch.tensor([[0.5, -1.0], [2.0, 0.0]])
+    with pytest.raises(sy.SyftError, match=r"call model.fix_precision\(\) first"):
+        opt.fix_precision()
+    for o, m in ((opt, model), (twin_opt, twin)):  # one plaintext step: a float momentum buffer in the state
+        o.zero_grad()
+        torch.nn.functional.mse_loss(m(x), y).backward()
+        o.step()
+    model.fix_precision().share(*ws, crypto_provider=provider)
+    with pytest.raises(sy.SyftError, match="precision 3, not base 10 precision 4"):
+        opt.fix_precision(precision_fractional=4)
+    assert opt.fix_precision(precision_fractional=3) is opt
+    buf = opt.state[model.weight]["momentum_buffer"]
+    assert isinstance(buf, sy.FixedPrecisionTensor) and buf.shared
+    assert buf.child.parties == list(ws)
+    sx, sy_ = share(x, ws, provider), share(y, ws, provider)
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(sx), sy_).backward()
+        opt.step()
+        twin_opt.zero_grad()
+        torch.nn.functional.mse_loss(twin(x), y).backward()
+        twin_opt.step()
+    del buf, sx, sy_
+    opt.state.clear()  # the shared momentum buffers: their shares leave the workers
+    model.get().float_precision()
+    assert torch.allclose(model.weight, twin.weight, atol=1e-2)
+    assert torch.allclose(model.bias, twin.bias, atol=1e-2)
