@@ -27,6 +27,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 
 from ..dtypes import dtype_name
 from ..errors import SyftError
+from . import record
 from .graph import BATCH, SHAPE_OPS, Node, PlanGraph, Value, _refs, _written_args, is_random, manual_seed
 
 # fx targets of symbolic shape arithmetic -> their names in the plan format (graph.SHAPE_OPS)
@@ -107,12 +108,16 @@ _torch_manual_seed = torch.manual_seed
 def _recorded_seed(seed):
     """``torch.manual_seed`` while a plan is traced: a node of the plan (replay seeds), not a
     change to this process's generator."""
-    mode = get_proxy_mode()
-    if mode is None:  # not inside the trace (e.g. another thread)
+    recorder = record.recording()
+    mode = get_proxy_mode() if recorder is None else None
+    if recorder is None and mode is None:  # not inside the trace (e.g. another thread)
         return _torch_manual_seed(seed)
     if isinstance(seed, torch.Tensor) or not isinstance(seed, int) or isinstance(seed, bool):
         raise TraceError(f"a plan seeds with a Python integer (torch.manual_seed(1)), got {type(seed).__name__}")
-    mode.tracer.create_proxy("call_function", manual_seed, (int(seed),), {})
+    if recorder is not None:
+        recorder.seed(seed)
+    else:
+        mode.tracer.create_proxy("call_function", manual_seed, (int(seed),), {})
     return torch.default_generator
 
 
@@ -183,13 +188,66 @@ def _tensor_names(fn) -> dict:
 
 def trace(fn, name: str, example_args: list, arg_names: list[str], state=None) -> PlanGraph:
     state_names, state_values = _state_tensors(state)
+    inputs = _input_specs(state_names, state_values, arg_names, [t.shape for t in example_args],
+                          [t.dtype for t in example_args], [t.requires_grad for t in example_args])
+    if sum(t.numel() for t in state_values) + sum(t.numel() for t in example_args) <= record.REAL_ELEMENTS:
+        try:  # without make_fx, so a first build does not import torch._dynamo (plans/record.py)
+            return _trace_direct(fn, name, state, state_names, state_values, example_args, inputs)
+        except record.Unsupported:
+            pass
     # Fresh uninitialised stand-ins: tracing reads only their shapes, dtypes and requires_grad.
     examples = [torch.empty(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad) for t in state_values]
     examples += [torch.empty(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad) for t in example_args]
     gm = _make_fx(fn, name, _flat_fn(fn, state, state_names), examples, "fake")
-    inputs = _input_specs(state_names, state_values, arg_names, [t.shape for t in example_args],
-                          [t.dtype for t in example_args], [t.requires_grad for t in example_args])
     return graph_from_fx(gm, name, inputs, _tensor_names(fn))
+
+
+def _trace_direct(fn, name, state, state_names, state_values, example_args, inputs) -> PlanGraph:
+    """The graph of ``fn`` recorded by plans/record.py on zero tensors shaped like the inputs
+    (never their values); raises record.Unsupported for what only make_fx traces, and for any
+    failure of the function (make_fx then traces it and words the error as it always has)."""
+    examples = [torch.zeros(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad)
+                for t in [*state_values, *example_args]]
+    try:
+        with _seeds_recorded():
+            rec, out = record.run(_flat_fn(fn, state, state_names), examples, anchor=fn)
+    except (SyftError, record.Unsupported):
+        raise
+    except record.OwnGenerator:
+        raise TraceError(_own_generator(name)) from None
+    except record.DataDependent as e:
+        raise TraceError(f"plan {name!r} branches on tensor values at {_user_line(fn, e)}: a plan is traced "
+                         f"on shapes only. Move value-dependent Python control flow out of the plan "
+                         f"(or use torch.where).") from None
+    except Exception:
+        raise record.Unsupported("the function failed on the direct tracer") from None
+    single = isinstance(out, torch.Tensor)
+    outs = [out] if single else list(out) if isinstance(out, (list, tuple)) else None
+    if outs is None or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise TraceError(f"plan {name!r} must return tensors")
+    outputs = [rec.output(o) for o in outs]
+    names = _tensor_names(fn)
+    labels = []
+    for t in rec.originals:
+        label = names.get(id(t))
+        if t.requires_grad:
+            raise TraceError(_frozen_parameter(name, label, t))
+        labels.append(label)
+    nodes, constants, constant_names, outputs = _pruned(rec.nodes, rec.constants, labels, outputs)
+    return PlanGraph(name, inputs, constants, nodes, outputs, single, constant_names=constant_names)
+
+
+def _own_generator(name) -> str:
+    return (f"plan {name!r} draws from a torch.Generator of its own: a plan's random ops draw from "
+            f"the generator of the worker that runs it; seed it inside the plan with "
+            f"torch.manual_seed(n) for the same numbers on every run")
+
+
+def _frozen_parameter(name, label, t) -> str:
+    return (f"plan {name!r} uses {label or 'a tensor'} ({dtype_name(t.dtype)}{list(t.shape)}), "
+            f"which requires grad, from outside: it would be frozen into the plan as a "
+            f"constant. Give its module as the plan's state (sy.plan(fn, state=model)) or "
+            f"pass it as an argument")
 
 
 def trace_batched(fn, name: str, shapes: list, dtypes: list, arg_names: list[str], state=None,
@@ -406,9 +464,7 @@ def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict], names
             raise TraceError(own_generator)
         return a
 
-    own_generator = (f"plan {name!r} draws from a torch.Generator of its own: a plan's random ops draw from "
-                     f"the generator of the worker that runs it; seed it inside the plan with "
-                     f"torch.manual_seed(n) for the same numbers on every run")
+    own_generator = _own_generator(name)
 
     outputs, single = [], True
     for fx_node in gm.graph.nodes:
@@ -421,10 +477,7 @@ def graph_from_fx(gm: torch.fx.GraphModule, name: str, inputs: list[dict], names
                 raise TraceError(own_generator)
             label = (names or {}).get(id(t))
             if t.requires_grad:  # a parameter of a module the plan was not given as its state
-                raise TraceError(f"plan {name!r} uses {label or 'a tensor'} ({dtype_name(t.dtype)}{list(t.shape)}), "
-                                 f"which requires grad, from outside: it would be frozen into the plan as a "
-                                 f"constant. Give its module as the plan's state (sy.plan(fn, state=model)) or "
-                                 f"pass it as an argument")
+                raise TraceError(_frozen_parameter(name, label, t))
             constants.append(t.detach().clone())
             constant_names.append(label)
             env[fx_node] = Value("const", len(constants) - 1)
