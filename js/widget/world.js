@@ -13,6 +13,7 @@
 //   overview.js   many workers folded into chips, a click opens a lane
 //   highlight.js  hover or click a row: it lights up with its pointers, target or siblings
 //   clicks.js     what a click in the lanes means (pure), the rows whose action awaits its reply
+//   explain.js    the Explain panel: what reconstructing a shared value takes
 //   history.js    steps, which step is shown, replay, marks and ghosts (pure)
 //   timeline.js   the history's elements: the timeline, the stepper, the replay banner
 //   toolbar.js    search, filters, hide temporaries, large font
@@ -23,10 +24,10 @@
 
 import { toggleMenu } from "./actions.js";
 import { LOCAL, colourStyle, h, laneColours, objKey, s } from "./dom.js";
-import { explainPanel } from "./ledger.js";
 import { indexWorld } from "./patch.js";
 import { laneMatches, parseQuery, pinnedTargets } from "./world/filter.js";
 import { clickIntent, createPending } from "./world/clicks.js";
+import { createExplain } from "./world/explain.js";
 import { changesBetween, expireChanges, mergeChanges, nextExpiry, recordStep, replayText, shownStep, stepFrom } from "./world/history.js";
 import { createHighlight } from "./world/highlight.js";
 import { BIG_ROW_H, ROW_H, createLanes } from "./world/lanes.js";
@@ -74,7 +75,6 @@ export function createWorldView(ctx) {
   let changes = { marks: new Map(), ghosts: new Map(), gone: new Map() }; // history.js changesBetween
   const collapsed = new Set();
   const ledgerOpen = new Set(); // lanes whose record (ledger) is open
-  let explained = ""; // the key of the shared value whose reconstruction is explained
   const opened = new Set(); // workers whose lanes the overview opened
   let overviewOn = false; // the overview is shown (many workers)
   let showAll = false; // the user asked for every lane instead
@@ -118,6 +118,14 @@ export function createWorldView(ctx) {
     chips: overview.chips,
   });
   hl.listen(lanesEl);
+  const explain = createExplain({
+    box: explainBox,
+    entryOf(key) {
+      const [laneId, id] = splitKey(key);
+      return (world?.workers || []).find((l) => l.id === laneId)?.objects?.find((o) => String(o.id) === String(id));
+    },
+    pin: (key) => hl.pin(key),
+  });
   const pending = createPending({ rowEl: lanesView.rowEl, off: () => !!disabled }); // actions awaiting their reply
 
   const redraw = () => { if (world) update(world, focus, true); };
@@ -182,7 +190,7 @@ export function createWorldView(ctx) {
     else if (it.do === "pin") hl.togglePin(it.key);
     else if (it.do === "explain") {
       ev.stopPropagation();
-      showExplain(explained === it.key ? "" : it.key);
+      explain.show(explain.key === it.key ? "" : it.key);
     } else if (it.do === "run") {
       const R = lanesView.row(it.key);
       if (!R) return;
@@ -242,32 +250,11 @@ export function createWorldView(ctx) {
       namedTargets: links.namedTargets, ghosts: changes.ghosts, collapsed, providers: links.providers, closable: overviewOn, ledgerOpen,
       colours });
     world = next;
-    if (explained) showExplain(explained, true);
+    if (explain.key) explain.show(explain.key, true);
     toolbar.refreshWorkers(latest || next);
     lanesView.syncRows();
     schedule();
     timings.update = performance.now() - t0;
-  }
-
-  /** Explain reconstructing the shared value of row `key` (its entry's `explain`): a panel above
-   * the lanes, its shares lit. "" closes it. `refresh`: the world changed, keep it current. */
-  function showExplain(key, refresh = false) {
-    if (!key) {
-      explained = "";
-      explainBox.hidden = true;
-      explainBox.replaceChildren();
-      if (!refresh) hl.pin("");
-      return;
-    }
-    const [laneId, id] = splitKey(key);
-    const entry = (world?.workers || []).find((l) => l.id === laneId)?.objects?.find((o) => String(o.id) === String(id));
-    if (!entry?.explain) { if (!refresh) showExplain(""); return; }
-    if (refresh && explainBox.dataset.sig === JSON.stringify(entry.explain)) return;
-    explained = key;
-    explainBox.dataset.sig = JSON.stringify(entry.explain);
-    explainBox.replaceChildren(explainPanel(entry.explain, () => showExplain("")));
-    explainBox.hidden = false;
-    if (!refresh) hl.pin(key);
   }
 
   // --- marks and ghosts end after a while (history.js MARK_MS, GHOST_MS) -----------------------
