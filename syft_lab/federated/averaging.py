@@ -10,13 +10,16 @@ the first model. The input models are left as they are.
 
 Where it happens:
 - local models: here, and the result is a local module;
-- models on workers: on one worker, ``to`` (by default the first model's worker). The other
-  models' tensors are copied there, as ``move`` does but leaving the originals (between
-  websocket workers the copy travels through this client process, since worker processes never
-  connect to each other; it is bound to no name here and dropped at once); the result's
-  parameters are pointers on that worker, and ``avg.get()`` brings only the average to the
-  notebook. That worker sees every model: name a trusted aggregator, as PySyft's Part 4 does
-  with ``secure_worker``.
+- models on workers: a streamed sum on one worker, ``to`` (by default the first model's
+  worker), never N models in this process. Each model's worker weighs its own tensors
+  (``theta_k * n_k / N``, all workers at once); ``to`` starts from zeros and adds the terms in the
+  models' order, every add in flight (``add_into``). Between Ray workers a term goes actor to
+  actor through Ray's object store; between websocket workers it travels through this client
+  process, one tensor at a time, since worker processes never connect to each other (bound to
+  no name here and dropped at once). The inputs stay as they were; the result's parameters are
+  pointers on ``to``, and ``avg.get()`` brings only the average to the notebook. About two
+  round trips in all, whatever the number of models. That worker sees every model: name a
+  trusted aggregator, as PySyft's Part 4 does with ``secure_worker``.
 """
 from __future__ import annotations
 
@@ -28,8 +31,11 @@ from torch import nn
 from ..errors import SyftError
 from ..tensors.pointer import PointerTensor
 from ..workers.base import BaseWorker
+from ..workers.protocol import gather, submit
 from ..workers.registry import all_workers
 from .datasets import FederatedDataset, check_alive
+
+aten = torch.ops.aten
 
 
 def _counts_held(models: dict):
@@ -95,6 +101,51 @@ def _to(t, worker):
     return worker.send(t, requires_grad=False)
 
 
+def zeros_on(worker, shape, dtype):
+    """A Pending whose result is a pointer to zeros of ``shape`` on ``worker`` (a sum's start)."""
+    p = worker.submit_request({"c": "store", "o": torch.zeros(shape, dtype=dtype)}, detach=True)
+    p.wrap = lambda obj_id: PointerTensor(worker, obj_id, torch.Size(shape), dtype)
+    return p
+
+
+def add_into(acc: PointerTensor, term):
+    """``acc += term`` on acc's worker without waiting: ``(Pending, what must live until it is
+    read)``. ``term``: a local tensor (carried in the message), a pointer on that worker, or a
+    pointer elsewhere: between Ray workers it goes actor to actor and leaves its worker;
+    otherwise it is copied there first (between worker processes through this one)."""
+    to = acc.location
+    if not isinstance(term, PointerTensor):
+        return to.submit_request({"c": "run", "op": "aten.add_.Tensor", "a": [acc._ref, term.detach()], "k": None},
+                                 detach=True), None
+    if term.location is not to:
+        from_source = getattr(to, "submit_run_from", None)  # a Ray worker: actor to actor
+        p = None if from_source is None else from_source(term.location, term.id_at_location, "aten.add_.Tensor",
+                                                         [acc._ref, None], slot=1)
+        if p is not None:
+            return p, term
+        term._check_alive()
+        term = to._receive_from(term.location, term.id_at_location, requires_grad=False, keep_source=True)
+    return submit(aten.add_.Tensor, (acc, term)), term
+
+
+def _streamed_sum(tensors: dict, w: dict, to: BaseWorker) -> dict:
+    """The weighted sums on ``to`` (see the module doc): the terms made where each model is and
+    zeros on ``to``, all in flight; then every add in flight, in the models' order."""
+    first = next(iter(tensors))
+    floats = [n for n, t in tensors[first].items() if t.is_floating_point()]
+    terms = {(k, n): (submit(aten.mul.Tensor, (ts[n], w[k])) if isinstance(ts[n], PointerTensor)
+                      else ts[n].detach() * w[k]) for k, ts in tensors.items() for n in floats}
+    starts = {n: zeros_on(to, tuple(tensors[first][n].shape), tensors[first][n].dtype) for n in floats}
+    remote = [t for t in terms.values() if not isinstance(t, torch.Tensor)]
+    done = iter(gather(remote + list(starts.values())))
+    terms = {key: t if isinstance(t, torch.Tensor) else next(done) for key, t in terms.items()}
+    sums = {n: next(done) for n in floats}
+    adds = [add_into(sums[n], terms[(k, n)]) for k in tensors for n in floats]
+    gather([p for p, _ in adds])
+    out = {n: sums[n] if n in sums else _to(t, to).clone() for n, t in tensors[first].items()}  # counters: the first's
+    return out
+
+
 def federated_avg(models: dict, weights=None, *, to: BaseWorker | None = None) -> nn.Module:
     """The weighted average of ``models`` (a dict such as ``{"bob": m1, "alice": m2}``): a new module.
 
@@ -123,15 +174,18 @@ def federated_avg(models: dict, weights=None, *, to: BaseWorker | None = None) -
         check_alive(to)
     averaged = {}
     with torch.no_grad():
-        for name, t0 in tensors[first_key].items():
-            if not t0.is_floating_point():
-                averaged[name] = _to(t0, to).clone()  # a counter, not a weight: the first model's
-                continue
-            acc = None
-            for k in models:
-                term = _to(tensors[k][name], to) * w[k]
-                acc = term if acc is None else acc + term
-            averaged[name] = acc
+        if to is not None:
+            averaged = _streamed_sum(tensors, w, to)
+        else:
+            for name, t0 in tensors[first_key].items():
+                if not t0.is_floating_point():
+                    averaged[name] = t0.detach().clone()  # a counter, not a weight: the first model's
+                    continue
+                acc = None
+                for k in models:
+                    term = tensors[k][name].detach() * w[k]
+                    acc = term if acc is None else acc + term
+                averaged[name] = acc
     # A copy of the first model whose tensors are the averages (deepcopy's memo swaps them in).
     memo = {}
     for name, t0 in tensors[first_key].items():

@@ -5,15 +5,25 @@
     fl.round()                                          # one more round; retry after an error
 
 Each client keeps a copy of the model on its worker for the whole training (its parameters
-are pointers there). A round copies the global weights into it (one send per tensor), trains it
-for ``local_epochs`` on the client's data, op by op through pointers (one client after another)
-or, with ``plans=True``, one plan message per batch with every sampled client's batch in flight
-before any reply is read (the clients train at once; the batches, their order and the result
-are those of the one-after-another loop for a seed), and averages the clients on one worker
-(``aggregator``, by default the first client's; see ``federated_avg``). Only the average comes
-back here: it becomes the global model, which is then evaluated here. Local training is plain
-SGD with ``lr``, the same in both modes. A ``chart`` gets each client's metrics as it finishes
-(``RoundChart.client``), then the round.
+are pointers there). A round copies the global weights into it, trains it for ``local_epochs``
+on the client's data and averages the clients on one worker (``aggregator``, by default the
+first client's), as a streamed sum (``federated_avg``): only the average comes back here. It
+becomes the global model, which is then evaluated here. Local training is plain SGD with
+``lr``, the same in both modes:
+
+- op by op (``plans=False``): through pointers, one client after another (each op waits for
+  its reply); the weights go in with one ``copy_`` per tensor, all in flight;
+- ``plans=True``: a client's whole local training is one plan (traced once per dataset size:
+  load the global weights, every batch of every local epoch, the weighted copy for the sum),
+  so a client costs a few messages per round, whatever its number of batches: the global
+  weights with its shuffle and weight (one message), the plan run, its metrics and its term
+  of the sum, which goes to the aggregator (between Ray workers actor to actor). Every
+  client's messages are in flight before any reply is read: the clients train at once. The
+  batches, their order and the result are those of the one-after-another loop for a seed.
+  (A model with integer state, such as BatchNorm's counter, trains one plan message per batch,
+  all clients in flight, instead.)
+
+A ``chart`` gets each client's metrics as it finishes (``RoundChart.client``), then the round.
 
 A round that fails (a worker that went away, a bad batch) raises ``FederatedRoundError``
 naming the worker; the global model is only replaced at the end of a successful round, so it is
@@ -31,10 +41,11 @@ from tqdm.auto import tqdm
 
 from ..errors import SyftError
 from ..plans import plan as make_plan
+from ..plans.pointer import PlanPointer
 from ..tensors.pointer import PointerTensor, wrap_result
 from ..workers.base import BaseWorker
-from ..workers.protocol import submit
-from .averaging import federated_avg
+from ..workers.protocol import gather, submit
+from .averaging import add_into, federated_avg, zeros_on
 from .datasets import FederatedDataset, check_alive
 from .loader import FederatedDataLoader
 
@@ -85,11 +96,30 @@ class _Client:
         return all(not p._ref.released for p in self.model.parameters() if isinstance(p, PointerTensor))
 
     def load(self, global_model: nn.Module) -> None:
-        """Copy the global weights into this client's model, on its worker (in place)."""
-        with torch.no_grad():
-            for mine, theirs in zip(self.model.state_dict(keep_vars=True).values(),
-                                    global_model.state_dict(keep_vars=True).values()):
-                mine.copy_(self.worker.send(theirs.detach()))
+        """Copy the global weights into this client's model, on its worker (in place): one
+        ``copy_`` per tensor carrying its values, all in flight, one round trip."""
+        pending = [self.worker.submit_request({"c": "run", "op": "aten.copy_.default",
+                                               "a": [mine._ref, theirs.detach()], "k": None}, detach=True)
+                   for mine, theirs in zip(self.model.state_dict(keep_vars=True).values(),
+                                           global_model.state_dict(keep_vars=True).values())]
+        gather(pending)
+
+
+class _RoundClient:
+    """With plans: one worker's copy of the model, its local-round plan (stored there without
+    state: it runs on the model's pointers) and its inbox (the global weights, the round's
+    shuffle and the client's weight, written by one message per round)."""
+
+    def __init__(self, worker, global_model: nn.Module, builds, inbox_size: int):
+        self.worker = worker
+        self.model = global_model.copy().send(worker)
+        self.state = [t for t in (*self.model.parameters(), *self.model.buffers())]
+        self.inbox = worker.send(torch.zeros(inbox_size, dtype=self.state[0].dtype))
+        self.plan = PlanPointer(worker, worker._store_plan(builds, [], [], "a client's local round of FedAvg"),
+                                {"name": builds.name, "single_output": False})
+
+    def alive(self) -> bool:
+        return all(not p._ref.released for p in (*self.state, self.inbox)) and not self.plan._ref.released
 
 
 class FedAvg:
@@ -118,7 +148,12 @@ class FedAvg:
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
         self.loader = FederatedDataLoader(fds, batch_size=batch_size, shuffle=True, generator=self.generator)
         self.history: list[RoundResult] = []
-        self._clients: dict[str, _Client] = {}
+        self._clients: dict = {}  # worker id -> _Client (op by op, per-batch plans) or _RoundClient
+        state = [*model.parameters(), *model.buffers()]
+        # plans: a whole local round per message when every state tensor is a float of one dtype
+        self._whole = plans and bool(state) and all(t.dtype == state[0].dtype and t.is_floating_point()
+                                                      for t in state)
+        self._round_plan = None  # the traced local round (one build per client dataset size)
 
     @property
     def clients(self) -> dict:
@@ -156,21 +191,25 @@ class FedAvg:
 
         try:
             metrics = {}
-            if self.plans:
+            if self._whole:
                 prepared = {wid: self._client(number, wid) for wid in clients}
-                metrics = self._train_in_flight(number, prepared, bar, finished)
-            else:  # op by op: one client after another (each op waits for its reply)
-                for wid in clients:
-                    client = self._client(number, wid)
-                    metrics[wid] = self._guard(number, wid, "local training", lambda: self._train(client, bar))
-                    finished(wid, metrics[wid])
-            trained = {wid: self._clients[wid].model for wid in clients}
-            where = self.aggregator or self._clients[clients[0]].worker
-            average = self._guard(number, where.id, "averaging", lambda: federated_avg(
-                trained, {wid: len(self.fds[wid]) for wid in clients}, to=where).get())
+                metrics, state = self._train_whole(number, prepared, bar, finished)
+            else:
+                if self.plans:
+                    prepared = {wid: self._client(number, wid) for wid in clients}
+                    metrics = self._train_in_flight(number, prepared, bar, finished)
+                else:  # op by op: one client after another (each op waits for its reply)
+                    for wid in clients:
+                        client = self._client(number, wid)
+                        metrics[wid] = self._guard(number, wid, "local training", lambda: self._train(client, bar))
+                        finished(wid, metrics[wid])
+                trained = {wid: self._clients[wid].model for wid in clients}
+                where = self.aggregator or self._clients[clients[0]].worker
+                state = self._guard(number, where.id, "averaging", lambda: federated_avg(
+                    trained, {wid: len(self.fds[wid]) for wid in clients}, to=where).get()).state_dict()
         finally:
             bar.close()
-        self.model.load_state_dict(average.state_dict())  # only now: a failed round changes nothing
+        self.model.load_state_dict(state)  # only now: a failed round changes nothing
         scores = {}
         if evaluate is not None:
             scores = evaluate(self.model) if callable(evaluate) else evaluate_classifier(self.model, *evaluate,
@@ -203,11 +242,17 @@ class FedAvg:
             check_alive(worker)
             client = self._clients.get(wid)
             if client is not None and client.worker is worker and client.alive():
+                if self._whole:
+                    return client  # the round's first message loads the weights
                 try:
                     client.load(self.model)
                     return client
                 except SyftError:  # its copy is gone (the worker restarted): make a new one
                     pass
+            if self._whole:
+                client = self._clients[wid] = _RoundClient(worker, self.model, self._local_round().builds(),
+                                                           self._flat_size + len(self.fds[wid]) * self.local_epochs + 1)
+                return client
             build = (lambda m: self._plan_for(m, wid)) if self.plans else None
             client = self._clients[wid] = _Client(worker, self.model, self.lr, build)
             return client
@@ -235,6 +280,148 @@ class FedAvg:
             step.build(torch.empty((n, *ds.sample_shape), dtype=ds.data.dtype),
                        torch.empty((n, *ds.targets.shape[1:]), dtype=ds.targets.dtype))
         return step
+
+    @property
+    def _flat_size(self) -> int:
+        return sum(t.numel() for t in (*self.model.parameters(), *self.model.buffers()))
+
+    def _local_round(self):
+        """The plan of one client's local round, built for every client dataset size (traced
+        on a copy of the model: its state is given at each run, the client's own pointers).
+        Its input is the inbox ``[global weights, shuffle (as floats), weight]``, the client's
+        data and targets; its outputs ``[loss sum, correct]`` and ``weight * new weights``."""
+        if self._round_plan is not None:
+            return self._round_plan
+        template = self.model.copy()
+        state = [*template.parameters(), *template.buffers()]
+        sizes = [t.numel() for t in state]
+        flat, epochs, bs = sum(sizes), self.local_epochs, self.loader.batch_size
+        loss_fn, lr, with_acc, drop_last = self.loss, self.lr, self.accuracy, self.loader.drop_last
+
+        def local_round(inbox, data, targets):
+            n = data.shape[0]
+            params = list(template.parameters())  # read here: the tracer gives the module its own
+            state = [*params, *template.buffers()]
+            with torch.no_grad():
+                off = 0
+                for t, k in zip(state, sizes):
+                    t.copy_(inbox[off:off + k].view(t.shape))
+                    off += k
+            order = inbox[flat:flat + epochs * n].long()
+            loss_sum = correct = None
+            for e in range(epochs):
+                for start in range(0, n - n % bs if drop_last else n, bs):
+                    idx = order[e * n + start:e * n + min(start + bs, n)]
+                    x, y = data.index_select(0, idx), targets.index_select(0, idx)
+                    out = template(x)
+                    loss = loss_fn(out, y)
+                    grads = torch.autograd.grad(loss, params)
+                    with torch.no_grad():
+                        for p, g in zip(params, grads):
+                            p.sub_(lr * g)
+                    part = loss.detach() * idx.shape[0]
+                    right = (out.argmax(1) == y).sum().to(part.dtype) if with_acc else part * 0
+                    loss_sum = part if loss_sum is None else loss_sum + part
+                    correct = right if correct is None else correct + right
+            weight = inbox[flat + epochs * n:]
+            return torch.stack([loss_sum, correct]), torch.cat([t.detach().reshape(-1) for t in state]) * weight
+
+        plan = make_plan(local_round, state=template, name="local_round")
+        dtype = state[0].dtype
+        for wid in self.fds.workers:
+            ds = self.fds[wid]
+            n = len(ds)
+            if n == 0 or (drop_last and n < bs):
+                raise SyftError(f"client {wid!r} has {n} samples: no batch of {bs} to train on")
+            example = (torch.empty(flat + epochs * n + 1, dtype=dtype),
+                       torch.empty((n, *ds.sample_shape), dtype=ds.data.dtype),
+                       torch.empty((n, *ds.targets.shape[1:]), dtype=ds.targets.dtype))
+            if plan.is_built and plan.builds().find(state + list(example)) is not None:
+                continue  # one build per dataset size
+            plan.build(*example)
+        self._round_plan = plan
+        return plan
+
+    def _train_whole(self, number: int, clients: dict, bar, finished):
+        """Plans, a whole local round per client: every client's inbox and plan run are sent
+        before any reply is read; as each client's run is read, its metrics are fetched and its
+        term of the sum sent to the aggregator (``add_into``: in flight). Returns the metrics
+        and the average as a state dict."""
+        names = list(self.model.state_dict())
+        shapes = [t.shape for t in self.model.state_dict().values()]
+        template = [*self.model.parameters(), *self.model.buffers()]
+        dtype = template[0].dtype
+        with torch.no_grad():
+            flat = torch.cat([t.detach().reshape(-1) for t in template])
+        total = float(sum(len(self.fds[wid]) for wid in clients))
+        where = self.aggregator or clients[next(iter(clients))].worker
+        # drawn in the order the one-after-another loop draws them: the same batches for one seed
+        orders = {wid: self._batch_order(wid) for wid in clients}
+        acc = self._guard(number, where.id, "averaging", lambda: (check_alive(where),
+                                                                  zeros_on(where, (flat.numel(),), dtype))[1])
+        runs = {}
+        for wid, c in clients.items():
+            inbox = torch.cat([flat, orders[wid].to(dtype), torch.tensor([len(self.fds[wid]) / total], dtype=dtype)])
+            ds = self.fds[wid]
+            sent = c.worker.submit_request({"c": "run", "op": "aten.copy_.default", "a": [c.inbox._ref, inbox],
+                                            "k": None}, detach=True)
+            runs[wid] = (sent, c.worker.submit_request(
+                {"c": "run_plan", "id": c.plan._ref.id,
+                 "a": [c.inbox._ref.id, ds.data.id_at_location, ds.targets.id_at_location],
+                 "s": [t._ref.id for t in c.state]}))
+        acc = self._guard(number, where.id, "averaging", acc.result)
+        metrics, adds, failed = {}, [], None
+        n_batches = {wid: self.loader.num_batches(wid) * self.local_epochs for wid in clients}
+        for wid, (sent, run) in runs.items():
+            c = clients[wid]
+            try:
+                sent.result()
+                stats, term = (wrap_result(PointerTensor, o, c.worker) for o in run.result())
+            except SyftError as e:
+                failed = failed or (wid, e)
+                continue
+            bar.update(n_batches[wid])
+            if failed is not None:
+                continue
+            fetched = c.worker.submit_request({"c": "fetch", "id": stats.id_at_location, "keep": False})
+            adds.append((wid, *self._guard(number, wid, "averaging", lambda: add_into(acc, term))))
+            try:
+                check_alive(c.worker)
+                loss_sum, correct = fetched.result().tolist()
+            except SyftError as e:
+                failed = (wid, e)
+                continue
+            n = len(self.fds[wid]) * self.local_epochs
+            metrics[wid] = {"loss": loss_sum / n, "samples": n // self.local_epochs}
+            if self.accuracy:
+                metrics[wid]["accuracy"] = correct / n
+            finished(wid, metrics[wid])
+        if failed is not None:
+            raise FederatedRoundError(number, failed[0], "local training", failed[1]) from failed[1]
+        for wid, p, _term in adds:
+            try:
+                p.result()
+            except SyftError as e:  # the term's worker, if it went away; else the aggregator
+                try:
+                    check_alive(clients[wid].worker)
+                    culprit = where.id if "MoveSourceError" not in str(e) else wid
+                except SyftError:
+                    culprit = wid
+                raise FederatedRoundError(number, culprit, "averaging", e) from e
+        average = self._guard(number, where.id, "averaging", lambda: where.submit_request(
+            {"c": "fetch", "id": acc.id_at_location, "keep": False}).result())
+        values, off = {}, 0
+        for name, shape in zip(names, shapes):
+            k = shape.numel()
+            values[name] = average[off:off + k].view(shape)
+            off += k
+        return metrics, values
+
+    def _batch_order(self, wid: str) -> torch.Tensor:
+        """The sample order of ``wid``'s local epochs, one shuffle each, drawn as the loader does."""
+        n, loader = len(self.fds[wid]), self.loader
+        return torch.cat([torch.randperm(n, generator=self.generator) if loader.shuffle else torch.arange(n)
+                          for _ in range(self.local_epochs)])
 
     def _batch_indices(self, wid: str) -> list[torch.Tensor]:
         """The sample indices of every batch of ``wid``'s local epochs, shuffled as the loader does."""

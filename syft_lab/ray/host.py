@@ -187,12 +187,18 @@ class WorkerHost:
     def receive(self, message, source_reply):
         """Store what another worker sent: ``source_reply`` is that worker's reply to a fetch,
         which Ray resolved from its object store (it never went through the client).
-        ``message`` is a ``store`` command without its object; the reply's result is
-        ``[id, shape, dtype]`` (what the client's pointer needs)."""
+        ``message`` is a ``store`` command without its object (the reply's result is
+        ``[id, shape, dtype]``: what the client's pointer needs), or a ``run`` command whose
+        argument ``@m`` (an index into ``a``, None there) is the object: an op on it, such as
+        ``acc.add_(moved)`` (averaging on the workers), answered as any run."""
         routed = self._begin(message, lambda msg, service: _moved_object(msg, service, source_reply))
         if type(routed) is not tuple:
             return routed
         msg, service, session = routed
+        if msg["c"] == "run":  # an op on the moved object (a streamed sum's add): the service's reply
+            encoded, then = service.encoded_reply(msg, session)
+            self._last = (service, then, encoded)
+            return self._reply(service, session, msg, pack(encoded))
         obj = msg["o"]
         reply, _ = service.handle(msg, session)  # a store's reply holds nothing of the store
         if "ok" in reply:
@@ -252,9 +258,15 @@ def _error(rid, e) -> bytes:
 
 
 def _moved_object(msg: dict, service, source_reply) -> None:
-    """A move's store command gets its object: the source's fetch reply, decoded here."""
-    if msg.get("c") != "store" or "o" in msg:
-        raise SyftError("receive takes a store command without its object")
+    """A move's store command gets its object (a run command: its argument ``@m``): the
+    source's fetch reply, decoded here."""
+    command, slot = msg.get("c"), msg.pop("@m", None)
+    if command == "run":
+        args = msg.get("a")
+        if type(slot) is not int or type(args) is not list or not 0 <= slot < len(args) or args[slot] is not None:
+            raise SyftError("receive takes a run command with one empty argument, '@m' its index")
+    elif command != "store" or "o" in msg or slot is not None:
+        raise SyftError("receive takes a store command without its object, or a run command")
     if source_reply == RESTARTED:
         raise MoveSourceError("the source worker was restarted by Ray: it came back empty")
     src = unpack(source_reply, service.max_message_size)
@@ -262,4 +274,9 @@ def _moved_object(msg: dict, service, source_reply) -> None:
         err = src.get("err") if type(src.get("err")) is dict else {}
         raise MoveSourceError(f"the source worker could not send it: {str(err.get('t'))[:64]}: "
                               f"{str(err.get('m'))[:1000]}")
+    if command == "run":
+        if not isinstance(src["ok"], torch.Tensor):
+            raise SyftError("an op's moved argument is a tensor")
+        msg["a"][slot] = src["ok"]
+        return
     msg["o"] = src["ok"]

@@ -339,6 +339,23 @@ class RayWorker(FramedWorker):
                 raise
         return PointerTensor(self, new_id, shape, dtype, requires_grad=requires_grad)
 
+    def submit_run_from(self, source, obj_id: int, op: str, args: list, kwargs=None, *, slot: int,
+                        keep_source: bool = False):
+        """Submit the op ``op`` (its wire name, e.g. ``"aten.add_.Tensor"``) on this worker, its
+        argument ``args[slot]`` (None there) being object ``obj_id`` of the Ray worker ``source``:
+        the object goes actor to actor through Ray's object store, never through this process,
+        and no reply is awaited (``Pending``). Without ``keep_source`` the object leaves the
+        source. Returns None when ``source`` is not a live Ray worker (then copy it first)."""
+        if not isinstance(source, RayWorker) or source.state in (CLOSED, DEAD) or source.transport.health:
+            return None
+        if self._batch is not None:
+            raise SyftError(f"submit cannot run inside sy.batch({self.id}): the batch sends its ops at its end")
+        args = list(args)
+        if not 0 <= slot < len(args) or args[slot] is not None:
+            raise SyftError("submit_run_from takes args with None at the moved object's slot")
+        ref = source.transport.call_ref({"c": "fetch", "id": obj_id, "keep": keep_source})
+        return self._submit({"c": "run", "op": op, "a": args, "k": kwargs, "@m": slot, "src": (source, ref)})
+
     def _source_error(self, source, ref, e):
         """The source's own error for a move it could not serve (its reply is small: an error)."""
         try:
