@@ -367,6 +367,10 @@ class PlanGraph:
                 entry = self._learned.get(key)
                 if entry is not None and entry[0] is learn:
                     known = entry[1]
+                    if recheck is None and entry[2]:
+                        # every op's checks passed and follow from this metadata, and nothing
+                        # changes between calls that a recheck would see: a plain replay
+                        guard = check = sizes = None
                 else:  # this replay checks every op and notes which verdicts a later one may reuse
                     learning, data = [None] * len(program), [False] * len(slots)
         live = 0
@@ -426,8 +430,9 @@ class PlanGraph:
             if len(self._learned) >= _LEARNED_SIGNATURES:
                 self._learned.clear()
                 self._timed.clear()
-            self._learned[key] = (learn, learning)
-            if all(v is not None for v, step in zip(learning, program) if step[2]):
+            every = all(v is not None for v, step in zip(learning, program) if step[2])
+            self._learned[key] = (learn, learning, every)
+            if every:
                 self._timed[key] = time.perf_counter() - started
             else:
                 self._timed.pop(key, None)

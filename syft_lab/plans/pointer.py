@@ -27,30 +27,39 @@ class PlanPointer(RemoteHandle):
         if plan is None or plan.state is None:
             return None
         values = plan._state_values()
-        if values and all(isinstance(v, PointerTensor) and v.location is self.location for v in values):
-            return [v._ref for v in values]
-        return None
+        if not values:
+            return None
+        loc = self._ref.location
+        refs = []
+        for v in values:
+            ref = v._ref if isinstance(v, PointerTensor) else None
+            if ref is None or ref.location is not loc:
+                return None
+            refs.append(ref)
+        return refs
 
     def __call__(self, *args):
         self._check_alive()
-        loc = self.location
+        loc = self._ref.location
         refs = []
         for a in args:
             if isinstance(a, PointerTensor):
-                if a.location is not loc:
+                ref = a._ref
+                if ref.location is not loc:
                     raise SyftError(f"plan {self.name!r} lives on worker {loc.id!r} but an argument is on "
-                                    f"worker {a.location.id!r}: move it first")
-                a._check_alive()
-                refs.append(a._ref)
+                                    f"worker {ref.location.id!r}: move it first")
+                if ref.released:
+                    a._check_alive()  # raises: the object is gone
+                refs.append(ref)
             elif isinstance(a, torch.Tensor):
                 raise SyftError(f"plan {self.name!r} lives on worker {loc.id!r}: send its inputs there first "
                                 f"(a local {type(a).__name__} was given)")
             else:
                 raise SyftError(f"plan {self.name!r} takes pointers to tensors, got {type(a).__name__}")
         outs = loc._run_plan(self._ref.id, refs, self._state_refs())
-        results = tuple(wrap_result(PointerTensor, o, loc) for o in outs)
-        single = self.meta.get("single_output", len(results) == 1)
-        return results[0] if single and len(results) == 1 else results
+        if len(outs) == 1 and self.meta.get("single_output", True):
+            return wrap_result(PointerTensor, outs[0], loc)
+        return tuple([wrap_result(PointerTensor, o, loc) for o in outs])
 
     def get(self):
         """Fetch the plan back (it leaves the worker)."""
