@@ -55,6 +55,26 @@ test("a layer type no renderer knows is drawn from its display: the NoteTensor",
   assert.deepEqual([...el.querySelectorAll("[data-action]")].map((b) => b.getAttribute("data-action")), root.actions);
 });
 
+test("a layer with several children no renderer knows: the SplitTensor, its parts marked by what it tells them", () => {
+  // the kernel's model of tests/tensors/test_layer_hooks.py's toy layer (tests/inspection/test_split_chain_fixture.py)
+  const { root } = fixture("split_chain.json");
+  const el = renderChains([{ names: ["sp"], root }], ctx);
+  const split = el.querySelector(".syft-box-toy_split");
+  assert.equal(split.querySelector(".syft-type").textContent, "SplitTensor");
+  assert.equal(split.querySelector(".syft-badge").textContent, "split");
+  assert.deepEqual([...split.querySelectorAll(".syft-annotation")].map((a) => a.textContent), ["cut: dim 0"]);
+  // one branch per part, in order, each with the part's mark from the layer (child_fields)
+  const branches = [...el.querySelectorAll(".syft-branches > .syft-branch")];
+  assert.equal(branches.length, 3);
+  const marks = branches.map((b) => [...b.querySelectorAll(".syft-annotation[data-label=part]")].map((a) => a.textContent));
+  assert.deepEqual(marks, [["part: 1 of 3 (2 rows)"], ["part: 2 of 3 (1 rows)"], ["part: 3 of 3 (1 rows)"]]);
+  // the remote parts are drawn on their workers, without values; the local part shows its values
+  assert.match(branches[0].textContent, /values stay on bob/);
+  assert.match(branches[1].textContent, /values stay on alice/);
+  assert.equal(branches[2].querySelector(".syft-values").textContent, root.children[2].preview.text);
+  assert.deepEqual([...el.querySelectorAll("[data-action]")].map((b) => b.getAttribute("data-action")), ["get"]);
+});
+
 test("a plain chain is the one-child case and looks as before; v1 lists still render", () => {
   const nodes = [
     { kind: "pointer", type: "PointerTensor", id: 1, owner: "me", location: "bob", id_at_location: 2, state: "ok",
