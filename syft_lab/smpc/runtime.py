@@ -8,9 +8,14 @@ process sends along. ``run(programs)`` executes them:
   allow-list still checks every op);
 - on a remote worker as one message: a graph (``run_graph``, the ``sy.batch`` message, the
   public values inline as constants) whose opened outputs come back in its reply (``ret``),
-  or a plain ``run`` for a single op, sent without waiting (``WorkerClient.submit_request``); every
-  request of a round is in flight at once, on every worker, so a round costs about one round
-  trip, not one per party.
+  sent without waiting (``WorkerClient.submit_request``); every request of a round is in flight
+  at once, on every worker, so a round costs about one round trip, not one per party. A round
+  that opens nothing (a protocol's last step, an add, a view) is not waited for at all: its
+  outputs' ids are chosen here (the graph's ``o``), so their pointers exist before the reply,
+  and a worker runs its messages in order, so the next round (or any request) finds them. Its
+  replies are read with the next ones on the same connection; an error in one is raised by the
+  next ``run`` (or ``flush``). Such a round costs no round trip: ``stats["rounds"]`` counts the
+  round trips waited for.
 
 Values a program ``keep``s stay on its worker as pointers (the next round's inputs); values it
 ``open``s come back here (masked values only: a protocol never opens a share).
@@ -27,24 +32,29 @@ import torch
 
 from .. import events
 from ..dtypes import dtype_name
-from ..commands import Ref
+from ..commands import NewObject
 from ..ids import new_id
 from ..plans.graph import Node, PlanGraph, Value
 from ..tensors.pointer import PointerTensor, wrap_result
-from ..wire.allowlist import op_name
 from ..workers.virtual import VirtualWorker
 
 _meta_cache: dict = {}
 aten = torch.ops.aten
 
 # What protocols cost, for the benchmarks: rounds (one round trip each: every message of a
-# round is in flight at once) and messages (requests to remote workers).
-stats = {"messages": 0, "rounds": 0}
+# round is in flight at once), messages (requests to remote workers) and the rounds sent and
+# not waited for (they open nothing: no round trip).
+stats = {"messages": 0, "rounds": 0, "unwaited": 0}
+
+# Requests of rounds not waited for (see the module docstring): read when the next replies are,
+# their errors raised by the next ``run`` or by ``flush``.
+_unread: list = []
 
 
 def reset_stats() -> None:
     stats["messages"] = 0
     stats["rounds"] = 0
+    stats["unwaited"] = 0
 
 
 # What every op costs wherever its workers are (in process too), for the inspection model's
@@ -276,26 +286,21 @@ class Program:
             ref.released = True
 
     def _submit(self) -> list:
-        """Send this program (one run_graph, its opened values in the reply, or one run) without
-        waiting; returns the requests in flight."""
+        """Send this program (one run_graph, its opened values in the reply) without waiting;
+        returns the requests in flight. Its kept values' pointers are made here, from the ids
+        the message names and the shapes recorded (``self.kept``): they exist before the reply."""
         kept_vals = [v for v in self._keep if isinstance(v, Val)]
         outs = kept_vals + self._open
         if not outs:
+            self.kept = list(self._keep)
             return []
         w = self.worker
-        if len(self.nodes) == 1 and len(outs) == 1 and not self._open and not self.draw_bits:
-            # one op: a plain run message (its public values travel as raw tensor bytes, not JSON)
-            node = self.nodes[0]
-            msg = {"c": "run", "op": op_name(node.op), "a": [self._wire(a) for a in node.args],
-                   "k": {k: self._wire(v) for k, v in node.kwargs.items()} or None}
-            carries = _carries(w)
-            if carries:
-                msg["note"] = {"carries": carries}
-            stats["messages"] += 1
-            return [w.submit_request(_cell(msg))]
         graph = PlanGraph("smpc", self.inputs, self.constants, self.nodes,
                           [_value(v) for v in outs], False)
         ids = [new_id() for _ in outs]
+        made = iter(wrap_result(PointerTensor, NewObject(i, v.shape, v.dtype), w)
+                    for i, v in zip(ids, kept_vals))
+        self.kept = [next(made) if isinstance(v, Val) else v for v in self._keep]
         opened = ids[len(kept_vals):]
         msg = {"c": "run_graph", "g": graph.to_json(), "i": list(self.input_ids), "o": ids}
         if self.draw_bits:  # a dealer's program: its random inputs are drawn on the worker
@@ -310,32 +315,46 @@ class Program:
         stats["messages"] += 1
         return [w.submit_request(_cell(msg))]
 
-    def _wire(self, a):
-        """A graph argument as a run message carries it."""
-        if isinstance(a, Value):
-            if a.kind == "input":
-                return Ref(self.input_ids[a.index])
-            return self.constants[a.index]
-        if type(a) in (list, tuple):
-            return [self._wire(b) for b in a]
-        return a
-
     def _collect(self, results) -> None:
+        """The opened values from the reply (the kept ones' pointers were made when it was sent)."""
         self._hold = []
-        if not results:
-            self.kept = list(self._keep)
-            self.opened = []
-            return
-        out = results[0] if type(results[0]) in (list, tuple) else [results[0]]  # a run's one NewObject
-        n_kept = len(out) - len(self._open)
-        made = iter(wrap_result(PointerTensor, r, self.worker) for r in out[:n_kept])
-        self.kept = [next(made) if isinstance(v, Val) else v for v in self._keep]
-        self.opened = list(out[n_kept:])
+        self.opened = list(results[0][len(results[0]) - len(self._open):]) if results and self._open else []
+
+
+def _closed(client) -> bool:
+    transport = getattr(client, "transport", None)
+    return transport is not None and transport.state == "closed"
+
+
+def _check_unread(wait: bool = False) -> None:
+    """Raise the first error of a request not waited for (``wait``: read every reply first)."""
+    if not _unread:
+        return
+    left, first = [], None
+    for q in _unread:
+        if _closed(q.client):  # its worker was closed here: nothing will use what it made
+            continue
+        if wait or q.done:
+            try:
+                q.result()
+            except Exception as e:  # every reply is read before we go on
+                first = first or e
+        else:
+            left.append(q)
+    _unread[:] = left
+    if first is not None:
+        raise first
+
+
+def flush() -> None:
+    """Wait for every request of a round not waited for; raise the first error among them."""
+    _check_unread(wait=True)
 
 
 def run(programs) -> None:
     """Execute one round: every program; remote ones all at once (every request of the round is
-    in flight before the first reply is read, so the round costs about one round trip)."""
+    in flight before the first reply is read, so the round costs about one round trip). A round
+    that opens nothing is sent and not waited for (the module docstring)."""
     programs = [p for p in programs if p is not None]
     if any(p._keep or p._open for p in programs):  # as remotely: a program with no output sends nothing
         totals["rounds"] += 1
@@ -344,7 +363,16 @@ def run(programs) -> None:
             p._execute_local()
     remote = [p for p in programs if not p.local]
     sent = [(p, p._submit()) for p in remote]
-    if any(pending for _, pending in sent):
+    if remote and not any(p._open for p in remote):  # nothing comes back: the next round reads the replies
+        if any(pending for _, pending in sent):
+            stats["unwaited"] += 1
+        for p, pending in sent:
+            p._hold = []
+            p.opened = []
+            _unread.extend(pending)
+        _check_unread()
+        return
+    if remote:
         stats["rounds"] += 1
     errors = []
     for p, pending in sent:
@@ -358,6 +386,7 @@ def run(programs) -> None:
             p._collect(results)
     if errors:
         raise errors[0]
+    _check_unread()
     parties = [p for p in programs if p.role == "party" and p.opened]
     if len(parties) > 1:  # a masked value was opened: its public sum goes back to every party
         for p in parties:
