@@ -4,7 +4,14 @@ The same work on every side: a 64-32-10 MLP (the same initial weights) on scikit
 (1,347 training / 450 test samples, features / 16) split IID across N clients (one seeded
 permutation, near-equal parts), 1 local epoch, batch 16, SGD lr 0.1, 10 rounds; the figure is the
 median round time of rounds 2-10 (round 1 is the warm-up: models sent, plans traced, actors
-started), and the accuracy on the test set after round 10.
+started), and the accuracy on the test set after round 10, as a mean over ``SEEDS`` seeds (each
+seed: its own split, initial weights and shuffles, the same on both sides but the shuffles,
+which each system draws itself): after 10 rounds the models are still on the steep part of the
+curve, where the shuffle order alone moves one run's accuracy by several points.
+
+Timing is interleaved so that both sides see the same load: for each N, syft_lab's rounds 1-5
+(Ray and VirtualWorkers in turns), then Flower (the timed seed, then the other seeds), then
+syft_lab's rounds 6-10; the load average is read before and after each N.
 
 - syft_lab FedAvg over N Ray workers (``sy.ray.workers(N, per_actor=ceil(N / 4))``: 4 actor
   processes, ``plans=True``), its rounds taken in turns with the same FedAvg over N VirtualWorkers;
@@ -39,23 +46,24 @@ import torch.nn as nn
 
 HERE = Path(__file__).resolve().parent
 ROUNDS, BATCH, LR, SEED = 10, 16, 0.1, 0
+SEEDS = (0, 1, 2)  # accuracy: the mean over these (full mode); timing: the first
 FLOWER_CPUS = 0.5  # per Flower client: 4 actors on a 2-CPU Ray, as many processes as syft_lab's side
 
 
-def digits(n_clients: int):
+def digits(n_clients: int, seed: int = SEED):
     """Train / test tensors and one index array per client (IID: a seeded permutation, split)."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
     x, y = load_digits(return_X_y=True)
     x_tr, x_te, y_tr, y_te = train_test_split(x / 16.0, y, test_size=0.25, random_state=SEED, stratify=y)
-    parts = np.array_split(np.random.default_rng(SEED).permutation(len(x_tr)), n_clients)
+    parts = np.array_split(np.random.default_rng(seed).permutation(len(x_tr)), n_clients)
     t = lambda a, dt: torch.tensor(a, dtype=dt)  # noqa: E731
     return t(x_tr, torch.float32), t(y_tr, torch.long), t(x_te, torch.float32), t(y_te, torch.long), parts
 
 
-def mlp() -> nn.Module:
-    torch.manual_seed(SEED)
+def mlp(seed: int = SEED) -> nn.Module:
+    torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 
 
@@ -65,7 +73,15 @@ def accuracy(model, x, y) -> float:
 
 
 # --- Flower (run in a subprocess of a Python that has flwr; imports no syft_lab) ------------------
-def _flower_child(n_clients: int, rounds: int) -> dict:
+def _flower_child(n_clients: int, rounds: int, seeds=(SEED,)) -> dict:
+    """Flower's FedAvg for each seed in turn (one process); the first seed's rounds are timed."""
+    runs = [_flower_seed(n_clients, rounds, seed) for seed in seeds]
+    out = dict(runs[0])
+    out["accuracies"] = {str(seed): r["accuracy"] for seed, r in zip(seeds, runs)}
+    return out
+
+
+def _flower_seed(n_clients: int, rounds: int, seed: int) -> dict:
     import flwr
     from flwr.client import ClientApp, NumPyClient
     from flwr.common import Context, ndarrays_to_parameters
@@ -75,7 +91,7 @@ def _flower_child(n_clients: int, rounds: int) -> dict:
     import ray
 
     torch.set_num_threads(1)
-    x_tr, y_tr, x_te, y_te, parts = digits(n_clients)
+    x_tr, y_tr, x_te, y_te, parts = digits(n_clients, seed)
     shards = [(x_tr[p], y_tr[p]) for p in parts]  # shipped to the actors with the ClientApp
 
     def get(model):
@@ -90,12 +106,12 @@ def _flower_child(n_clients: int, rounds: int) -> dict:
 
         def fit(self, parameters, config):
             torch.set_num_threads(1)
-            model = mlp()
+            model = mlp(seed)
             put(model, parameters)
             x, y = shards[self.pid]
             opt = torch.optim.SGD(model.parameters(), lr=LR)
             # a new shuffle each round (mlp() reseeds torch's global generator: not that one)
-            g = torch.Generator().manual_seed(SEED + 1000 * int(config["round"]) + self.pid)
+            g = torch.Generator().manual_seed(100_003 * seed + 1000 * int(config["round"]) + self.pid)
             loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=BATCH,
                                                  shuffle=True, generator=g)
             for xb, yb in loader:
@@ -122,7 +138,7 @@ def _flower_child(n_clients: int, rounds: int) -> dict:
             return out
 
     def evaluate_fn(server_round, parameters, config):
-        model = mlp()
+        model = mlp(seed)
         put(model, parameters)
         scores[server_round] = accuracy(model, x_te, y_te)
         return 0.0, {"accuracy": scores[server_round]}
@@ -131,7 +147,7 @@ def _flower_child(n_clients: int, rounds: int) -> dict:
         strategy = Timed(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=n_clients,
                          min_available_clients=n_clients, evaluate_fn=evaluate_fn,
                          on_fit_config_fn=lambda server_round: {"round": server_round},
-                         initial_parameters=ndarrays_to_parameters(get(mlp())))
+                         initial_parameters=ndarrays_to_parameters(get(mlp(seed))))
         return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds))
 
     t0 = time.perf_counter()
@@ -162,9 +178,10 @@ def flower_python() -> tuple[str | None, str]:
                   f"(benchmarks/setup_flower installs it for the benchmark only, into .venv-flower; or set FLWR_PYTHON)")
 
 
-def flower(py: str, n_clients: int, rounds: int) -> dict:
-    out = subprocess.run([py, str(Path(__file__).resolve()), "--flower-child", str(n_clients), str(rounds)],
-                         capture_output=True, text=True, timeout=900, cwd=str(HERE),
+def flower(py: str, n_clients: int, rounds: int, seeds=(SEED,)) -> dict:
+    out = subprocess.run([py, str(Path(__file__).resolve()), "--flower-child", str(n_clients), str(rounds),
+                          ",".join(map(str, seeds))],
+                         capture_output=True, text=True, timeout=1800, cwd=str(HERE),
                          env=dict(os.environ, PYTHONPATH=str(HERE), RAY_DEDUP_LOGS="0"))
     if out.returncode != 0:
         raise RuntimeError(f"Flower subprocess failed: {out.stderr[-1500:]}")
@@ -172,30 +189,44 @@ def flower(py: str, n_clients: int, rounds: int) -> dict:
 
 
 # --- syft_lab ------------------------------------------------------------------------------------
-def _syft_fedavg(sy, workers, n_clients, name):
-    x_tr, y_tr, x_te, y_te, parts = digits(n_clients)
+def _syft_fedavg(sy, workers, n_clients, name, seed=SEED):
+    x_tr, y_tr, x_te, y_te, parts = digits(n_clients, seed)
     fds = sy.BaseDataset(x_tr, y_tr, name=name).federate(workers, indices=parts)
-    fl = sy.federated.FedAvg(mlp(), fds, lr=LR, batch_size=BATCH, local_epochs=1, plans=True, seed=SEED)
+    fl = sy.federated.FedAvg(mlp(seed), fds, lr=LR, batch_size=BATCH, local_epochs=1, plans=True, seed=seed)
     return fl, fds, (x_te, y_te)
 
 
-def _syft_rounds(sy, ray_workers, n, rounds):
-    """Rounds on Ray workers and on VirtualWorkers, taken in turns (ABBA...)."""
+def _syft_rounds(sy, ray_workers, n, rounds, between=None, seeds=(SEED,)):
+    """Rounds on Ray workers and on VirtualWorkers, taken in turns (ABBA...); ``between()`` runs
+    after the first half of the rounds (Flower's run: both systems measured under the same
+    load). Then the other seeds' rounds on VirtualWorkers (the same model as on Ray for a seed),
+    for their accuracy."""
     virtual = [sy.VirtualWorker(f"bench_flower_v{i}") for i in range(n)]
     sides = {}
     try:
         if ray_workers is not None:
-            sides["ray"] = _syft_fedavg(sy, ray_workers, n, f"bench_flower_r{n}")
-        sides["virtual"] = _syft_fedavg(sy, virtual, n, f"bench_flower_v{n}")
+            sides["ray"] = _syft_fedavg(sy, ray_workers, n, f"bench_flower_r{n}", seeds[0])
+        sides["virtual"] = _syft_fedavg(sy, virtual, n, f"bench_flower_v{n}", seeds[0])
         times = {k: [] for k in sides}
         order = list(sides)
         for r in range(rounds):
+            if r == rounds // 2 and between is not None:
+                between()
             for k in (order if r % 2 == 0 else order[::-1]):
                 t0 = time.perf_counter()
                 sides[k][0].round(progress=False)
                 times[k].append(time.perf_counter() - t0)
-        return {k: {"rounds": times[k], "accuracy": accuracy(fl.model, *test)}
-                for k, (fl, _, test) in sides.items()}
+        out = {k: {"rounds": times[k], "accuracy": accuracy(fl.model, *test)} for k, (fl, _, test) in sides.items()}
+        accs = {str(seeds[0]): out["virtual"]["accuracy"]}
+        for seed in seeds[1:]:
+            fl, fds, test = _syft_fedavg(sy, virtual, n, f"bench_flower_v{n}_s{seed}", seed)
+            try:
+                fl.run(rounds, progress=False)
+                accs[str(seed)] = accuracy(fl.model, *test)
+            finally:
+                fds.unload()
+        out["virtual"]["accuracies"] = accs
+        return out
     finally:
         for _, fds, _ in sides.values():
             fds.unload()
@@ -219,7 +250,8 @@ def run(quick: bool = False) -> list[dict]:
     sizes = (2,) if smoke else (4, 16) if quick else (4, 16, 32, 100)
     rounds = 2 if smoke else 4 if quick else ROUNDS
     py, why = (None, "smoke mode: no Ray, no Flower") if smoke else flower_python()
-    measured, started = {}, False
+    seeds = SEEDS if not (smoke or quick) else (SEED,)
+    measured, started, loads = {}, False, {}
     if not smoke:
         import ray  # syft_lab's Ray; Flower's runs in its own process and Ray
 
@@ -230,21 +262,39 @@ def run(quick: bool = False) -> list[dict]:
             ray_workers = None
             if not smoke:
                 ray_workers = sy.ray.workers(n, prefix=f"bench_flower_{n}_", per_actor=math.ceil(n / 4))
+            flower_run = {}
+
+            def run_flower(n=n, flower_run=flower_run):
+                try:
+                    flower_run.update(flower(py, n, rounds, seeds))
+                except Exception as e:  # noqa: BLE001  (reported in its row, the others stand)
+                    flower_run["error"] = f"{type(e).__name__}: {str(e)[-300:]}"
+
+            before = os.getloadavg()
             try:
-                measured[n] = _syft_rounds(sy, ray_workers, n, rounds)
+                measured[n] = _syft_rounds(sy, ray_workers, n, rounds, run_flower if py is not None else None, seeds)
             finally:
                 if ray_workers is not None:
                     stop_ray_workers(ray_workers)
+            loads[n] = (before, os.getloadavg())
             if py is not None:
-                try:
-                    measured[n]["flower"] = flower(py, n, rounds)
-                except Exception as e:  # noqa: BLE001  (reported in its row, the others stand)
-                    measured[n]["flower"] = {"error": f"{type(e).__name__}: {str(e)[-300:]}"}
+                measured[n]["flower"] = flower_run
             print(f"bench_flower: {n} clients done", file=sys.stderr, flush=True)
     finally:
         if not smoke and started:
             sy.ray.shutdown()
+    global LOADS
+    LOADS = loads
+    if not (smoke or quick):  # the raw measurements, before any figure is made of them
+        (HERE / "flower_results.raw.json").write_text(json.dumps({"measured": measured, "loads": loads}, indent=1))
     return _figures(figure, measured, sizes, rounds, why, smoke)
+
+
+LOADS: dict = {}  # clients -> (load average before, after) of the last run
+
+
+def _mean(values) -> float:
+    return sum(values) / len(values)
 
 
 def _figures(figure, measured, sizes, rounds, why, smoke):
@@ -270,11 +320,14 @@ def _figures(figure, measured, sizes, rounds, why, smoke):
                           f"simulation", t["ray"], "s", target, ratio=ratio, peer=peer))
         acc = {k: v["accuracy"] for k, v in m.items() if "accuracy" in v and v["accuracy"] is not None}
         if "flower" in acc:
-            gap = 100 * (acc["flower"] - acc["ray"])
-            out.append(figure(f"test accuracy after {rounds} rounds, {n} clients: syft_lab (Ray) minus Flower",
-                              100 * acc["ray"], "%", 1.0, ratio=abs(gap),
-                              peer=f"Flower {100 * acc['flower']:.1f}%, syft_lab on VirtualWorkers "
-                                   f"{100 * acc['virtual']:.1f}% (ratio: points apart)"))
+            ours, theirs = m["virtual"]["accuracies"], fl["accuracies"]
+            seeds = [s for s in ours if s in theirs]
+            mine, flw = _mean([ours[s] for s in seeds]), _mean([theirs[s] for s in seeds])
+            each = ", ".join(f"{100 * ours[s]:.1f}/{100 * theirs[s]:.1f}" for s in seeds)
+            out.append(figure(f"test accuracy after {rounds} rounds, {n} clients, mean of {len(seeds)} seed(s): "
+                              f"syft_lab minus Flower", 100 * mine, "%", 1.0, ratio=abs(100 * (mine - flw)),
+                              peer=f"Flower {100 * flw:.1f}%; per seed syft_lab/Flower {each}; seed {seeds[0]} "
+                                   f"on Ray {100 * acc['ray']:.1f}% (ratio: points apart)"))
         else:
             out.append(figure(f"test accuracy after {rounds} rounds, {n} clients: syft_lab (Ray)",
                               100 * acc["ray"], "%", None,
@@ -292,7 +345,8 @@ def _figures(figure, measured, sizes, rounds, why, smoke):
 
 def main(argv) -> int:
     if argv[:1] == ["--flower-child"]:
-        print(json.dumps(_flower_child(int(argv[1]), int(argv[2]))))
+        seeds = tuple(int(s) for s in argv[3].split(",")) if len(argv) > 3 else (SEED,)
+        print(json.dumps(_flower_child(int(argv[1]), int(argv[2]), seeds)))
         return 0
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(HERE.parent))
@@ -316,6 +370,9 @@ def main(argv) -> int:
               f"({info['torch_threads']} thread(s)), {info['platform']}; load average at the end "
               f"{', '.join(map(str, info['load_average']))}; run {info['date']}, "
               f"{time.perf_counter() - t0:.0f} s. Flower: {fl[fl.index('(flwr') + 1:fl.index(')')] if fl else '-'}.",
+              "", "Load average (1, 5, 15 min) before and after each size's syft_lab + Flower block: " +
+              "; ".join(f"{n} clients {', '.join(f'{v:.1f}' for v in b)} -> {', '.join(f'{v:.1f}' for v in a)}"
+                        for n, (b, a) in LOADS.items()) + ".",
               "", "Made by `.venv/bin/python benchmarks/bench_flower.py` (see its docstring for the setup).", "",
               text, ""]
         (HERE / "flower_results.md").write_text("\n".join(md))
