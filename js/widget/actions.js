@@ -3,7 +3,7 @@
 // A button never sends code: only an action name, the target's ids from the model, and
 // (for send and move) a worker id. The kernel checks everything and replies.
 
-import { LOCAL, esc, h, isStored, shortId } from "./dom.js";
+import { LOCAL, esc, h, isEdge, isStored, shortId } from "./dom.js";
 
 const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped"]); // "disconnected" reconnects
 let seq = 0;
@@ -77,7 +77,7 @@ export function actionsFor(_worker, entry) {
 
 /** The workers an object can be sent or moved to. */
 export function destinations(action, worker, entry, workers) {
-  const here = isStored(worker, entry) ? worker : entry.kind === "pointer" ? entry.location : LOCAL;
+  const here = isStored(worker, entry) ? worker : isEdge(entry) ? entry.location : LOCAL;
   return (workers || [])
     .filter((w) => w.id !== LOCAL && w.id !== here && !DOWN.has(w.state))
     .map((w) => w.id);

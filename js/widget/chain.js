@@ -7,7 +7,7 @@
 // LoggingTensors and data leaves add their richer parts (target chip, op log, values).
 
 import { actionBar } from "./actions.js";
-import { LOCAL, fmtNumber, h, hueClass, shapeText, shortId } from "./dom.js";
+import { LOCAL, fmtNumber, h, hueClass, isEdge, shapeText, shortId } from "./dom.js";
 
 /** A version 1 list of nodes (head first) as a tree; a tree is returned as it is. */
 export function treeFromList(nodes) {
@@ -66,7 +66,7 @@ function metaLine(node) {
     // a shared value: its box lives in the notebook, its value on no worker (issue 26.7)
     parts.push(h("span", { class: "syft-owner syft-nobody", title: `no one holds this value: it exists only as shares`
       + ` on ${node.distributed.join(", ")}, each of which alone reveals nothing` }, "held by nobody"));
-  } else if (node.kind !== "pointer" && node.owner) parts.push(h("span", { class: "syft-owner" }, `on ${node.owner}`));
+  } else if (!isEdge(node) && node.owner) parts.push(h("span", { class: "syft-owner" }, `on ${node.owner}`));
   return parts.length ? h("div", { class: "syft-meta" }, parts) : null;
 }
 
@@ -238,13 +238,13 @@ export function nodeBox(node, ctx, actions = null) {
     node.id !== undefined ? idChip(node.id) : null,
     badge ? h("span", { class: "syft-badge" }, badge) : null, actions);
   const body = [metaLine(node)];
-  if (kind === "pointer") {
+  if (isEdge(node)) {
     body.push(h("div", { class: `syft-where ${hueClass(node.location)}` },
       "→ ", h("span", { class: "syft-worker-chip" }, node.location),
       h("span", { class: "syft-id", title: `id ${node.id_at_location} on ${node.location}` }, `:${shortId(node.id_at_location)}`),
       node.state && node.state !== "ok" ? h("span", { class: "syft-state-bad" }, node.state) : null,
       node.owning === false ? h("span", { class: "syft-muted" }, " (not owning)") : null));
-  } else if (kind === "logging") {
+  } else if (node.log_length !== undefined) { // an op log
     body.push(logBlock(node, ctx));
   } else if (kind === "tensor") {
     body.push(previewBlock(node));

@@ -57,6 +57,13 @@ export function shapeText(o) {
  * commands.LOCAL_OWNER). The one place the front end writes it. */
 export const LOCAL = "me";
 
+/** Whether a world row or chain node refers to an object elsewhere (a pointer, a plan pointer,
+ * a pointer a worker holds): the world's edges are the entries with a `location` (the kernel's
+ * tensors/nodes.py is_edge), read by that field, not by a layer's kind. */
+export function isEdge(o) {
+  return typeof o?.location === "string";
+}
+
 // Hues for worker colours; syft_lab/widget/svg.py has the same list and hash.
 export const PALETTE = [330, 95, 30, 280, 205, 180, 0, 150];
 

@@ -8,7 +8,7 @@ import css from "./style.css";
 import { actionBar, createClient, statusLine } from "./actions.js";
 import { chainBlock, flattenTree, renderChains, rootOf } from "./chain.js";
 import { createWorldChannel } from "./channel.js";
-import { LOCAL, h } from "./dom.js";
+import { LOCAL, h, isEdge } from "./dom.js";
 import { planNodeOf, renderPlan } from "./plan.js";
 import { createWorldView } from "./world.js";
 
@@ -122,7 +122,7 @@ function render({ model, el }) {
         const head = rootOf(chains[0]);
         const plan = planNodeOf([{ nodes: flattenTree(head) }]);
         const parts = [];
-        if (head && head.kind === "pointer") parts.push(chainBlock({ ...chains[0], root: { ...head, children: [] } }, ctx));
+        if (head && isEdge(head)) parts.push(chainBlock({ ...chains[0], root: { ...head, children: [] } }, ctx));
         const local = head && head.kind === "plan" && (head.owner ?? LOCAL) === LOCAL;
         const buttons = local ? actionBar(LOCAL, head, ctx, chains[0].names?.[0] || head.name) : null;
         parts.push(renderPlan(plan, { idPrefix: `syft-plan-${client.viewId}`, actions: buttons }));

@@ -3,6 +3,7 @@
 // The result shares every lane, objects array and entry that the patch did not touch, so a
 // view can find what changed by identity (see world.js) instead of re-rendering everything.
 
+import { isEdge } from "./dom.js";
 /**
  * Apply `patch` to `world`. Returns the new world, or null when the patch does not follow
  * this world (its `base` is not our `rev`): the caller then asks the kernel for a resync.
@@ -89,7 +90,7 @@ export function worldArrows(world) {
   const arrows = [];
   for (const lane of world?.workers || []) {
     for (const o of lane.objects || []) {
-      if (o.kind !== "pointer" || o.location === undefined) continue;
+      if (!isEdge(o) || o.location === undefined) continue;
       const to = `${o.location}:${o.id_at_location}`;
       if (byKey.has(to)) arrows.push({ from: `${lane.id}:${o.id}`, to, location: o.location });
     }

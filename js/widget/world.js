@@ -23,7 +23,7 @@
 // view: a world of thousands of objects renders in a few frames.
 
 import { toggleMenu } from "./actions.js";
-import { LOCAL, colourStyle, h, laneColours, objKey, s } from "./dom.js";
+import { LOCAL, colourStyle, h, isEdge, laneColours, objKey, s } from "./dom.js";
 import { indexWorld } from "./patch.js";
 import { laneMatches, parseQuery, pinnedTargets } from "./world/filter.js";
 import { clickIntent, createPending } from "./world/clicks.js";
@@ -94,12 +94,12 @@ export function createWorldView(ctx) {
     h("div", { class: "syft-world-aside" }, legend, timeline.timeline), timeline.replay, explainBox, overview.el, el);
 
   const rowColour = (id) => colourStyle(colours.get(id));
-  const danglingRow = (o) => o.kind === "pointer" && o.state !== "gone"
+  const danglingRow = (o) => isEdge(o) && o.state !== "gone"
     && (laneById.has(o.location) ? isDown(laneById.get(o.location)) : !!o.dangling);
   const lanesView = createLanes({
     el, lanesEl, arrows, schedule: () => schedule(), timings, markerId,
     rows: {
-      targetOf: (o) => (o.kind === "pointer" ? worldIndex.get(objKey(o.location, o.id_at_location))?.entry : undefined),
+      targetOf: (o) => (isEdge(o) ? worldIndex.get(objKey(o.location, o.id_at_location))?.entry : undefined),
       isLit: (key) => hl.has(key),
       colour: rowColour,
       opts(laneId, o) {
@@ -177,7 +177,7 @@ export function createWorldView(ctx) {
     if (it?.do === "openTarget") {
       // in the overview, a pointer's worker chip opens the lane it points to
       const o = lanesView.row(it.key)?.entry;
-      if (overviewOn && o?.kind === "pointer" && laneById.has(o.location) && !opened.has(o.location)) {
+      if (overviewOn && isEdge(o) && laneById.has(o.location) && !opened.has(o.location)) {
         openLane(o.location, true);
         return;
       }

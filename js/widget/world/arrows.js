@@ -4,7 +4,7 @@
 // channel to the gutter beside the target, into its row), so it never crosses a row it does
 // not point to. Pure: lane geometry in (measured by lanes.js), paths out (no DOM).
 
-import { esc, objKey } from "../dom.js";
+import { esc, isEdge, objKey } from "../dom.js";
 
 export const GAP = 24; // px between lanes (style.css .syft-lanes gap): arrows run in the middle
 
@@ -12,7 +12,7 @@ export const GAP = 24; // px between lanes (style.css .syft-lanes gap): arrows r
 export function lanesToMeasure(rows) {
   const wanted = new Set();
   for (const { lane, entry } of rows) {
-    if (entry.kind === "pointer" && entry.location !== undefined) { wanted.add(lane); wanted.add(entry.location); }
+    if (isEdge(entry) && entry.location !== undefined) { wanted.add(lane); wanted.add(entry.location); }
   }
   return wanted;
 }
@@ -59,7 +59,7 @@ export function arrowsInView(rows, geo, has, view, rowH, gap = GAP) {
   let total = 0;
   let k = 0;
   for (const { lane, id, entry: o } of rows) {
-    if (o.kind !== "pointer" || typeof id !== "number") continue;
+    if (!isEdge(o) || typeof id !== "number") continue;
     const F = geo.get(lane);
     if (!F) continue;
     const tl = o.location;

@@ -2,7 +2,7 @@
 // which objects match it, the targets a matching pointer keeps in view, what a lesson may hide
 // (isTemporary), and a lane's rows in order (laneItems). Pure: data in, data out.
 
-import { LOCAL, objKey, shortId } from "../dom.js";
+import { LOCAL, isEdge, objKey, shortId } from "../dom.js";
 
 /** A filter from the search text: words match names, types, ids and tags; `worker:bob`,
  * `kind:pointer` and `#tag` (or `tag:x`) restrict. */
@@ -51,7 +51,7 @@ export function pinnedTargets(lanes, q) {
   if (q.empty) return pins;
   for (const lane of lanes) {
     for (const o of lane.objects || []) {
-      if (o.kind !== "pointer" || o.state === "gone" || !matches(q, lane.id, o)) continue;
+      if (!isEdge(o) || o.state === "gone" || !matches(q, lane.id, o)) continue;
       if (!pins.has(o.location)) pins.set(o.location, new Set());
       pins.get(o.location).add(o.id_at_location);
     }
@@ -66,7 +66,7 @@ export function isTemporary(laneId, o, namedTargets) {
   if (o.state === "gone") return true;
   if (o.names?.length || o.held_in?.length || o.tags?.length || o.group != null || o.dataset || o.held || o.state_of || o.kind === "plan"
     || o.kind === "crypto" || o.crypto) return false;
-  if (o.kind === "pointer") return laneId === LOCAL;
+  if (isEdge(o)) return laneId === LOCAL;
   return laneId !== LOCAL && !namedTargets?.has(objKey(laneId, o.id));
 }
 
@@ -86,7 +86,7 @@ export function laneItems(lane, q, laneOrder, pinned, namedTargets) {
   const groups = new Map();
   const local = [];
   for (const o of objs) {
-    if (o.kind === "pointer") {
+    if (isEdge(o)) {
       if (!groups.has(o.location)) groups.set(o.location, []);
       groups.get(o.location).push(o);
     } else local.push(o);

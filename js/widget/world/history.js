@@ -3,7 +3,7 @@
 // (rows that appeared or changed are marked for a while; what left stays as a ghost).
 // Pure: data in, data out (no DOM, no clock: `now` is an argument). timeline.js draws it.
 
-import { objKey } from "../dom.js";
+import { isEdge, objKey } from "../dom.js";
 import { indexWorld } from "../patch.js";
 
 export const HISTORY = 200; // steps the timeline keeps
@@ -118,7 +118,7 @@ export function ghostText(step, laneId, o) {
   if (e?.type === "moved") return `moved to ${e.to}`;
   if (e?.type === "fetched") return "fetched to me";
   if (e?.type === "deleted") return "deleted";
-  if (o.kind === "pointer") {
+  if (isEdge(o)) {
     const t = evs.find((x) => x.worker === o.location && x.id === o.id_at_location);
     if (t?.type === "fetched") return "gone: its object was fetched";
     if (t?.type === "moved") return `gone: its object moved to ${t.to}`;
@@ -143,7 +143,7 @@ export function changesBetween(prev, next, now, positions = new Map()) {
   const after = indexWorld(next);
   for (const [key, { entry }] of after) {
     const old = before.get(key);
-    if (entry.kind === "pointer" && entry.state === "gone" && old && old.entry.state !== "gone" && !entry.gone_how) {
+    if (isEdge(entry) && entry.state === "gone" && old && old.entry.state !== "gone" && !entry.gone_how) {
       const e = (next.step?.events || []).find((x) => x.worker === entry.location && x.id === entry.id_at_location);
       if (e && (e.type === "moved" || e.type === "fetched" || e.type === "deleted")) gone.set(key, { how: e.type, to: e.to });
     }

@@ -3,7 +3,7 @@
 // as HTML in one batch and reused while their entry is unchanged), and the arrows' layer over
 // them (arrows.js routes, this measures and draws).
 
-import { LOCAL, colourStyle, esc, h, objKey, shapeText, shortId } from "../dom.js";
+import { LOCAL, colourStyle, esc, h, isEdge, objKey, shapeText, shortId } from "../dom.js";
 import { arrowsInView, arrowsSVG, lanesToMeasure } from "./arrows.js";
 import { laneItems } from "./filter.js";
 import { withGhosts } from "./history.js";
@@ -23,7 +23,7 @@ function headerChanged(a, b) {
 // a pointer row shows its target's shape: it is redrawn when that shape changes
 function stale(R, o, target, extra) {
   if (!R || R.entry !== o || R.extra !== extra) return true;
-  return o.kind === "pointer" && R.target !== target && shapeText(R.target || {}) !== shapeText(target || {});
+  return isEdge(o) && R.target !== target && shapeText(R.target || {}) !== shapeText(target || {});
 }
 
 /** A group header's or a ghost's row. */
@@ -150,7 +150,7 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
     // when it ends would close a menu the user is in)
     const opts = rows.opts(laneId, o);
     return `${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}|${opts.gone ? goneWhere({}, opts.gone) : ""}|${opts.shareOf ?? ""}`
-      + `|${o.kind === "pointer" ? rows.colour(o.location) : ""}`;
+      + `|${isEdge(o) ? rows.colour(o.location) : ""}`;
   }
 
   /** Materialise the visible rows of every lane (reusing the rows that did not change). */
@@ -166,7 +166,7 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
         const o = items[i];
         const id = o.header !== undefined ? `g:${o.header}` : o.ghost ? `x:${o.key}` : o.id;
         want.add(id);
-        const target = o.kind === "pointer" ? rows.targetOf(o) : undefined;
+        const target = isEdge(o) ? rows.targetOf(o) : undefined;
         const extra = o.header !== undefined || o.ghost ? "" : rowExtra(L.lane.id, o);
         const R = L.rows.get(id);
         if (o.header !== undefined || o.ghost ? !R || R.entry !== o : stale(R, o, target, extra)) fresh.push({ o, id, target, i, extra });

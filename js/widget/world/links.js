@@ -2,7 +2,7 @@
 // the arrows' ends, a row's "← x_ptr", the highlight of a pair or of a share's siblings, and a
 // crypto provider's role. Pure: a world in, maps out.
 
-import { LOCAL, objKey } from "../dom.js";
+import { LOCAL, isEdge, objKey } from "../dom.js";
 
 const hasGroup = (o) => o.group !== undefined && o.group !== null;
 
@@ -25,7 +25,7 @@ export function worldLinks(w) {
   const groups = (w.workers || []).flatMap((l) => (l.objects || []).map((o) => o.group).filter((g) => g !== undefined && g !== null));
   for (const o of (w.workers || []).find((l) => l.id === LOCAL)?.objects || []) {
     const name = (o.names?.length ? o.names : o.held_in || [])[0];
-    if (hasGroup(o) && o.kind !== "pointer" && name && !secretName.has(o.group)) secretName.set(o.group, name);
+    if (hasGroup(o) && !isEdge(o) && name && !secretName.has(o.group)) secretName.set(o.group, name);
     else if (o.secret && hasGroup(o) && !secretName.has(o.group)) secretName.set(o.group, o.secret);
     if (o.crypto_provider) providers.set(o.crypto_provider, [...(providers.get(o.crypto_provider) || []), name || "a shared tensor"]);
   }
@@ -37,7 +37,7 @@ export function worldLinks(w) {
         groupKeys.get(o.group).push(k);
         keyGroup.set(k, o.group);
       }
-      if (o.kind !== "pointer" || o.state === "gone") continue;
+      if (!isEdge(o) || o.state === "gone") continue;
       const to = objKey(o.location, o.id_at_location);
       const secret = hasGroup(o) ? secretName.get(o.group) : undefined;
       const label = (o.names && o.names[0]) || (o.held_in && o.held_in[0]) || (secret && `${secret}'s share`)
@@ -56,14 +56,14 @@ export function worldLinks(w) {
  * `links` from worldLinks, `index` from indexWorld. */
 export function litKeys(key, o, links, index) {
   const keys = [key];
-  if (o?.kind === "pointer") keys.push(objKey(o.location, o.id_at_location));
+  if (isEdge(o)) keys.push(objKey(o.location, o.id_at_location));
   for (const p of links.pointersTo.get(key) || []) keys.push(p);
   const g = links.keyGroup.get(key);
   if (g !== undefined) {
     for (const k of links.groupKeys.get(g) || []) {
       if (!keys.includes(k)) keys.push(k);
       const e = index.get(k)?.entry; // a share pointer's share
-      if (e?.kind === "pointer") keys.push(objKey(e.location, e.id_at_location));
+      if (isEdge(e)) keys.push(objKey(e.location, e.id_at_location));
     }
   }
   return keys;

@@ -4,7 +4,7 @@
 // dangling pointers. Nothing here keeps state but the share groups' order (setGroupOrder).
 
 import { actionBarHTML } from "../actions.js";
-import { LOCAL, esc, h, objKey, shapeText, shortId } from "../dom.js";
+import { LOCAL, esc, h, isEdge, objKey, shapeText, shortId } from "../dom.js";
 import { ledgerButton, ledgerPanel } from "../ledger.js";
 
 const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped", "dead"]);
@@ -78,9 +78,9 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   else if (opts.shareOf) main += `<span class="syft-names syft-held-in" title="one share of the secret ${esc(opts.shareOf)}">share of ${esc(opts.shareOf)}</span>`;
   else if (o.state_of) main += `<span class="syft-names syft-held-in" title="a copy of the state (parameters) plan ${esc(o.state_of)} runs on, sent with it; it goes with the plan">state of ${esc(o.state_of)}</span>`;
   else if (o.description) main += `<span class="syft-names syft-held-in" title="its description">${esc(o.description)}</span>`;
-  else if (o.kind === "pointer" && laneId === LOCAL) main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
+  else if (isEdge(o) && laneId === LOCAL) main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
   if (o.group !== undefined && o.group !== null) main += shareHTML(o); // before the rest: a narrow row keeps it
-  if (o.distributed?.length && o.kind !== "pointer") {
+  if (o.distributed?.length && !isEdge(o)) {
     main += `<span class="syft-nobody" title="no one holds this value: it exists only as shares on ${esc(o.distributed.join(", "))}`
       + ` (reconstructing needs every share)">held by nobody</span>`;
   }
@@ -96,7 +96,7 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   for (const t of shownTags) main += `<span class="syft-tag">${esc(t)}</span>`;
   if (o.refcount > 1) main += `<span class="syft-muted" title="owning pointers">×${o.refcount}</span>`;
   let side = "";
-  if (o.kind === "pointer") {
+  if (isEdge(o)) {
     const style = opts.colour ? ` style="${opts.colour(o.location)}"` : "";
     side += `<span class="syft-where"${style}>→ <span class="syft-worker-chip">${esc(o.location)}</span>`
       + `<span class="syft-id" title="id ${esc(o.id_at_location)}">:${shortId(o.id_at_location)}</span>`
@@ -114,7 +114,7 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
       + `${by.length > 2 ? ` +${by.length - 2}` : ""}</span>`;
   }
   const tip = [names.length ? names.join(", ") + " =" : held.length ? held.join(", ") + " =" : "", o.type ?? o.kind,
-    shortId(o.id), shape, o.kind === "pointer" ? `→ ${o.location}:${shortId(o.id_at_location)}` : "",
+    shortId(o.id), shape, isEdge(o) ? `→ ${o.location}:${shortId(o.id_at_location)}` : "",
     gone ? `(gone${goneWhere(o, opts.gone) ? `: ${goneWhere(o, opts.gone)}` : ""})` : dangling ? "(dangling)" : "", ...(o.tags || []), by.length ? `← ${by.join(", ")}` : "",
     o.description ? `— ${o.description}` : ""].filter(Boolean).join(" ");
   const cls = `syft-obj syft-obj-${kind}${ds ? " syft-obj-dataset" : ""}${gone ? " syft-obj-gone" : ""}`
@@ -160,10 +160,10 @@ export function groupHue(g) {
 function shareHTML(o) {
   const sh = o.share;
   const crypto = o.crypto || o.kind === "crypto";
-  const label = crypto ? "crypto material" : o.kind === "pointer" || o.kind === "tensor" || sh ? `share${sh ? ` ${sh.index + 1}/${sh.of}` : ""}` : "secret";
+  const label = crypto ? "crypto material" : isEdge(o) || o.kind === "tensor" || sh ? `share${sh ? ` ${sh.index + 1}/${sh.of}` : ""}` : "secret";
   const tip = crypto
     ? `correlated randomness from the crypto provider for secret ${o.group}: it exists until it is used`
-    : o.kind === "pointer" || o.kind === "tensor" || sh
+    : isEdge(o) || o.kind === "tensor" || sh
       ? `one share of secret ${o.group}: alone it reveals nothing about the secret (its value is never shown); hover to light up its siblings`
       : `a secret shared as group ${o.group}: hover to light up its shares`;
   return `<span class="syft-share${crypto ? " syft-share-crypto" : ""}" style="--syft-group-hue:${groupHue(o.group)}"`
