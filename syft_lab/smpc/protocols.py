@@ -41,6 +41,8 @@ aten = torch.ops.aten
 AST = AdditiveSharingTensor
 WORD = 64
 _FUSED = {aten.mm.default: aten.addmm.default, aten.mul.Tensor: aten.addcmul.default}
+# the same, computed in this process on a party's own pieces (ring.addmm: float64 BLAS, exact)
+_FUSED_HERE = {aten.mm.default: ring.addmm, aten.mul.Tensor: torch.addcmul}
 _POOLED = (aten.mm.default, aten.mul.Tensor)
 
 
@@ -166,7 +168,7 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
             # party i's pieces are here (not stored on it): c_i + f(e, b_i) from its own pieces and the
             # public e is computed here, and the party's program is one op fewer (what it is sent,
             # it could compute itself from what it would be sent otherwise)
-            z = p.op(fused, fused(c, eps, b), x.shares[i], delta)
+            z = p.op(fused, _FUSED_HERE[f](c, eps, b), x.shares[i], delta)
         elif fused is not None:  # c + f(e, b) + f(x, d) in two ops (addmm, addcmul)
             z = p.op(fused, p.op(fused, c, eps, b), x.shares[i], delta)
         else:

@@ -49,3 +49,38 @@ def xor_reconstruct(shares) -> torch.Tensor:
     for s in shares[2:]:
         out ^= s
     return out
+
+
+# --- products in the ring on float64 BLAS ---------------------------------------------------------
+# torch's int64 matmul has no BLAS kernel. A ring product a @ b (mod 2^64) is exact from float64
+# products of limbs: with 22-bit limbs a = a0 + a1 2^22 + a2 2^44 (a2: 20 bits), a @ b mod 2^64 =
+# a0b0 + (a0b1 + a1b0) 2^22 + (a0b2 + a1b1 + a2b0) 2^44 (the terms at 2^66 and above vanish), and
+# each float64 sum of at most 3k products of 22-bit limbs is an integer below 2^53 (exact) while
+# 3k 2^44 < 2^53, i.e. for an inner dimension k <= LIMB_K. CrypTen's CUDA path does the same with
+# 16-bit limbs.
+LIMB_BITS = 22
+LIMB_K = (2**53) // (3 * 2**(2 * LIMB_BITS))  # 170
+_LOW = (1 << LIMB_BITS) - 1
+
+
+def _limbs(t: torch.Tensor) -> list[torch.Tensor]:
+    return [(t & _LOW).double(), ((t >> LIMB_BITS) & _LOW).double(),
+            ((t >> (2 * LIMB_BITS)) & ((1 << (RING_BITS - 2 * LIMB_BITS)) - 1)).double()]
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b of int64 matrices modulo 2^64 (the ring's product), through float64 BLAS when the
+    inner dimension allows it exactly (k <= LIMB_K), else torch's int64 kernel."""
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] > LIMB_K or a.dtype != INT64 or b.dtype != INT64:
+        return a @ b
+    a0, a1, a2 = _limbs(a)
+    b0, b1, b2 = _limbs(b)
+    c0 = (a0 @ b0).long()
+    c1 = torch.addmm(a0 @ b1, a1, b0).long()
+    c2 = torch.addmm(torch.addmm(a0 @ b2, a1, b1), a2, b0).long()
+    return c0 + (c1 << LIMB_BITS) + (c2 << (2 * LIMB_BITS))
+
+
+def addmm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """c + a @ b in the ring (``matmul``)."""
+    return c + matmul(a, b)
