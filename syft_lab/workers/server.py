@@ -42,9 +42,14 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
+import torch
+
+from ..commands import Ref
 from ..errors import SyftError
+from ..wire.allowlist import ALLOWED, check_call
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE, Decoder, RejectedMessage, WireError, encode
 from .feed import EventFeed
+from .limits import OutputEstimator
 from .service import Session, WorkerService, error_reply, scrub
 
 DEFAULT_MAX_CONNECTIONS = 64
@@ -62,6 +67,17 @@ CLEAN_CLOSE_CODES = (1000, 1001)  # a client that closes with these has left for
 OFFLOAD_DECODE = 64 * 2**10
 DECODE_THREADS = 2
 
+# A command whose cost is bounded by its sizes, and small (WorkerServer.quick_command), runs
+# on the event loop while the command thread is idle: a pointer op then costs one round trip,
+# not one plus the two thread wake-ups of a hand-over (issue 28.4). Everything else, and
+# anything while the thread is busy, goes to the thread (its time budget and cancellation).
+QUICK_BYTES = 2**20  # tensors a quick command reads, and again what it makes
+QUICK_WORK = 2**20  # element operations of a quick op (check_call's estimate): well under a millisecond
+QUICK_RELEASES = 64  # releases a quick message may carry (each a decref, maybe a delete)
+QUICK_ARGS = 64  # tensors a quick op's arguments may name (each looked up on the loop)
+_QUICK_LITERALS = (int, float, bool, str, type(None))
+_Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
+
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 
@@ -72,6 +88,10 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class _NotQuick(Exception):
+    pass
 
 
 class RateLimitedLog:
@@ -241,6 +261,7 @@ class WorkerServer:
         # per-object events for the connections that subscribed (feed.py), pushed between replies
         self.feed = EventFeed({worker_id: self.service.core})
         self._followers: dict = {}  # Subscriber -> its _Connection
+        self._estimator = OutputEstimator()  # quick_command's output sizes (memoised meta runs)
 
     @property
     def url(self) -> str:
@@ -396,6 +417,62 @@ class WorkerServer:
         if ids:
             self.feed.note_refcount(self.service.core.id, ids)
 
+    def quick_command(self, msg) -> bool:
+        """Whether ``msg`` is known to take a moment (a hint for where it runs, never what it
+        does: it goes through the service as every command does; call it on the loop while the
+        command thread is idle). A stored plan known to replay quickly (``WorkerService.quick``),
+        or a ``run`` of an allowed op on plain tensors of at most QUICK_BYTES whose estimated work
+        (check_call, memoised on the arguments' metadata) is at most QUICK_WORK and whose outputs,
+        from the meta run, are at most QUICK_BYTES; releases and increfs. Reads the store only."""
+        cmd = msg.get("c")
+        rel = msg.get("rel")
+        if rel is not None and (type(rel) is not list or len(rel) > QUICK_RELEASES):
+            return False
+        if cmd == "run":
+            return self._quick_op(msg)
+        if cmd in ("release", "incref"):
+            ids = msg.get("ids") if cmd == "release" else [msg.get("id")]
+            return type(ids) is list and len(ids) <= QUICK_RELEASES
+        return self.service.quick(msg)
+
+    def _quick_op(self, msg) -> bool:
+        core = self.service.core
+        if core.limits is None:
+            return False
+        name, args, kwargs = msg.get("op"), msg.get("a"), msg.get("k")
+        op = ALLOWED.get(name) if type(name) is str else None
+        if op is None or type(args) is not list or (kwargs is not None and type(kwargs) is not dict):
+            return False
+        objects = core.objects
+        budget = [QUICK_BYTES, QUICK_ARGS]
+
+        def value(a):
+            tp = type(a)
+            if tp is Ref:
+                a = objects.get(a.id)
+                tp = type(a)
+            if tp is _Tensor or tp is _Parameter:
+                budget[0] -= a.untyped_storage().nbytes()
+                budget[1] -= 1
+                if budget[0] < 0 or budget[1] < 0:
+                    raise _NotQuick
+                return a
+            if tp is list or tp is tuple:
+                return [value(b) for b in a]
+            if tp in _QUICK_LITERALS or isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+                return a
+            raise _NotQuick  # an unknown id, a chain of layers, a pointer: the thread's run says
+
+        try:
+            resolved = [value(a) for a in args]
+            kw = {k: value(v) for k, v in kwargs.items()} if kwargs else None
+            if check_call(op, resolved, kw) > QUICK_WORK:
+                return False
+            est = self._estimator.estimate(op, resolved, kw)
+        except Exception:  # a hint only: whatever is wrong, the command thread's run says so
+            return False
+        return est.outputs > 0 and est.uncarriable is None and est.new_bytes <= QUICK_BYTES
+
     async def _handler(self, ws):
         loop = asyncio.get_running_loop()
         decoder = Decoder(self.max_message_size, budget=self.service.core.budget)
@@ -432,9 +509,9 @@ class WorkerServer:
                         reply, then = self.service.handle(msg, session)
                     await self._send(conn, encode(reply))
                     continue
-                if self._queued == 0 and self.service.quick(msg):
-                    # a stored plan known to take a moment, with the command thread idle: run here,
-                    # saving the two thread wake-ups of the hand-over (WorkerService.quick)
+                if self._queued == 0 and self.quick_command(msg):
+                    # known to take a moment, with the command thread idle: run here, saving
+                    # the two thread wake-ups of the hand-over (quick_command)
                     encoded, then = self._execute(msg, session, decoder)
                 else:
                     encoded, then = await asyncio.wrap_future(

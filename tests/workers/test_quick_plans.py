@@ -174,3 +174,49 @@ def test_quick_plans_keep_the_quota_error_type_over_a_worker_process():
         assert not isinstance(e.value, QuotaExceededError)
     finally:
         remote.close()
+
+
+# --- issue 28.4: a pointer op bounded by its sizes runs on the event loop too ------------------
+
+def _server_with(*tensors):
+    from syft_lab.workers.server import WorkerServer
+
+    server = WorkerServer("quick_ops")
+    ids = [server.service.core.store(t) for t in tensors]
+    return server, ids
+
+
+def _run_msg(op, *args, **extra):
+    from syft_lab.commands import Ref
+    from syft_lab.wire.allowlist import op_name
+
+    return {"c": "run", "op": op_name(op), "a": [Ref(a) if type(a) is int else a for a in args], "k": None, **extra}
+
+
+def test_a_small_op_on_stored_tensors_is_quick_and_gives_the_same_value():
+    server, (x,) = _server_with(torch.arange(4.))
+    msg = _run_msg(aten.add.Tensor, x, x)
+    assert server.quick_command(msg)
+    assert server.quick_command(_run_msg(aten.mul.Tensor, x, 2.0, rel=[12345]))
+    reply, _ = server.service.handle(dict(msg, r=1), Session())
+    assert torch.equal(server.service.core.objects[reply["ok"].id], torch.arange(4.) * 2)
+
+
+def test_an_op_over_the_size_or_work_bounds_is_not_quick():
+    from syft_lab.workers import server as server_module
+
+    big, square = torch.zeros(server_module.QUICK_BYTES // 4 + 1), torch.zeros(256, 256)
+    server, (b, s, one) = _server_with(big, square, torch.ones(1))
+    assert not server.quick_command(_run_msg(aten.neg.default, b))  # reads more than QUICK_BYTES
+    assert server.quick_command(_run_msg(aten.neg.default, s))
+    assert not server.quick_command(_run_msg(aten.mm.default, s, s))  # 256**3 element operations
+    assert not server.quick_command(_run_msg(aten.repeat.default, one, [2**19]))  # makes 2 MiB from 4 bytes
+
+
+def test_what_the_thread_must_answer_is_never_quick():
+    server, (x,) = _server_with(torch.ones(3))
+    assert not server.quick_command(_run_msg(aten.add.Tensor, x, 999_999))  # an unknown id: the thread says so
+    assert not server.quick_command({**_run_msg(aten.add.Tensor, x, x), "op": "aten.no_such_op.default"})
+    assert not server.quick_command(_run_msg(aten.add.Tensor, x, x, rel=list(range(QUICK_RELEASES + 1))))
+    assert not server.quick_command({"c": "run", "op": 3, "a": "x"})  # malformed: the thread's run says why
+    assert not server.quick_command({"c": "fetch", "id": x})
