@@ -16,6 +16,7 @@ turns into a live pointer.
 """
 from __future__ import annotations
 
+import functools
 import sys
 import weakref
 
@@ -24,7 +25,8 @@ import torch
 from .. import events
 from ..commands import NewObject, Ref, SameAsArg, current_holder, get_worker
 from ..errors import ObjectNotFoundError, SyftError, SyftTypeError, SyftValueError
-from ..ids import new_id, short
+from ..ids import ID_BITS, short
+from ..ids import _rand as _id_random
 from .base import ChainLayer, flat_layers
 from .nodes import tree_from_list
 from .registry import register_layer, wire_int, wire_shape, wire_text
@@ -62,6 +64,8 @@ _NO_KWARGS: dict = {}  # never written: unpacked by the call it is passed to
 # Python code in its add and in a removal callback: ~0.5 us of every pointer op.)
 _live: dict[int, weakref.ref] = {}
 _weakref = weakref.ref
+_new_id = functools.partial(_id_random.getrandbits, ID_BITS)  # ids.new_id without its frame (``or 1``)
+_holder = current_holder.get
 
 
 class RemoteRef(Ref):
@@ -81,8 +85,8 @@ class RemoteRef(Ref):
         self.owning = owning
         self.released = False
         self.gone_how = self.gone_to = None  # once released by mark_left: "fetched"/"moved", where to
-        self.pointer_id = new_id()  # the id of the pointer holding this ref, for the views
-        self.owner_id = current_holder.get()  # the worker holding that pointer
+        self.pointer_id = _new_id() or 1  # the id of the pointer holding this ref, for the views
+        self.owner_id = _holder()  # the worker holding that pointer
         _live[id(self)] = _weakref(self)
 
     def __del__(self):
@@ -403,6 +407,12 @@ class PointerTensor(ChainLayer, RemoteHandle):
             else:
                 if desc is _MISSING:
                     desc = infer(func, key, args, kwargs)
+            if type(out) is NewObject and type(desc) is TensorMeta:  # wrap_result's common case, inline
+                dtype = out.dtype
+                if desc.dtype is dtype and desc.shape == out.shape:
+                    r = _make_wrapper(cls, out.shape, desc.wrap_stride, desc.wrap_offset, None, dtype, _strided, _META)
+                    r._ref = RemoteRef(loc, out.id, True, "tensor", out.shape, dtype, desc.mkey)
+                    return r
             return wrap_result(cls, out, loc, args, desc)
         except _MixedLocal as e:
             where = flat_layers(PointerTensor, list(args) + list((kwargs or {}).values()))

@@ -10,6 +10,7 @@ enters or leaves the store, "changed" for a stored object an op wrote in place.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import time
@@ -19,18 +20,22 @@ import torch
 from .. import events
 from ..commands import NewObject, Ref, SameAsArg
 from ..errors import ObjectNotFoundError, OpCancelledError, QuotaExceededError, RemoteError, SyftError
-from ..ids import new_id
+from ..ids import ID_BITS, new_id
+from ..ids import _rand as _id_random
 from ..plans.plan import StoredPlan
 from ..tensors import nodes
 from ..tensors.pointer import PointerTensor
-from ..wire.allowlist import check_call, check_result
+from ..wire.allowlist import _HELD_DTYPES, _VIEW_IDS, check_call, check_result
 from ..wire.format import WireError
 from . import forked
+from ..tensors.registry import MAX_DIM_SIZE, MAX_DIMS
 from .limits import (PLAN_EXPANSION, Estimate, Limits, MemoryBudget, OutputEstimator, StorageLedger,
                      check_input_sizes, check_quota, fmt_bytes, output_count, uncarriable)
 
 _Tensor = torch.Tensor
+_strided = torch.strided
 _seq = (list, tuple)
+_new_id = functools.partial(_id_random.getrandbits, ID_BITS)  # ids.new_id without its frame (``or 1``)
 _NO_LIMITS = object()  # the policy token of a worker without limits (PlanGraph.run's ``learn``)
 MAX_OBJECT_ID = 2**63 - 1  # ids a client may name (run_graph's outputs); the worker's own are 53-bit
 
@@ -126,10 +131,12 @@ class WorkerCore:
         obj = self.objects.pop(obj_id)
         if self.ledger is not None:
             self.ledger.remove(obj)
-        events.emit("deleted", self.id, obj_id, reason="released")
-        on_delete = getattr(obj, "_on_delete", None)
-        if on_delete is not None:
-            on_delete(self)
+        if events._subscribers:
+            events.emit("deleted", self.id, obj_id, reason="released")
+        if type(obj) is not _Tensor:  # (a plain tensor has no _on_delete)
+            on_delete = getattr(obj, "_on_delete", None)
+            if on_delete is not None:
+                on_delete(self)
         del obj  # a stored pointer releases its own target here
 
     # --- commands ----------------------------------------------------------------------
@@ -171,15 +178,41 @@ class WorkerCore:
             if (limits is not None and limits.max_op_seconds is not None and work >= forked.FORK_WORK
                     and self.budget.used + 2 * new_bytes <= limits.max_bytes and forked.forkable(op, resolved, kw)):
                 out = forked.run_forked(op, resolved, kw, limits.max_op_seconds, (self.generator,))
-            else:
-                out = op(*resolved, **kw) if kw else op(*resolved)
+            else:  # (``_op``: the OpOverload's own call, one Python frame less)
+                out = op._op(*resolved, **kw) if kw else op._op(*resolved)
         except SyftError:
             raise
         except forked.ChildError as e:  # the op's own error, raised in the forked copy
             raise RemoteError(self.id, e.kind, str(e)) from None
         except Exception as e:  # the op's own error, reported without a traceback
             raise RemoteError(self.id, type(e).__name__, str(e)) from None
-        if isinstance(out, _Tensor):
+        return self.finish(op, out, resolved, args)
+
+    def finish(self, op, out, resolved, args):
+        """What ``run`` does with an op's output ``out`` (it ran on ``resolved``, the stored
+        objects ``args`` name): checked, stored and described (NewObject, SameAsArg), or a
+        Python value as it is."""
+        limits = self.limits
+        if type(out) is _Tensor:  # the common case inline: a new plain tensor, or an argument
+            if out.is_meta or out.layout is not _strided or out.dtype not in _HELD_DTYPES or id(op) in _VIEW_IDS:
+                check_result(op, out)  # (what it checks of a plain tensor, read here first; it raises)
+            shape = out.shape
+            if len(shape) > MAX_DIMS or (shape and max(shape) > MAX_DIM_SIZE):
+                _check_carriable(op, out, "it was dropped")
+            for i, a in enumerate(resolved):
+                if out is a:
+                    if events._subscribers and isinstance(args[i], Ref):  # a stored object written in place
+                        events.emit("changed", self.id, args[i].id)
+                    return SameAsArg(i)
+            obj_id = _new_id() or 1
+            self.objects[obj_id] = out
+            self.refcounts[obj_id] = 1
+            if limits is not None:
+                self.ledger.add(out)
+            if events._subscribers:
+                events.emit("stored", self.id, obj_id)
+            result = NewObject(obj_id, shape, out.dtype)
+        elif isinstance(out, _Tensor):
             check_result(op, out)
             _check_carriable(op, out, "it was dropped")
             result = self._result(out, resolved, args)
@@ -191,7 +224,7 @@ class WorkerCore:
             result = type(out)(self._result(o, resolved, args) if isinstance(o, _Tensor) else o for o in out)
         else:
             return out
-        if self.limits is not None:
+        if limits is not None:
             self._check_after(op, result)
         return result
 

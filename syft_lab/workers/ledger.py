@@ -115,6 +115,17 @@ def message_cell(msg: dict):
 
 
 _now = time.time
+_op_labels: dict = {}  # id(OpOverload) -> (op, its label in a record: "add"); ops live as long as torch
+
+
+def op_label(op) -> str:
+    """An op's name in a ledger record: its schema's name without the namespace ("add")."""
+    if type(op) is str:
+        return op
+    got = _op_labels.get(id(op))
+    if got is None or got[0] is not op:
+        got = _op_labels[id(op)] = (op, op._schema.name.split("::")[-1])
+    return got[1]
 
 
 class Ledger:
@@ -128,6 +139,7 @@ class Ledger:
         self.totals: dict = {}  # (kind, direction) -> [count, bytes], never dropped
         self.material: dict = {}  # dealer material made, by label -> count (a crypto provider's)
         self._clients = 0
+        self._op_totals = None  # totals[("op", "in")], which add_op counts on every op
 
     def label(self, session) -> str:
         """The session's name in this ledger ("client 1", ...): never its secret id."""
@@ -182,6 +194,24 @@ class Ledger:
         t[0] += 1
         t[1] += nbytes
 
+    def add_op(self, session, nbytes: int, cell, obj_id, op) -> None:
+        """The record of a client's own op (``kind`` "op", direction "in"; every pointer op on
+        an in-process worker): kept as a tuple, made a record dict only when it is read
+        (``op``: the OpOverload, named then too). What a reader sees is what
+        ``add_from_client`` would have recorded."""
+        who = session.label
+        if who is None:
+            who = self.label(session)
+        seq = self.seq
+        self.records.append((seq, who, nbytes, cell, _now(), obj_id, op))
+        self.seq = seq + 1
+        self.version += 1
+        t = self._op_totals
+        if t is None:
+            t = self._op_totals = self.totals.setdefault(("op", "in"), [0, 0])
+        t[0] += 1
+        t[1] += nbytes
+
     def retag(self, rec: dict, kind: str, peer=None, peer_kind="worker") -> None:
         """A record turns out to be part of a move (a fetch that was the first half of one)."""
         old = self.totals.get((rec["kind"], rec["direction"]))
@@ -200,7 +230,10 @@ class Ledger:
         """The newest record of a copy of ``obj_id`` this session fetched (``fetch`` with keep)."""
         who = self.label(session)
         for rec in reversed(self.records):
-            if rec["id"] == obj_id and rec["session"] == who:
+            if type(rec) is tuple:  # an op's record (add_op): never a fetch
+                if rec[5] == obj_id and rec[1] == who:
+                    return None
+            elif rec["id"] == obj_id and rec["session"] == who:
                 return rec if rec["kind"] == "fetched" and rec.get("op") == "copy" else None
         return None
 
@@ -210,6 +243,14 @@ class Ledger:
         who = self.label(session)
         out = []
         for rec in self.records:
+            if type(rec) is tuple:  # an op's record (add_op), as add_from_client records it
+                seq, by, nbytes, cell, t, obj_id, op = rec
+                if seq < since or (not everything and by != who):
+                    continue
+                out.append({"seq": seq, "kind": "op", "direction": "in", "peer": by, "peer_kind": "client",
+                            "bytes": nbytes, "cell": cell, "time": t, "id": obj_id, "session": by,
+                            "op": op_label(op), "mine": by == who})
+                continue
             if rec["seq"] < since or (not everything and rec["session"] != who):
                 continue
             r = dict(rec)

@@ -32,17 +32,19 @@ import secrets
 
 import torch
 
-from ..commands import NewObject
+from ..commands import NewObject, current_holder
+from ..events import current_cell as _current_cell
 from ..errors import ObjectNotFoundError, RemoteError, SyftError
 from ..plans.graph import PlanBuilds, PlanGraph
 from ..plans.plan import StoredPlan
 from ..tensors.base import ChainLayer
-from ..tensors.pointer import PointerSpec, PointerTensor
+from ..tensors.pointer import PointerSpec, PointerTensor, RemoteRef as _RemoteRef
 from ..tensors.registry import LayerSpec
-from ..wire import allowlist
+from ..wire import allowlist, op_cost
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, Decoder, RejectedMessage, WireError, encode
 from .core import WorkerCore
-from .ledger import READ_LIMIT, WHY, Ledger, arrived_from, fetched_here, may_read_all, message_cell, parse_note
+from .ledger import (READ_LIMIT, WHY, Ledger, arrived_from, fetched_here, may_read_all, message_cell, op_label,
+                     parse_note)
 from .limits import Limits
 from .randomness import random_below, random_words
 
@@ -65,6 +67,7 @@ _ALLOWED_IDS = frozenset(id(op) for op in allowlist.ALLOWED_OPS)
 _OpOverload = torch._ops.OpOverload
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-+~]+){2,}")
 _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
+_set_holder, _reset_holder = current_holder.set, current_holder.reset
 
 
 def scrub(message: str) -> str:
@@ -568,14 +571,114 @@ class WorkerService:
         note = parse_note(msg) if "note" in msg else None
         result = self.core.run(op, args, kwargs)
         nbytes = carried_bytes(args) + (carried_bytes(kwargs.values()) if kwargs else 0)
-        if type(result) is NewObject:  # the common case, inline (this is every pointer op's path)
+        obj_id = result.id if type(result) is NewObject else None
+        if obj_id is not None:  # the common case, inline (this is every pointer op's path)
             refs = session.refs
-            refs[result.id] = refs.get(result.id, 0) + 1
+            refs[obj_id] = refs.get(obj_id, 0) + 1
             self.sessions_with_refs.add(session)
-            self._note_in(msg, session, note, "op", nbytes, result.id, op=op._schema.name.split("::")[-1])
+        if note is None:  # a client's own op: the ledger's compact record (named when read)
+            self.ledger.add_op(session, nbytes, message_cell(msg), obj_id, op)
+        else:
+            self._note_in(msg, session, note, "op", nbytes, obj_id, op=op_label(op))
+        return result if obj_id is not None else self._claim(session, result)
+
+    def run_op(self, op, args: list, kwargs, session: Session):
+        """``run`` for an in-process client (VirtualWorker): the op itself and the argument list
+        its pointer built, no message dict. The same allow-list, checks, errors, session
+        references and ledger record as a ``run`` message without a note or a cell field."""
+        if id(op) not in _ALLOWED_IDS:
+            if type(op) is not _OpOverload:
+                raise SyftError("run takes an op")
+            allowlist.resolve(allowlist.op_name(op))  # refused in the words a remote worker uses
+        # (held by this worker while it runs: a pointer an op makes from a pointer it stores is its)
+        token = _set_holder(self.core.id)
+        try:
+            result = self.core.run(op, args, kwargs)
+        finally:
+            _reset_holder(token)
+        nbytes = carried_bytes(args) + (carried_bytes(kwargs.values()) if kwargs else 0)
+        if type(result) is NewObject:
+            refs = session.refs
+            obj_id = result.id
+            refs[obj_id] = refs.get(obj_id, 0) + 1
+            self.sessions_with_refs.add(session)
+            self.ledger.add_op(session, nbytes, _current_cell.number, obj_id, op)
             return result
-        self._note_in(msg, session, note, "op", nbytes, None, op=op._schema.name.split("::")[-1])
+        self.ledger.add_op(session, nbytes, _current_cell.number, None, op)
         return self._claim(session, result)
+
+    def in_process_ops(self, session: Session, client):
+        """The lean path of an in-process client (VirtualWorker): ``(run, release)``, what its
+        pointers call for every op and every dropped pointer (``client._run``/``_release``).
+
+        ``run(op, args, kwargs)`` is ``run_op``; for the common op (on stored plain tensors and
+        Python scalars, no keyword arguments, no quotas) it does the same steps in one frame:
+        the allow-list and the op's checks (allowlist.check_call), the op, its result's checks
+        and store (WorkerCore.finish), the session's reference and the ledger's record. Inside
+        ``sy.batch(client)`` the op is recorded, as on every worker. ``release(obj_id)`` is
+        ``release_one`` (a batch's own results are dropped once it has run)."""
+        core = self.core
+        objects, refcounts, finish = core.objects, core.refcounts, core.finish
+        sessions_with_refs, ledger, run_op = self.sessions_with_refs, self.ledger, self.run_op
+        worker_id, release_one, decref = core.id, self.release_one, core.decref
+        plans_get, check_call, check_pointwise = allowlist._plans.get, allowlist.check_call, op_cost.check_pointwise
+        scalars = (int, float, bool, type(None))
+
+        def run(op, args, kwargs):
+            batch = client._batch
+            if batch is not None:
+                return batch.record(op, args, kwargs)
+            if kwargs or core.limits is not None or id(op) not in _ALLOWED_IDS:
+                return run_op(op, args, kwargs, session)
+            resolved = []
+            for a in args:
+                if type(a) is _RemoteRef:
+                    obj = objects.get(a.id)
+                    if type(obj) is not _Tensor:  # (missing, a chain, a pointer: the general path says)
+                        return run_op(op, args, kwargs, session)
+                    resolved.append(obj)
+                elif type(a) in scalars:
+                    resolved.append(a)
+                else:  # constants, lists, devices: the general path
+                    return run_op(op, args, kwargs, session)
+            plan = plans_get(id(op))
+            if plan is not None and plan.fast:
+                check_pointwise(plan.name, resolved)
+            else:
+                check_call(op, resolved, None)
+            try:
+                out = op._op(*resolved)
+            except SyftError:
+                raise
+            except Exception as e:  # the op's own error, reported without a traceback
+                raise RemoteError(worker_id, type(e).__name__, str(e)) from None
+            result = finish(op, out, resolved, args)
+            if type(result) is NewObject:
+                obj_id = result.id
+                refs = session.refs
+                refs[obj_id] = refs.get(obj_id, 0) + 1
+                sessions_with_refs.add(session)
+                ledger.add_op(session, 0, _current_cell.number, obj_id, op)  # (no tensor travelled)
+                return result
+            ledger.add_op(session, 0, _current_cell.number, None, op)
+            return self._claim(session, result)
+
+        def release(obj_id):
+            batch = client._batch
+            if batch is not None and obj_id in batch.pending:
+                batch.dropped.add(obj_id)
+                return
+            refs = session.refs
+            n = refs.get(obj_id, 0)
+            if n == 1:
+                del refs[obj_id]
+            elif n > 1:
+                refs[obj_id] = n - 1
+            else:
+                return
+            decref(obj_id)
+
+        return run, release
 
     def _fetch(self, msg, session):
         obj_id = _int(msg, "id")

@@ -148,6 +148,9 @@ class VirtualWorker(WorkerClient):
         check_worker_id(worker_id)
         self.service = WorkerService(worker_id, unlimited=True, reach=reachable_in_process)
         super().__init__(worker_id, InProcessTransport(self.service))
+        # the lean in-process path of every pointer op and every dropped pointer: the service's
+        # (WorkerService.in_process_ops), called by the pointers as the worker's own methods
+        self._run, self._release = self.service.in_process_ops(self.transport.session, self)
         for t in (data,) if isinstance(data, torch.Tensor) else data:
             self.load(t)
 
