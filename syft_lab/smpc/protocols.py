@@ -33,8 +33,7 @@ import torch
 from ..errors import SyftError
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from . import ring
-from .provider import RELU_READY_KEYS, Dealer, pooled_triple
-from .provider import relu_ready as _relu_ready
+from .provider import Dealer, made_ahead, pooled_triple, take_made_ahead
 from .runtime import Program, run
 
 aten = torch.ops.aten
@@ -63,6 +62,12 @@ def _programs(x: AST):
 def _sum_opened(progs, k=0, xor=False):
     parts = [p.opened[k] for p in progs]
     return ring.xor_reconstruct(parts) if xor else ring.reconstruct(parts)
+
+
+def _sum_parts(progs, k=0) -> list:
+    """The public sums of the values every party opened with ``open_all`` (group ``k``)."""
+    parts = [p.parts(k) for p in progs]
+    return [ring.reconstruct([mine[j] for mine in parts]) for j in range(len(parts[0]))]
 
 
 def _flat(p, v):
@@ -132,31 +137,11 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
         trunc_item = dealer.trunc_pair(zshape, div)
     dealer.generate(x.parties)
     progs = _programs(x)
-    # remote, same shapes, the pieces here (not stored on the party): open [x_i, y_i] - [a_i, b_i] in two ops
-    stacked = not progs[0].local and tuple(x.shape) == tuple(y.shape) and isinstance(dealer.part(item, 0)[0],
-                                                                                     torch.Tensor)
-    for i, p in enumerate(progs):
+    for i, p in enumerate(progs):  # open e = x - a and d = y - b
         a, b, _ = dealer.part(item, i)
-        if stacked:
-            p.open(p.op(aten.sub.Tensor, p.op(aten.stack.default, [x.shares[i], y.shares[i]]), torch.stack([a, b])))
-            continue
-        e = p.op(aten.sub.Tensor, x.shares[i], a)
-        dd = p.op(aten.sub.Tensor, y.shares[i], b)
-        if p.local:  # in process two fetches cost less than flattening into one
-            p.open(e)
-            p.open(dd)
-        else:
-            p.open(p.op(aten.cat.default, [_flat(p, e), _flat(p, dd)]))
+        p.open_all([p.op(aten.sub.Tensor, x.shares[i], a), p.op(aten.sub.Tensor, y.shares[i], b)])
     run(progs)
-    if progs[0].local:
-        eps, delta = _sum_opened(progs, 0), _sum_opened(progs, 1)
-    else:
-        opened = _sum_opened(progs)
-        if stacked:
-            eps, delta = opened[0], opened[1]
-        else:
-            ne = x.numel()
-            eps, delta = opened[:ne].view(x.shape), opened[ne:].view(y.shape)
+    eps, delta = _sum_parts(progs, 0)
     progs2 = _programs(x)
     fused = _FUSED.get(f)
     for i, p in enumerate(progs2):
@@ -337,7 +322,6 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
     kind = "g0"
     for level in range(6):
         shift = 1 << level
-        last = level == 5
         nxt = _programs(x)
         for i, p in enumerate(nxt):
             if kind == "g0":
@@ -350,11 +334,8 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
                 k = 1 << (level - 1)
                 G = _xor(p, G, _and_finish(p, X, e, d, (a, b, c1)))
                 P = _and_finish(p, X, e, _shl(p, e, k), (a, _shl(p, a, k), c2))
-            pieces = dealer.part(levels[level], i)
-            if last:
-                p.open(_and_open(p, P, _shl(p, G, shift), pieces))
-            else:  # open P ^ a once and (G << k) ^ b: the second gate's masked input is (P ^ a) << k
-                p.open(_and_open(p, P, _shl(p, G, shift), pieces[:3]))
+            # open P ^ a once and (G << k) ^ b (a level's second gate's masked input is (P ^ a) << k)
+            p.open(_and_open(p, P, _shl(p, G, shift), dealer.part(levels[level], i)[:3]))
             p.keep(P)
             p.keep(G)
             p.keep(P0 if kind == "g0" else prev[i].kept[2])
@@ -450,14 +431,10 @@ def relu(x: AST) -> AST:
     n = len(x.shares)
     shape = tuple(x.shape)
     provider = _provider(x)
-    key = (provider.id, tuple(w.id for w in x.parties), shape)
-    ready = _relu_ready.pop(key, None)
-    if ready is not None and (ready[0].provider is not provider
-                              or any(a is not b for a, b in zip(ready[1], x.parties))):
-        ready = None
     plan = ("relu", n, shape)
-    if ready is not None:  # made during the last relu of this shape: the offline phase
-        dealer, _, items = ready
+    ready = take_made_ahead(provider, x.parties, shape)  # made during the last relu of this shape
+    if ready is not None:
+        dealer, items = ready
     else:
         dealer, items = Dealer.planned(provider, n, plan, lambda d: _plan_msb(d, n, shape, masked=True))
     bit = items[3]
@@ -476,9 +453,7 @@ def relu(x: AST) -> AST:
 
     progs = msb_arith(x, then=then, dealer=dealer, items=items, first=first, along=nxt.program())
     nxt.collect()
-    while len(_relu_ready) >= RELU_READY_KEYS:
-        _relu_ready.pop(next(iter(_relu_ready)))
-    _relu_ready[key] = (nxt, list(x.parties), nxt_items)
+    made_ahead(provider, x.parties, shape, nxt, nxt_items)
     dealer.rows = None  # the last round needs no stored row: its release rides in this round's messages
     run(progs)
     return new_shared(x, [p.kept[0] for p in progs])

@@ -316,6 +316,24 @@ RELU_READY_KEYS = 8
 relu_ready: dict = {}
 
 
+def take_made_ahead(provider, parties, shape):
+    """(dealer, items) of the material made ahead for a relu of ``shape`` among ``parties``
+    (``made_ahead``), or None; each is used once."""
+    key = (provider.id, tuple(w.id for w in parties), tuple(shape))
+    ready = relu_ready.pop(key, None)
+    if ready is None or ready[0].provider is not provider or any(a is not b for a, b in zip(ready[1], parties)):
+        return None
+    return ready[0], ready[2]
+
+
+def made_ahead(provider, parties, shape, dealer, items) -> None:
+    """Keep ``dealer``'s material (its program run, its rows here) for the next relu of ``shape``;
+    at most RELU_READY_KEYS shapes (the oldest goes)."""
+    while len(relu_ready) >= RELU_READY_KEYS:
+        relu_ready.pop(next(iter(relu_ready)))
+    relu_ready[(provider.id, tuple(w.id for w in parties), tuple(shape))] = (dealer, list(parties), items)
+
+
 def clear_pool() -> None:
     """Forget every pooled triple (their rows on the parties are released with them) and every
     relu's material made ahead."""

@@ -36,7 +36,6 @@ from ..commands import NewObject
 from ..ids import new_id
 from ..plans.graph import Node, PlanGraph, Value
 from ..tensors.pointer import PointerTensor, wrap_result
-from ..workers.virtual import VirtualWorker
 
 _meta_cache: dict = {}
 aten = torch.ops.aten
@@ -141,7 +140,8 @@ class Program:
 
     def __init__(self, worker, role: str = "party"):
         self.worker = worker
-        self.local = isinstance(worker, VirtualWorker)
+        # in process (a VirtualWorker, or any in-process transport): op by op into its service; else messages
+        self.local = bool(getattr(getattr(worker, "transport", None), "in_process", False))
         self.role = role  # "party", or "dealer": a crypto provider's program (its opened values are material)
         self.items: dict = {}  # a dealer's items by label (counts), for its ledger
         self.inputs: list[dict] = []
@@ -158,6 +158,7 @@ class Program:
         self._open: list[Val] = []
         self.kept: list[PointerTensor] = []
         self.opened: list[torch.Tensor] = []
+        self._groups: list[tuple] = []  # open_all: how each group's values were brought here
 
     # --- recording ------------------------------------------------------------------------
     def _arg(self, a):
@@ -261,6 +262,36 @@ class Program:
         """Bring ``v`` here after the round (a masked value): ``self.opened[i]``."""
         self._open.append(v)
         return len(self._open) - 1
+
+    def open_all(self, vals) -> int:
+        """Bring several values here after the round: ``self.parts(k)`` is the list of them, each
+        in its shape. Wherever the worker is: in process each value is fetched as it is (no
+        packing ops), from a remote worker they come as one value of the reply (stacked when
+        their shapes agree, else flattened and concatenated)."""
+        vals = list(vals)
+        if self.local:
+            self._groups.append(("each", [self.open(v) for v in vals]))
+        elif len({tuple(v.shape) for v in vals}) == 1:
+            self._groups.append(("stacked", self.open(self.op(aten.stack.default, vals)), len(vals)))
+        else:
+            flat = [self.op(aten.reshape.default, v, [-1]) for v in vals]
+            self._groups.append(("cat", self.open(self.op(aten.cat.default, flat)), [tuple(v.shape) for v in vals]))
+        return len(self._groups) - 1
+
+    def parts(self, k: int) -> list[torch.Tensor]:
+        """The values of ``open_all``'s group ``k``, after the round."""
+        group = self._groups[k]
+        if group[0] == "each":
+            return [self.opened[i] for i in group[1]]
+        value = self.opened[group[1]]
+        if group[0] == "stacked":
+            return list(value.unbind(0))
+        out, offset = [], 0
+        for shape in group[2]:
+            n = _numel(shape)
+            out.append(value[offset:offset + n].view(shape))
+            offset += n
+        return out
 
     # --- running ------------------------------------------------------------------------------
     def _note(self) -> dict:
