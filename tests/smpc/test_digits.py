@@ -13,13 +13,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import syft_lab as sy
+from sklearn.datasets import load_digits  # the [examples] extra, as notebook 07
 
 sy.hook()
 STEPS, BATCH, LR, HIDDEN = 40, 32, 0.5, 16
 
 
 def digits():
-    load_digits = pytest.importorskip("sklearn.datasets").load_digits  # the [examples] extra
     x, y = load_digits(return_X_y=True)
     x, y = torch.tensor(x, dtype=torch.float32) / 16, torch.tensor(y)
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
