@@ -34,7 +34,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .pointer import _VALUE_OP_IDS, PYTHON_LEVEL, PointerTensor, _no_torch_function, wrap_result
-from .strides import TensorMeta
+from .strides import TensorMeta, meta_tensor
 
 _Tensor = torch.Tensor
 _seq = (list, tuple)
@@ -196,13 +196,48 @@ def state_on_worker(t, like: PointerTensor):
     return t
 
 
+def _needs_graph(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(isinstance(t, _Tensor) and t.requires_grad for t in tensors)
+
+
+_cov_helpers = _helper_kernel(aten.cov.default)
+
+
+def _cov_kernel(keyset, *args, **kwargs):
+    """``cov`` whose ``fweights``/``aweights`` are pointers: it reads their values (no weight is
+    negative; the degrees of freedom, from their sum) while it runs, so the whole op runs on the
+    worker, where they are (without autograd history: with it, the decomposition below)."""
+    weights = (kwargs.get("fweights"), kwargs.get("aweights"))
+    if any(isinstance(w, PointerTensor) for w in weights) and not _needs_graph(*args, *weights):
+        return PointerTensor.__torch_dispatch__(aten.cov.default, (PointerTensor,), args, kwargs)
+    return _cov_helpers(keyset, *args, **kwargs)
+
+
+def _narrow_kernel(keyset, t, dim, start, length):
+    """``narrow`` at a start held by a worker (a pointer): its value stays there, so the view is
+    made there, as one op. The new pointer's sizes and strides are the view's (narrow keeps its
+    input's strides); its storage offset would tell the start, so it is the input's own."""
+    if (isinstance(t, PointerTensor) and isinstance(start, PointerTensor) and start._ref.location is t._ref.location
+            and not _needs_graph(t)):
+        t._check_alive()
+        start._check_alive()
+        out = t._ref.location._run(aten.narrow.Tensor, [t._ref, dim, start._ref, length], None)
+        desc = TensorMeta(meta_tensor(t._ref.meta).narrow(dim, 0, length))
+        return wrap_result(PointerTensor, out, t._ref.location, (t, dim, start, length), desc)
+    return aten.narrow.Tensor.redispatch(keyset & _AFTER_SNAPSHOT, t, dim, start, length)
+
+
 _library = torch.library.Library("aten", "IMPL")
 for _name in HELPER_MAKING_OPS:
+    if _name == "cov":
+        continue
     _packet, _, _overload = _name.partition(".")
     _library.impl(_name, _helper_kernel(getattr(getattr(aten, _packet), _overload or "default")), "PythonTLSSnapshot",
                   with_keyset=True)
+_library.impl("cov", _cov_kernel, "PythonTLSSnapshot", with_keyset=True)
 _library.impl("tensor_split.tensor_indices_or_sections", _tensor_split_kernel, "PythonTLSSnapshot",
               with_keyset=True)
+_library.impl("narrow.Tensor", _narrow_kernel, "PythonTLSSnapshot", with_keyset=True)
 
 
 # --- torch's Python-level composites -------------------------------------------------------
@@ -246,10 +281,34 @@ _device_of = torch.Tensor.device.__get__
 _sys_getframe = sys._getframe
 
 
+# torch.masked's mean, var and std without a mask count the elements they reduce with
+# ``sum(torch.ones(input.shape, dtype=torch.int64, device=input.device), dim)``: a count made from
+# the input's shape alone. Read there, a pointer's device is this process's CPU too, and that
+# ``count`` (the frame's own local, checked by identity) joins the divisions by it as a helper.
+_MASKED_COUNT_FRAMES = frozenset({torch.masked._ops.mean.__code__, torch.masked._ops._std_var.__code__})
+
+
+def _masked_counting(frame) -> bool:
+    return frame.f_code in _MASKED_COUNT_FRAMES and frame.f_locals.get("mask") is None
+
+
 def _device_read(func, args, kwargs):
-    if _sys_getframe(2).f_code in _CPU_CONSTANT_FRAMES:
+    frame = _sys_getframe(2)
+    if frame.f_code in _CPU_CONSTANT_FRAMES or _masked_counting(frame):
         return _CPU
     return _no_torch_function(func, (), args, kwargs)
 
 
+def _division(func, args, kwargs):
+    frame = _sys_getframe(2)
+    if frame.f_code in _MASKED_COUNT_FRAMES and _masked_counting(frame):
+        count = frame.f_locals.get("count")
+        for a in args:
+            if a is count and type(a) is _Tensor:
+                a._syft_helper = True  # made from the input's shape alone
+    return _no_torch_function(func, (), args, kwargs or {})
+
+
 PYTHON_LEVEL[_device_of] = _device_read
+for _fn in (torch.divide, torch.div, _Tensor.div, _Tensor.__truediv__):
+    PYTHON_LEVEL[_fn] = _division

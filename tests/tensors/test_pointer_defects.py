@@ -366,3 +366,49 @@ def test_indexing_through_tensors_own_getitem_and_setting_with_lists(bob):
         p[index] = value
         x[index] = value
     torch.testing.assert_close(p.get(), x)
+
+
+# --- the last OpInfo failures (issue 22): masked mean/var/std, narrow at a remote start, cov's remote weights ---
+
+@pytest.mark.parametrize("fn", [torch.masked.mean, torch.masked.var, torch.masked.std])
+def test_masked_mean_var_std_count_their_elements_for_the_op(bob, fn):
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    mask = torch.rand(3, 4) > 0.4
+    for args, kwargs in (((1,), {}), ((), {}), ((0,), {"keepdim": True}), ((1,), {"mask": mask})):
+        kw = {**kwargs, "mask": kwargs["mask"].send(bob)} if "mask" in kwargs else kwargs
+        torch.testing.assert_close(fn(x.send(bob), *args, **kw).get(), fn(x, *args, **kwargs), equal_nan=True)
+    # the count is made from the input's shape; a mask is the user's data: a local one is still refused
+    with pytest.raises(sy.SyftError, match="mixes data on this process"):
+        fn(x.send(bob), 1, mask=mask)
+    # outside these reductions a local tensor still meets the refusal, in a division too
+    with pytest.raises(sy.SyftError, match="mixes data on this process"):
+        torch.divide(x.send(bob), torch.ones(3, 4))
+
+
+def test_narrow_at_a_start_held_by_the_worker_is_made_there(bob):
+    x = torch.arange(24.).reshape(4, 6)
+    p = x.send(bob)
+    for dim, start, length in ((0, 1, 2), (1, 2, 3), (-1, 0, 6)):
+        want = x.narrow(dim, torch.tensor(start), length)
+        got = p.narrow(dim, torch.tensor(start).send(bob), length)
+        assert (got.shape, got.stride()) == (want.shape, want.stride())
+        assert torch.equal(_stored(bob, got), want)  # a view of the stored tensor, made on the worker
+        assert _stored(bob, got).untyped_storage().data_ptr() == _stored(bob, p).untyped_storage().data_ptr()
+        torch.testing.assert_close(got.get(), want)
+    torch.testing.assert_close(p.narrow(1, torch.tensor(2), 3).get(), x.narrow(1, 2, 3))  # a local start, as before
+    with pytest.raises(sy.RemoteError):  # the worker's own check of the start
+        p.narrow(1, torch.tensor(5).send(bob), 3)
+
+
+def test_cov_with_weights_held_by_the_worker_runs_there(bob):
+    torch.manual_seed(0)
+    obs = torch.randn(3, 5)
+    fw, aw = torch.tensor([1, 2, 1, 3, 1]), torch.rand(5)
+    p = obs.send(bob)
+    torch.testing.assert_close(torch.cov(p, fweights=fw.send(bob)).get(), torch.cov(obs, fweights=fw))
+    torch.testing.assert_close(torch.cov(p, aweights=aw.send(bob)).get(), torch.cov(obs, aweights=aw))
+    torch.testing.assert_close(torch.cov(p, correction=0, fweights=fw.send(bob), aweights=aw.send(bob)).get(),
+                               torch.cov(obs, correction=0, fweights=fw, aweights=aw))
+    with pytest.raises(sy.RemoteError, match="fweights cannot be negative"):  # torch's own check, on the worker
+        torch.cov(p, fweights=torch.tensor([1, -2, 1, 3, 1]).send(bob))
