@@ -29,7 +29,9 @@ from .base import ChainLayer, make_layer
 from .registry import register_layer
 
 _CPU = torch.device("cpu")
+aten = torch.ops.aten
 _engine = None
+PAIRWISE_MAX = 256  # as the engine's max_dim: all pairs at once up to this length, a tournament beyond
 
 
 def set_engine(engine) -> None:
@@ -91,6 +93,8 @@ class AdditiveSharingTensor(ChainLayer):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        if func in _EXTREMA and isinstance(args[0], AdditiveSharingTensor):
+            return _extremum(func, args, kwargs or {})
         return engine().dispatch(func, args, kwargs or {})
 
     # --- the layer protocol ------------------------------------------------------------------
@@ -125,3 +129,32 @@ class AdditiveSharingTensor(ChainLayer):
         lines = [f"{len(self.shares)} shares: {', '.join(w.id for w in self.parties)}"]
         lines.append("a share alone reveals nothing: no values shown")
         return {"label": "AdditiveSharingTensor", "lines": lines, "badge": "shared"}
+
+
+_EXTREMA = {aten.max.dim, aten.min.dim, aten.argmax.default, aten.argmin.default}
+
+
+def _extremum(func, args, kwargs):
+    """max/min along a dim and argmax/argmin of int64 shares (issue 30: they worked on fixed
+    precision shares only), by the protocols a FixedPrecisionTensor uses: every pair compared at
+    once along a dim of up to 256 elements, a tournament beyond; min is -max(-x) (ties: the first
+    index, as torch). Indices come back shared, as plain integers."""
+    x = args[0]
+    packet = func.overloadpacket
+    negate = packet in (aten.min, aten.argmin)
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    if negate:
+        x = -x
+    if dim is None:
+        x, dim, keepdim = aten.reshape.default(x, [-1]), 0, False
+    values_too = packet in (aten.max, aten.min)
+    m = x.shape[dim % x.dim()] if x.dim() else 1
+    if m > PAIRWISE_MAX:
+        values, idx = engine().max_index(x, dim, keepdim)
+    else:
+        values, onehot = engine().max_dim(x, dim, keepdim, values=values_too)
+        idx = engine().index_of(onehot, dim, keepdim)
+    if not values_too:
+        return idx
+    return (-values if negate else values), idx

@@ -222,3 +222,28 @@ def test_optimizer_fix_precision_pysyft_spelling(parties):
     model.get().float_precision()
     assert torch.allclose(model.weight, twin.weight, atol=1e-2)
     assert torch.allclose(model.bias, twin.bias, atol=1e-2)
+
+
+def test_max_min_and_their_indices_along_a_dim_of_int64_shares(parties):
+    """x.share(...) of an int64 tensor (no fixed precision): max/min(dim) and argmax/argmin, short
+    dims (all pairs) and one of 300 (a tournament), ties to the first index as torch."""
+    ws, provider = parties
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(-50, 50, (3, 7), generator=g)
+    x[0, 2] = x[0, 5] = 60  # a tie
+    s = x.share(*ws, crypto_provider=provider)
+    for dim in (0, 1):
+        v, i = s.max(dim=dim)
+        assert torch.equal(v.get(), x.max(dim).values) and torch.equal(i.get(), x.max(dim).indices)
+        v, i = s.min(dim, keepdim=True)
+        assert torch.equal(v.get(), x.min(dim, keepdim=True).values)
+        assert torch.equal(i.get(), x.min(dim, keepdim=True).indices)
+        assert torch.equal(s.argmax(dim=dim).get(), x.argmax(dim))
+        assert torch.equal(s.argmin(dim=dim).get(), x.argmin(dim))
+    assert torch.equal(s.argmax().get(), x.argmax())
+    long = torch.randint(-10**6, 10**6, (300,), generator=g)
+    sl = long.share(*ws, crypto_provider=provider)
+    v, i = sl.max(dim=0)
+    assert v.get().item() == long.max().item() and i.get().item() == long.argmax().item()
+    assert sl.argmin(dim=0).get().item() == long.argmin().item()
+    del s, sl, v, i
