@@ -34,6 +34,7 @@ BATCH = -1  # the batch dimension in an input's shape
 _MAX_SHAPE_VALUE = 2 ** 62  # shape arithmetic stays far from bignums
 _SIZE_TEXT = re.compile(r"[0-9N+\-*/() ]{1,64}")  # an op output's size that depends on N, e.g. "3*N"
 _LEARNED_SIGNATURES = 16  # per graph: the input metadata whose checks a replay remembers
+_RECHECK_EVERY = 8  # a replay of learned ops rechecks the time budget at least every this many ops
 
 _LAYOUTS = {"strided": torch.strided}
 _MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format, "preserve_format": torch.preserve_format,
@@ -328,8 +329,10 @@ class PlanGraph:
         (``decided_by_metadata``; the outputs of the others, and of what reads them, count as
         data); a later replay on inputs of the same metadata with the same token skips their
         ``guard`` and ``check`` and calls ``recheck(op, new_bytes, outputs, live_bytes)``
-        instead (what changes between calls: the time budget, the memory held), if given. The
-        other ops are checked every time.
+        instead (what changes between calls: the time budget, the memory held), if given,
+        before each such op that makes new memory and at least every ``_RECHECK_EVERY`` ops
+        (a view or an in-place op makes none: the memory held cannot grow there). The other
+        ops are checked every time.
 
         Random ops draw from ``generator`` (a worker's own), or from the process's default
         generator; a plan that seeds (``torch.manual_seed`` inside it) seeds only its replay:
@@ -373,7 +376,7 @@ class PlanGraph:
                         guard = check = sizes = None
                 else:  # this replay checks every op and notes which verdicts a later one may reuse
                     learning, data = [None] * len(program), [False] * len(slots)
-        live = 0
+        live = rechecked = 0
         started = time.perf_counter() if key is not None else None
         grad = torch.is_grad_enabled() and not self.mutated_inputs
         with torch.set_grad_enabled(grad):
@@ -396,8 +399,9 @@ class PlanGraph:
                 if guard is not None and is_op:
                     verdict = known[k] if known is not None else None
                     if verdict is not None:  # checked once for these inputs' metadata
-                        if recheck is not None:
+                        if recheck is not None and (verdict[0] or k - rechecked >= _RECHECK_EVERY):
                             recheck(fn, verdict[0], verdict[1], live)
+                            rechecked = k
                         sizes[k] = verdict[0]
                         live += verdict[0]
                         out = call(*args, **kw)
