@@ -38,6 +38,7 @@ from ..plans.graph import Node, PlanGraph, Value
 from ..tensors.pointer import PointerTensor, wrap_result
 
 _meta_cache: dict = {}
+_STUBS: dict = {}  # per dtype: the empty placeholder a graph lists for a constant sent as raw bytes
 aten = torch.ops.aten
 
 # What protocols cost, for the benchmarks: rounds (one round trip each: every message of a
@@ -326,14 +327,18 @@ class Program:
             self.kept = list(self._keep)
             return []
         w = self.worker
-        graph = PlanGraph("smpc", self.inputs, self.constants, self.nodes,
-                          [_value(v) for v in outs], False)
+        # the public values travel as raw tensor bytes beside the JSON graph (``cv``), which lists
+        # empty placeholders for them
+        stubs = [_STUBS.setdefault(c.dtype, torch.empty(0, dtype=c.dtype)) for c in self.constants]
+        graph = PlanGraph("smpc", self.inputs, stubs, self.nodes, [_value(v) for v in outs], False)
         ids = [new_id() for _ in outs]
         made = iter(wrap_result(PointerTensor, NewObject(i, v.shape, v.dtype), w)
                     for i, v in zip(ids, kept_vals))
         self.kept = [next(made) if isinstance(v, Val) else v for v in self._keep]
         opened = ids[len(kept_vals):]
         msg = {"c": "run_graph", "g": graph.to_json(), "i": list(self.input_ids), "o": ids}
+        if self.constants:
+            msg["cv"] = list(self.constants)
         if self.draw_bits:  # a dealer's program: its random inputs are drawn on the worker
             msg["c"], msg["bits"] = "deal", list(self.draw_bits)
             totals["random_words"] += sum(_numel(spec["shape"]) for spec in self.inputs[-len(self.draw_bits):])

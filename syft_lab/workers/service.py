@@ -32,15 +32,15 @@ import secrets
 
 import torch
 
-from ..commands import NewObject, current_holder
+from ..commands import NewObject
 from ..events import current_cell as _current_cell
 from ..errors import ObjectNotFoundError, RemoteError, SyftError
 from ..plans.graph import PlanBuilds, PlanGraph
 from ..plans.plan import StoredPlan
 from ..tensors.base import ChainLayer
-from ..tensors.pointer import PointerSpec, PointerTensor, RemoteRef as _RemoteRef
+from ..tensors.pointer import PointerSpec, PointerTensor
 from ..tensors.registry import LayerSpec
-from ..wire import allowlist, op_cost
+from ..wire import allowlist
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, Decoder, RejectedMessage, WireError, encode
 from .core import WorkerCore
 from .ledger import (READ_LIMIT, WHY, Ledger, arrived_from, fetched_here, may_read_all, message_cell, op_label,
@@ -67,7 +67,6 @@ _ALLOWED_IDS = frozenset(id(op) for op in allowlist.ALLOWED_OPS)
 _OpOverload = torch._ops.OpOverload
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-+~]+){2,}")
 _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
-_set_holder, _reset_holder = current_holder.set, current_holder.reset
 
 
 def scrub(message: str) -> str:
@@ -193,6 +192,16 @@ def needs_copy(obj) -> bool:
 def storage_bytes(obj) -> int:
     t = _tensor_payload(obj)
     return t.untyped_storage().nbytes() if t is not None else 0
+
+
+def _raw_constants(cv, graph) -> list:
+    """run_graph's ``cv``: one plain tensor per constant of its graph, whose JSON constants are
+    then empty placeholders (public values travel as raw bytes, not base64 in the JSON)."""
+    if (type(cv) is not list or len(cv) != len(graph.constants) or not all(type(t) is _Tensor for t in cv)
+            or any(c.numel() for c in graph.constants)):
+        raise SyftError("run_graph's 'cv' lists one tensor per constant of its graph, whose JSON constants are "
+                        "empty placeholders")
+    return cv
 
 
 def carried_bytes(args) -> int:
@@ -590,12 +599,7 @@ class WorkerService:
             if type(op) is not _OpOverload:
                 raise SyftError("run takes an op")
             allowlist.resolve(allowlist.op_name(op))  # refused in the words a remote worker uses
-        # (held by this worker while it runs: a pointer an op makes from a pointer it stores is its)
-        token = _set_holder(self.core.id)
-        try:
-            result = self.core.run(op, args, kwargs)
-        finally:
-            _reset_holder(token)
+        result = self.core.run(op, args, kwargs)
         nbytes = carried_bytes(args) + (carried_bytes(kwargs.values()) if kwargs else 0)
         if type(result) is NewObject:
             refs = session.refs
@@ -611,56 +615,31 @@ class WorkerService:
         """The lean path of an in-process client (VirtualWorker): ``(run, release)``, what its
         pointers call for every op and every dropped pointer (``client._run``/``_release``).
 
-        ``run(op, args, kwargs)`` is ``run_op``; for the common op (on stored plain tensors and
-        Python scalars, no keyword arguments, no quotas) it does the same steps in one frame:
-        the allow-list and the op's checks (allowlist.check_call), the op, its result's checks
-        and store (WorkerCore.finish), the session's reference and the ledger's record. Inside
+        ``run(op, args, kwargs)`` is ``run_op`` in one frame less for an allowed op:
+        ``WorkerCore.run`` (the op's checks, the op, its result's checks and store), the
+        session's reference and the ledger's record. Inside
         ``sy.batch(client)`` the op is recorded, as on every worker. ``release(obj_id)`` is
         ``release_one`` (a batch's own results are dropped once it has run)."""
         core = self.core
-        objects, refcounts, finish = core.objects, core.refcounts, core.finish
         sessions_with_refs, ledger, run_op = self.sessions_with_refs, self.ledger, self.run_op
-        worker_id, release_one, decref = core.id, self.release_one, core.decref
-        plans_get, check_call, check_pointwise = allowlist._plans.get, allowlist.check_call, op_cost.check_pointwise
-        scalars = (int, float, bool, type(None))
+        decref = core.decref
 
         def run(op, args, kwargs):
             batch = client._batch
             if batch is not None:
                 return batch.record(op, args, kwargs)
-            if kwargs or core.limits is not None or id(op) not in _ALLOWED_IDS:
-                return run_op(op, args, kwargs, session)
-            resolved = []
-            for a in args:
-                if type(a) is _RemoteRef:
-                    obj = objects.get(a.id)
-                    if type(obj) is not _Tensor:  # (missing, a chain, a pointer: the general path says)
-                        return run_op(op, args, kwargs, session)
-                    resolved.append(obj)
-                elif type(a) in scalars:
-                    resolved.append(a)
-                else:  # constants, lists, devices: the general path
-                    return run_op(op, args, kwargs, session)
-            plan = plans_get(id(op))
-            if plan is not None and plan.fast:
-                check_pointwise(plan.name, resolved)
-            else:
-                check_call(op, resolved, None)
-            try:
-                out = op._op(*resolved)
-            except SyftError:
-                raise
-            except Exception as e:  # the op's own error, reported without a traceback
-                raise RemoteError(worker_id, type(e).__name__, str(e)) from None
-            result = finish(op, out, resolved, args)
+            if id(op) not in _ALLOWED_IDS:
+                return run_op(op, args, kwargs, session)  # refused there, in a remote worker's words
+            result = core.run(op, args, kwargs)
+            nbytes = carried_bytes(args) + (carried_bytes(kwargs.values()) if kwargs else 0)
             if type(result) is NewObject:
                 obj_id = result.id
                 refs = session.refs
                 refs[obj_id] = refs.get(obj_id, 0) + 1
                 sessions_with_refs.add(session)
-                ledger.add_op(session, 0, _current_cell.number, obj_id, op)  # (no tensor travelled)
+                ledger.add_op(session, nbytes, _current_cell.number, obj_id, op)
                 return result
-            ledger.add_op(session, 0, _current_cell.number, None, op)
+            ledger.add_op(session, nbytes, _current_cell.number, None, op)
             return self._claim(session, result)
 
         def release(obj_id):
@@ -788,8 +767,12 @@ class WorkerService:
         output order, and are not kept (a run_graph plus a get of each, in one message)."""
         note = parse_note(msg)
         graph = PlanGraph.from_json(_str(msg, "g"))
+        carried = 0
+        if "cv" in msg:  # the graph's constants as raw tensor bytes (the JSON lists empty placeholders)
+            graph.constants = _raw_constants(msg["cv"], graph)
+            carried = carried_bytes(graph.constants)
         out = self._graph_results(graph, msg, session, note=note)
-        self._note_in(msg, session, note, "op", len(msg["g"]), None, op=f"graph of {len(graph.nodes)} ops")
+        self._note_in(msg, session, note, "op", len(msg["g"]) + carried, None, op=f"graph of {len(graph.nodes)} ops")
         return out
 
     def _deal(self, msg, session):

@@ -58,3 +58,25 @@ def test_an_error_in_a_round_not_waited_for_is_raised_by_flush(remote_parties):
     q.open(q.op(aten.add.Tensor, ptr, 1))
     runtime.run([q])  # the worker goes on with the next round
     assert q.opened[0].tolist() == [5, 6, 7]
+
+
+def test_run_graph_takes_its_constants_as_raw_tensors_and_refuses_a_mismatch(remote_parties):
+    """The runtime sends a program's public values beside its JSON graph (``cv``), not as base64 in it."""
+    from syft_lab.ids import new_id
+    from syft_lab.plans.graph import Node, PlanGraph, Value
+
+    alice = remote_parties[0]
+    ptr = torch.tensor([1, 2, 3], dtype=torch.int64).send(alice)
+    stub = torch.empty(0, dtype=torch.int64)
+    node = Node(aten.add.Tensor, [Value("input", 0), Value("const", 0)], {}, [((3,), "int64")])
+    graph = PlanGraph("smpc", [{"name": "in0", "role": "input", "shape": [3], "dtype": "int64"}], [stub], [node],
+                      [Value("node", 0)], False).to_json()
+    out = new_id()
+    msg = {"c": "run_graph", "g": graph, "i": [ptr.id_at_location], "o": [out], "ret": [out]}
+    got = alice.submit_request(dict(msg, cv=[torch.tensor([10, 20, 30])])).result()
+    assert got[0].tolist() == [11, 22, 33]
+    with pytest.raises(SyftError, match="'cv' lists one tensor per constant"):
+        alice.submit_request(dict(msg, o=[new_id()], cv=[])).result()
+    bad = new_id()
+    with pytest.raises(SyftError, match="'cv' lists one tensor per constant"):
+        alice.submit_request(dict(msg, o=[bad], ret=[bad], cv=["not a tensor"])).result()
