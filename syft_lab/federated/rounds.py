@@ -151,8 +151,10 @@ class FedAvg:
         self._clients: dict = {}  # worker id -> _Client (op by op, per-batch plans) or _RoundClient
         state = [*model.parameters(), *model.buffers()]
         # plans: a whole local round per message when every state tensor is a float of one dtype
-        self._whole = plans and bool(state) and all(t.dtype == state[0].dtype and t.is_floating_point()
-                                                      for t in state)
+        # that holds the shuffle's indices exactly (the inbox carries them as floats)
+        self._whole = (plans and bool(state) and state[0].dtype in (torch.float32, torch.float64)
+                       and all(t.dtype == state[0].dtype for t in state)
+                       and max(len(fds[w]) for w in fds.workers) * local_epochs < 2**24)
         self._round_plan = None  # the traced local round (one build per client dataset size)
 
     @property
@@ -391,8 +393,8 @@ class FedAvg:
             except SyftError as e:
                 failed = (wid, e)
                 continue
-            n = len(self.fds[wid]) * self.local_epochs
-            metrics[wid] = {"loss": loss_sum / n, "samples": n // self.local_epochs}
+            n = self._trained(wid) * self.local_epochs
+            metrics[wid] = {"loss": loss_sum / n, "samples": self._trained(wid)}
             if self.accuracy:
                 metrics[wid]["accuracy"] = correct / n
             finished(wid, metrics[wid])
@@ -416,6 +418,11 @@ class FedAvg:
             values[name] = average[off:off + k].view(shape)
             off += k
         return metrics, values
+
+    def _trained(self, wid: str) -> int:
+        """The samples of ``wid`` one local epoch trains on (a short last batch dropped, or not)."""
+        n, bs = len(self.fds[wid]), self.loader.batch_size
+        return n - n % bs if self.loader.drop_last else n
 
     def _batch_order(self, wid: str) -> torch.Tensor:
         """The sample order of ``wid``'s local epochs, one shuffle each, drawn as the loader does."""

@@ -207,3 +207,44 @@ def test_clients_in_flight_when_one_goes_away_name_it_and_change_nothing(setup, 
     assert len(fl.history) == 1
     retry = fl.round(clients=["bob", "alice"], progress=False)
     assert retry.round == 2 and set(retry.clients) == {"bob", "alice"}
+
+
+def test_clients_in_flight_give_the_sequential_round_with_the_same_seed(setup):
+    """plans=True (each client's local round one plan, every client in flight) against op by op
+    (one client after another, each op waiting for its reply): the same sampled clients, batches,
+    metrics and global model, round after round."""
+    x, y, fds = setup
+    runs = {}
+    for plans in (True, False):
+        model = net()
+        fl = sy.federated.FedAvg(model, fds, lr=0.2, batch_size=4, clients_per_round=2, plans=plans, seed=3)
+        runs[plans] = (model, fl.run(3, progress=False))
+    (flight, rf), (seq, rs) = runs[True], runs[False]
+    assert [list(r.clients) for r in rf] == [list(r.clients) for r in rs]
+    assert len({tuple(r.clients) for r in rf}) > 1  # the sampling changed between rounds
+    for a, b in zip(rf, rs):
+        for wid in a.clients:
+            assert a.clients[wid]["samples"] == b.clients[wid]["samples"]
+            assert a.clients[wid]["loss"] == pytest.approx(b.clients[wid]["loss"], rel=1e-5)
+            assert a.clients[wid]["accuracy"] == b.clients[wid]["accuracy"]
+    for p, q in zip(flight.parameters(), seq.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    assert not torch.allclose(flight[0].weight, net()[0].weight, atol=1e-3)  # it trained
+
+
+def test_a_model_with_integer_state_trains_with_plans_too(setup):
+    """BatchNorm's batch counter is not averaged (the first client's): such a model trains one
+    plan message per batch instead of a whole local round, with the same result."""
+    x, y, fds = setup
+
+    def bn_net():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+
+    models = {}
+    for plans in (True, False):
+        models[plans] = bn_net()
+        sy.federated.FedAvg(models[plans], fds, lr=0.2, batch_size=3, plans=plans, seed=1).run(2, progress=False)
+    for (k, a), b in zip(models[True].state_dict().items(), models[False].state_dict().values()):
+        assert torch.allclose(a.float(), b.float(), atol=1e-5), k
+    assert models[True][1].num_batches_tracked.item() == 8  # the first client's (bob: 4 batches a round)
