@@ -272,7 +272,15 @@ def run(quick: bool = False) -> list[dict]:
         import ray  # syft_lab's Ray; Flower's runs in its own process and Ray
 
         started = not ray.is_initialized()
-        sy.ray.init(num_cpus=2)
+        for attempt in range(3):  # a loaded machine: Ray gives its raylet 30 s to register
+            try:
+                sy.ray.init(num_cpus=2)
+                break
+            except Exception:  # noqa: BLE001
+                if attempt == 2:
+                    raise
+                ray.shutdown()
+                time.sleep(5)
     try:
         for n in sizes:
             ray_workers = None
