@@ -128,6 +128,14 @@ class AdditiveSharingTensor(ChainLayer):
         # the crypto provider is the node's annotation (node_fields), which every view renders
         lines = [f"{len(self.shares)} shares: {', '.join(w.id for w in self.parties)}"]
         lines.append("a share alone reveals nothing: no values shown")
+        last_op = getattr(self, "last_op", None)
+        if last_op is not None:  # counts only (smpc/costs.py)
+            line = (f"made by {last_op['op']}: {last_op['rounds']} rounds, {last_op['random_words']} random words "
+                    f"from the dealer")
+            approximation = last_op.get("approximation")
+            if approximation:
+                line += f"; {approximation['method']}, {approximation['iterations']} iterations"
+            lines.append(line)
         return {"label": "AdditiveSharingTensor", "lines": lines, "badge": "shared"}
 
 

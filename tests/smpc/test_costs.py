@@ -31,3 +31,23 @@ def test_the_node_says_what_the_last_op_cost(parties2):
     for share in r.child.shares:  # counts only: no share's value anywhere in the node
         assert str(share.get().reshape(-1)[0].item()) not in rendered
     del x, first, again, r
+
+
+def test_an_approximation_says_its_method_and_iterations_on_its_node(parties2):
+    """Issue 30: the chain view shows what an approximation ran (name, iterations, rounds); the
+    display lines every view draws say it too, in counts."""
+    alice, bob, carol = parties2
+    x = (torch.rand(2, 3) + 0.5).fix_precision().share(alice, bob, crypto_provider=carol)
+    for out, op, iterations in ((x.exp(), "exp", 8), (x.reciprocal(), "reciprocal", 10), (x.rsqrt(), "rsqrt", 4),
+                                (x.log(), "log", 2), (torch.softmax(x, 1), "_softmax", 10), (x / x, "div", 10)):
+        cost = _last_op(out)
+        assert cost["op"] == op and cost["approximation"]["iterations"] == iterations, op
+        assert cost["rounds"] > 5
+        [shared] = sy.chain(out).to_dict()["root"]["children"]
+        line = shared["display"]["lines"][-1]
+        assert line.startswith(f"made by {op}: {cost['rounds']} rounds, {cost['random_words']} random words")
+        assert line.endswith(f"{iterations} iterations"), line
+        del out
+    assert "approximation" not in _last_op(x * x) and "approximation" not in _last_op(x / 4)
+    assert _last_op(x * x)["op"] == "mul"
+    del x
