@@ -42,8 +42,10 @@ from ..tensors.pointer import PointerTensor
 from .runtime import Program, RowPiece, expect, run, stats
 
 # A party's row above this size is stored on it once, as raw bytes (one message per party, all in
-# flight), instead of travelling as plan constants (base64 in JSON) in every round that needs it.
-DELIVER_BYTES = 32 * 1024
+# flight: a round trip of its own, for the ids), instead of travelling with the programs that use
+# it. Its pieces travel as raw bytes too (run_graph's ``cv``), each in the one round that uses it,
+# so storing a row ahead only saves bytes for a row far larger than any round carries.
+DELIVER_BYTES = 64 * 2**20
 
 aten = torch.ops.aten
 FULL = 64  # a draw of 64 bits: a uniform ring element

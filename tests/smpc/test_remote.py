@@ -65,9 +65,10 @@ def test_rounds_and_messages_per_op(remote_parties):
         assert (runtime.stats["rounds"], runtime.stats["messages"]) == (rounds, messages), name
 
 
-def test_pooled_100x100_triples_delivered_once_and_released(remote_parties):
-    """A refill stores the parties' rows once (raw bytes); the products after it use them in place, and
-    once the pool is used up or cleared nothing stays on any worker."""
+def test_pooled_100x100_triples_served_from_the_pool_and_released(remote_parties):
+    """A refill makes the triples of the next products in one dealer round; the products after it take
+    one round trip each (their pieces travel with their programs, as raw bytes), and once the pool is
+    used up or cleared nothing stays on any worker."""
     alice, bob, carol = remote_parties
     provider.clear_pool()
     x, w = torch.randn(100, 100), torch.randn(100, 100)
@@ -79,8 +80,8 @@ def test_pooled_100x100_triples_delivered_once_and_released(remote_parties):
         got = (sx @ sw).get().float_precision()
         rounds.append(runtime.stats["rounds"])
         assert (got - x @ w).abs().max() < 0.2
-    assert rounds[1:] == [1, 1]  # the one online round waited for: no dealer, no delivery
-    assert rounds[0] == 3  # the refill: dealer round and delivery round first
+    assert rounds[1:] == [1, 1]  # the one online round waited for: no dealer round
+    assert rounds[0] == 2  # the refill: the dealer round first
     del sx, sw
     provider.clear_pool()
     for worker in (alice, bob, carol):
