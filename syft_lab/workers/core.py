@@ -18,7 +18,7 @@ import time
 import torch
 
 from .. import events
-from ..commands import NewObject, Ref, SameAsArg
+from ..commands import NewObject, Ref, SameAsArg, current_holder
 from ..errors import ObjectNotFoundError, OpCancelledError, QuotaExceededError, RemoteError, SyftError
 from ..ids import ID_BITS, new_id
 from ..ids import _rand as _id_random
@@ -34,6 +34,7 @@ from .limits import (PLAN_EXPANSION, Estimate, Limits, MemoryBudget, OutputEstim
 
 _Tensor = torch.Tensor
 _strided = torch.strided
+_set_holder, _reset_holder = current_holder.set, current_holder.reset
 _seq = (list, tuple)
 _new_id = functools.partial(_id_random.getrandbits, ID_BITS)  # ids.new_id without its frame (``or 1``)
 _NO_LIMITS = object()  # the policy token of a worker without limits (PlanGraph.run's ``learn``)
@@ -157,22 +158,33 @@ class WorkerCore:
         its estimated outputs must fit the worker's quotas; nothing runs otherwise."""
         objects = self.objects
         resolved = []
+        plain = True  # only plain tensors stored: no pointer can come of the op
         for a in args:
             if isinstance(a, Ref):
                 try:
-                    resolved.append(objects[a.id])
+                    obj = objects[a.id]
                 except KeyError:
                     raise ObjectNotFoundError(self.id, a.id) from None
+                if type(obj) is not _Tensor:
+                    plain = False
+                resolved.append(obj)
             elif type(a) in _seq:
                 resolved.append(self._resolve(a))
+                plain = False
             else:
                 resolved.append(a)
-        kw = {k: self._resolve(v) for k, v in kwargs.items()} if kwargs else None
+        if kwargs:
+            kw = {k: self._resolve(v) for k, v in kwargs.items()}
+            plain = False
+        else:
+            kw = None
         work = check_call(op, resolved, kw)
         limits = self.limits
         new_bytes = 0
         if limits is not None:
             new_bytes = self._check_quota(op, resolved, kw, 0)
+        # a pointer an op makes from a pointer this worker stores is held by this worker
+        token = None if plain else _set_holder(self.id)
         try:
             # (a fork's results exist twice while they come back: only if that fits the budget)
             if (limits is not None and limits.max_op_seconds is not None and work >= forked.FORK_WORK
@@ -186,6 +198,9 @@ class WorkerCore:
             raise RemoteError(self.id, e.kind, str(e)) from None
         except Exception as e:  # the op's own error, reported without a traceback
             raise RemoteError(self.id, type(e).__name__, str(e)) from None
+        finally:
+            if token is not None:
+                _reset_holder(token)
         return self.finish(op, out, resolved, args)
 
     def finish(self, op, out, resolved, args):
