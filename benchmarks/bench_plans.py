@@ -207,7 +207,7 @@ def over_websocket(quick: bool) -> list[dict]:
     floor = t["echo"] + t["eager"]
     return [
         figure("training step as one plan over a websocket worker vs one echo round trip + the eager step",
-               t["plan"] * 1e6, "us", 1.2, peer=f"bare websockets echo {t['echo'] * 1e6:.0f} us + eager step "
+               t["plan"] * 1e6, "us", 1.3, peer=f"bare websockets echo {t['echo'] * 1e6:.0f} us + eager step "
                                                f"{t['eager'] * 1e6:.0f} us = {floor * 1e6:.0f} us",
                ratio=t["plan"] / floor),
         figure("training step: op-by-op pointers vs one plan message (websocket worker, loopback)",

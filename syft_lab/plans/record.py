@@ -15,7 +15,8 @@ What this tracer does not do, it hands back (``Unsupported``) and ``trace`` uses
 inputs, state or constants of more than ``REAL_ELEMENTS`` elements, an op whose outputs pass
 ``OUT_ELEMENTS`` (an outer product), ops whose output shape follows the data (``nonzero``),
 tensor subclasses, ops outside aten, an op that fails on zeros (a Cholesky of a zero matrix).
-A read of a tensor's value (``.item()``, ``if x.sum() > 0``) is the same error as make_fx's.
+A read of a tensor's value (``.item()``, ``if x.sum() > 0``) is the same error as make_fx's;
+a read of its memory outside aten (``.numpy()``, ``.tolist()``, ``data_ptr()``) goes to make_fx.
 The process's random generator is as before afterwards (a random op draws while tracing).
 """
 from __future__ import annotations
@@ -52,6 +53,19 @@ class OwnGenerator(Exception):
 
 class DataDependent(RuntimeError):
     """A data-dependent read while tracing (the words make_fx's error uses: trace.py knows them)."""
+
+
+# Tensor methods that read a tensor's memory without an aten op the Recorder would see: the
+# trace then goes to make_fx, whose fake tensors refuse them as they always have
+_MEMORY_READS = frozenset(("numpy", "__array__", "data_ptr", "tolist", "__dlpack__", "untyped_storage",
+                           "storage", "_storage", "__reduce_ex__"))
+
+
+class _NoMemoryReads(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", None) in _MEMORY_READS:
+            raise Unsupported(f"{func.__name__} reads a tensor's memory")
+        return func(*args, **(kwargs or {}))
 
 
 _current: "Recorder | None" = None  # the recorder of the trace running now (manual_seed finds it)
@@ -202,7 +216,7 @@ def run(flat_fn, examples: list, anchor=None):
     rng = torch.random.get_rng_state()
     previous, _current = _current, rec
     try:
-        with rec:
+        with _NoMemoryReads(), rec:
             out = flat_fn(*examples)
     finally:
         _current = previous

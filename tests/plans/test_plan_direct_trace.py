@@ -147,6 +147,13 @@ def test_the_direct_tracer_gives_make_fxs_errors():
         own.build(torch.ones(2))
 
     @sy.plan
+    def via_numpy(x):  # a read of the memory outside aten: refused as make_fx refuses it
+        return x + float(x.numpy().sum())
+
+    with pytest.raises(TraceError, match=r"could not be traced.*numpy"):
+        via_numpy.build(torch.ones(2))
+
+    @sy.plan
     def pair(x):
         return x, 3
 
