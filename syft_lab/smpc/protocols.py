@@ -33,7 +33,7 @@ import torch
 from ..errors import SyftError
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from . import ring
-from .provider import Dealer, made_ahead, pooled_triple, take_made_ahead
+from .provider import Dealer, keep_refill, made_ahead, pooled_triple, refill_ahead, take_made_ahead
 from .runtime import Program, run
 
 aten = torch.ops.aten
@@ -124,9 +124,11 @@ def truncate(x: AST, d: int) -> AST:
 def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
     """[f(x, y, *extra)] for a bilinear op f; ``div``: divided by that public integer too."""
     n = len(x.shares)
-    trunc_item = None
+    trunc_item = refill = None
     if f in _POOLED and not extra and (div == 1 or n == 2):  # the offline phase: a triple made ahead
         dealer, item = pooled_triple(_provider(x), x.parties, f, tuple(x.shape), tuple(y.shape))
+        # the pool used up: the next pool's dealer program rides in this product's opening round
+        refill = refill_ahead(_provider(x), x.parties, f, tuple(x.shape), tuple(y.shape))
     else:
         dealer = Dealer(_provider(x), n)
         item = dealer.arith_triple(f, tuple(x.shape), tuple(y.shape), *extra)
@@ -140,7 +142,9 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
     for i, p in enumerate(progs):  # open e = x - a and d = y - b
         a, b, _ = dealer.part(item, i)
         p.open_all([p.op(aten.sub.Tensor, x.shares[i], a), p.op(aten.sub.Tensor, y.shares[i], b)])
-    run(progs)
+    run(progs + ([refill[1].program()] if refill is not None else []))
+    if refill is not None:
+        keep_refill(refill)
     eps, delta = _sum_parts(progs, 0)
     progs2 = _programs(x)
     fused = _FUSED.get(f)
@@ -265,9 +269,16 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
     costs no round of its own); ``negate``: [1 - msb] instead."""
     n = len(x.shares)
     shape = tuple(x.shape)
-    if dealer is None:
-        dealer, items = Dealer.planned(_provider(x), n, ("msb", n, shape), lambda d: _plan_msb(d, n, shape))
+    ahead = None
+    if dealer is None:  # a sign bit of its own: its material made during the last one, the next one's now
+        provider = _provider(x)
+        plan = ("msb", n, shape)
+        ready = take_made_ahead("msb", provider, x.parties, shape)
+        dealer, items = ready if ready is not None else Dealer.planned(provider, n, plan,
+                                                                        lambda d: _plan_msb(d, n, shape))
         dealer.generate(x.parties)
+        ahead = Dealer.planned(provider, n, plan, lambda d: _plan_msb(d, n, shape))
+        along = ahead[0].program()  # rides in the first adder round
     csa, g0, levels, bit = items[:4]
     zero_cache = {}
 
@@ -314,7 +325,10 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
             p.open(first(i, p))
         p.keep(A)
         p.keep(P0)
-    run(progs + ([along] if along is not None else []))  # along: the next relu's dealer program
+    run(progs + ([along] if along is not None else []))  # along: the next step's dealer program
+    if ahead is not None:
+        ahead[0].collect()
+        made_ahead("msb", provider, x.parties, shape, *ahead)
     e, d = _split_ed(_sum_opened(progs, xor=True), shape)
     opened_first = _sum_opened(progs, 1) if first is not None else None
     prev_pieces = lambda i: dealer.part(g0, i)  # noqa: E731
@@ -432,7 +446,7 @@ def relu(x: AST) -> AST:
     shape = tuple(x.shape)
     provider = _provider(x)
     plan = ("relu", n, shape)
-    ready = take_made_ahead(provider, x.parties, shape)  # made during the last relu of this shape
+    ready = take_made_ahead("relu", provider, x.parties, shape)  # made during the last relu of this shape
     if ready is not None:
         dealer, items = ready
     else:
@@ -453,7 +467,7 @@ def relu(x: AST) -> AST:
 
     progs = msb_arith(x, then=then, dealer=dealer, items=items, first=first, along=nxt.program())
     nxt.collect()
-    made_ahead(provider, x.parties, shape, nxt, nxt_items)
+    made_ahead("relu", provider, x.parties, shape, nxt, nxt_items)
     dealer.rows = None  # the last round needs no stored row: its release rides in this round's messages
     run(progs)
     return new_shared(x, [p.kept[0] for p in progs])

@@ -312,28 +312,29 @@ POOL_KEYS = 32
 _pool: dict = {}
 
 
-# relu's offline phase (protocols.relu): per (provider, parties, shape), the dealer material of the
-# next relu, made in the first adder round of the last one; kept here, delivered when it is used.
+# The offline phase of relu and of the sign bit (protocols.relu, msb_arith): per (kind, provider,
+# parties, shape), the dealer material of the next such step, made in the first adder round of the
+# last one; kept here, sent with the programs that use it.
 RELU_READY_KEYS = 8
 relu_ready: dict = {}
 
 
-def take_made_ahead(provider, parties, shape):
-    """(dealer, items) of the material made ahead for a relu of ``shape`` among ``parties``
-    (``made_ahead``), or None; each is used once."""
-    key = (provider.id, tuple(w.id for w in parties), tuple(shape))
+def take_made_ahead(kind: str, provider, parties, shape):
+    """(dealer, items) of the material made ahead for a ``kind`` step ("relu", "msb") of ``shape``
+    among ``parties`` (``made_ahead``), or None; each is used once."""
+    key = (kind, provider.id, tuple(w.id for w in parties), tuple(shape))
     ready = relu_ready.pop(key, None)
     if ready is None or ready[0].provider is not provider or any(a is not b for a, b in zip(ready[1], parties)):
         return None
     return ready[0], ready[2]
 
 
-def made_ahead(provider, parties, shape, dealer, items) -> None:
-    """Keep ``dealer``'s material (its program run, its rows here) for the next relu of ``shape``;
-    at most RELU_READY_KEYS shapes (the oldest goes)."""
+def made_ahead(kind: str, provider, parties, shape, dealer, items) -> None:
+    """Keep ``dealer``'s material (its program run, its pack here) for the next ``kind`` step of
+    ``shape``; at most RELU_READY_KEYS of them (the oldest goes)."""
     while len(relu_ready) >= RELU_READY_KEYS:
         relu_ready.pop(next(iter(relu_ready)))
-    relu_ready[(provider.id, tuple(w.id for w in parties), tuple(shape))] = (dealer, list(parties), items)
+    relu_ready[(kind, provider.id, tuple(w.id for w in parties), tuple(shape))] = (dealer, list(parties), items)
 
 
 def clear_pool() -> None:
@@ -350,25 +351,57 @@ def _usable(entry, provider, parties) -> bool:
     return dealer.rows is None or not any(r is not None and r._ref.released for r in dealer.rows)
 
 
+def _pool_key(provider, parties, f, sa, sb):
+    return (provider.id, tuple(w.id for w in parties), f, tuple(sa), tuple(sb))
+
+
+def _new_pool(provider, parties, f, sa, sb):
+    """A dealer with the next pool's triples recorded (its program not run yet) and their items."""
+    meta = f(torch.empty(sa, dtype=torch.int64, device="meta"), torch.empty(sb, dtype=torch.int64, device="meta"))
+    per = 8 * (_numel(sa) + _numel(sb) + meta.numel())
+    count = max(1, min(POOL_MAX, POOL_BYTES // max(per, 1)))
+    dealer = Dealer(provider, len(parties))
+    return dealer, dealer.arith_triples(f, tuple(sa), tuple(sb), count)
+
+
+def _keep_pool(key, dealer, parties, items):
+    while len(_pool) >= POOL_KEYS:
+        _pool.pop(next(iter(_pool)))
+    _pool[key] = (dealer, list(parties), items)
+    return _pool[key]
+
+
 def pooled_triple(provider, parties, f, sa, sb) -> tuple:
     """(dealer, item) of a fresh Beaver triple for ``f`` (mm or mul) of shapes sa, sb."""
-    key = (provider.id, tuple(w.id for w in parties), f, tuple(sa), tuple(sb))
+    key = _pool_key(provider, parties, f, sa, sb)
     entry = _pool.get(key)
     if entry is None or not _usable(entry, provider, parties):
         _pool.pop(key, None)
-        meta = f(torch.empty(sa, dtype=torch.int64, device="meta"), torch.empty(sb, dtype=torch.int64, device="meta"))
-        per = 8 * (_numel(sa) + _numel(sb) + meta.numel())
-        count = max(1, min(POOL_MAX, POOL_BYTES // max(per, 1)))
-        dealer = Dealer(provider, len(parties))
-        items = dealer.arith_triples(f, tuple(sa), tuple(sb), count)
+        dealer, items = _new_pool(provider, parties, f, sa, sb)
         dealer.generate(parties)
-        while len(_pool) >= POOL_KEYS:
-            _pool.pop(next(iter(_pool)))
-        entry = _pool[key] = (dealer, list(parties), items)
+        entry = _keep_pool(key, dealer, parties, items)
     item = entry[2].pop(0)
     if not entry[2]:
         _pool.pop(key, None)
     return entry[0], item
+
+
+def refill_ahead(provider, parties, f, sa, sb):
+    """When the pool of these triples is used up (``pooled_triple`` gave its last): the next pool's
+    dealer, whose program rides in the round that uses the last triple (``Dealer.program()``);
+    ``keep_refill`` stores it after that round. None while the pool has triples left."""
+    key = _pool_key(provider, parties, f, sa, sb)
+    if key in _pool:
+        return None
+    dealer, items = _new_pool(provider, parties, f, sa, sb)
+    return key, dealer, list(parties), items
+
+
+def keep_refill(refill) -> None:
+    key, dealer, parties, items = refill
+    dealer.collect()
+    dealer.parties = list(parties)
+    _keep_pool(key, dealer, parties, items)
 
 
 def _op_label(f) -> str:

@@ -53,7 +53,10 @@ def test_rounds_and_messages_per_op(remote_parties):
         "mul again": (lambda: a * b, 1, 4),  # the triple comes from the pool: the one online round
         "matmul": (lambda: a @ b, 2, 5),
         "matmul again": (lambda: a @ b, 1, 4),
-        "gt": (lambda: a > b, 9, 21),  # the difference rides in the circuit's first message
+        # the difference rides in the circuit's first message, the next comparison's dealer program in its
+        # first adder round
+        "gt": (lambda: a > b, 9, 22),
+        "gt again": (lambda: a > b, 8, 21),  # its dealer material was made during the last comparison
         # dealer; 7 AND rounds (the first opens x's mask, and carries the next relu's dealer program); B2A
         # open; the result (not waited for)
         "relu": (lambda: a.relu(), 9, 20),
