@@ -62,7 +62,7 @@ DEFAULT_NAME = "federated"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 _RESERVED = {t[1:] for t in (DATASET_TAG, *DATASET_PARTS)}
 _TAG_OF_PART = {part: tag for tag, part in DATASET_PARTS.items()}
-_DOWN = {"closed", "unreachable", "gone", "stopped"}
+_DOWN = {"closed", "unreachable", "gone", "stopped", "dead"}  # "dead": a Ray worker whose actor died
 # (worker id, dataset name) -> ids of the parts this process loaded: object ids are random 53-bit
 # numbers, so finding exactly these on a worker means this kernel federated them (a re-run cell)
 _loaded_here: dict[tuple[str, str], set[int]] = {}
