@@ -149,10 +149,11 @@ def logging_cost(quick: bool) -> list[dict]:
 
 
 def pointer_cost(quick: bool) -> list[dict]:
-    """A pointer op on a VirtualWorker takes the one command path every worker takes (issue 13):
-    the client protocol builds the request, the in-process transport hands it to the worker
-    service (allow-list and argument checks, store rule, session), the core runs it. Beside it,
-    the core alone (what an in-process op cost before the service was in its path)."""
+    """A pointer op on a VirtualWorker takes the service's lean in-process path (issue 22:
+    WorkerService.in_process_ops: the allow-list and argument checks, session, ledger, the core
+    runs it; no message dict). Beside it, the core alone (what an in-process op cost before the
+    service was in its path), and the worker's part of the op both ways: the lean path, and a
+    ``run`` message through the in-process transport (the command path every worker takes)."""
     import syft_lab as sy
     from syft_lab.commands import held_by
 
@@ -168,8 +169,18 @@ def pointer_cost(quick: bool) -> list[dict]:
             r = core.run(add, [ref, ref], None)
         core.decref(r.id)
 
+    session = bob.transport.session
+
+    def worker_lean():  # the worker's part of a pointer op: the lean in-process path, and the release
+        bob._release(bob._run(add, [ref, ref], None).id)
+
+    def worker_message():  # the same as a run message through the in-process transport and service.call
+        r = bob.transport.exchange({"c": "run", "op": add, "a": [ref, ref], "k": None})
+        bob.service.release_one(session, r.id)
+
     t = interleaved({"plain": lambda: a + a, "floor": lambda: fa + fa, "pointer": lambda: p + p,
-                     "core": core_only}, number=number, repeat=repeat, clock=cpu_clock)
+                     "core": core_only, "lean": worker_lean, "message": worker_message},
+                    number=number, repeat=repeat, clock=cpu_clock)
     big = torch.ones(1000, 1000)
 
     def clone_twice():
@@ -186,7 +197,9 @@ def pointer_cost(quick: bool) -> list[dict]:
         figure("pointer op round trip (1 element, VirtualWorker, through the worker service)", t["pointer"] * 1e6,
                "us", 10.0,
                peer=f"ratio to plain add {t['plain'] * 1e6:.2f} us; the flat wrapper floor {t['floor'] / t['plain']:.1f}x "
-                    f"plain; the op on the core alone (no client, no service, no pointer) {t['core'] * 1e6:.2f} us",
+                    f"plain; the op on the core alone (no client, no service, no pointer) {t['core'] * 1e6:.2f} us; "
+                    f"the worker's part (op and release, no pointer): lean in-process path {t['lean'] * 1e6:.2f} us, "
+                    f"as a run message through the transport {t['message'] * 1e6:.2f} us",
                ratio=t["pointer"] / t["plain"]),
         figure("send + get of 1000x1000 (VirtualWorker)", tb["send_get"] * 1e3, "ms", 3.0,
                peer=f"t.clone() twice {tb['clone2'] * 1e3:.2f} ms", ratio=tb["send_get"] / tb["clone2"]),

@@ -412,3 +412,32 @@ def test_cov_with_weights_held_by_the_worker_runs_there(bob):
                                torch.cov(obs, correction=0, fweights=fw, aweights=aw))
     with pytest.raises(sy.RemoteError, match="fweights cannot be negative"):  # torch's own check, on the worker
         torch.cov(p, fweights=torch.tensor([1, -2, 1, 3, 1]).send(bob))
+
+
+def test_the_rest_of_the_defect_list_through_pointers(bob):
+    """Issue 22's list, the entries no test above names: quantile, scaled_dot_product_attention,
+    tensor_split at split points the worker holds, linalg.tensorsolve, feature_alpha_dropout."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    q = torch.tensor([0.25, 0.5, 0.9])
+    torch.testing.assert_close(torch.quantile(x.send(bob), q.send(bob), dim=1).get(), torch.quantile(x, q, dim=1))
+    torch.testing.assert_close(torch.quantile(x.send(bob), 0.3).get(), torch.quantile(x, 0.3))
+    qkv = [torch.randn(2, 3, 4) for _ in range(3)]
+    F = torch.nn.functional
+    torch.testing.assert_close(F.scaled_dot_product_attention(*[t.send(bob) for t in qkv], is_causal=True).get(),
+                               F.scaled_dot_product_attention(*qkv, is_causal=True))
+    points = torch.tensor([1, 3])
+    for got, want in zip(torch.tensor_split(x.send(bob), points.send(bob), dim=1), torch.tensor_split(x, points, dim=1)):
+        assert torch.equal(got.get(), want)
+    a = torch.randn(6, 2, 3) + 3 * torch.eye(6).reshape(6, 2, 3)
+    b = torch.randn(6)
+    torch.testing.assert_close(torch.linalg.tensorsolve(a.send(bob), b.send(bob)).get(), torch.linalg.tensorsolve(a, b),
+                               rtol=1e-4, atol=1e-5)
+    v = torch.randn(4, 8, 4, 4)  # 32 channels: all of them dropped, 1 in 2**32
+    out = F.feature_alpha_dropout(v.send(bob), 0.5, training=True).get().flatten(2)
+    assert out.shape == (4, 8, 16)
+    # each channel is dropped (a constant) or kept (one scale and shift of its input, the same for all)
+    centred, v_centred = out - out.mean(-1, keepdim=True), (v - v.mean((-1, -2), keepdim=True)).flatten(2)
+    dropped = centred.abs().amax(-1) < 1e-5
+    scales = (centred / v_centred)[~dropped]
+    torch.testing.assert_close(scales, torch.full_like(scales, scales[0, 0].item()), rtol=1e-3, atol=1e-4)
