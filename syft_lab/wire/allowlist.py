@@ -474,8 +474,8 @@ def decided_by_metadata(op, args, kwargs, out) -> bool:
     if plan is None or not _DATA_TAGS.isdisjoint(op.tags) or plan.family.data_sized:
         return False
     outs = out if type(out) in (list, tuple) else (out,)
-    if not all(type(o) is _Tensor for o in outs):
-        return False  # a number or flag made from the data, or a chain layer
+    if not all(type(o) is _Tensor or type(o) is _Parameter for o in outs):
+        return False  # a number or flag made from the data, or a chain layer (a Parameter: an in-place update's)
     if plan.fast:
         return True  # the pointwise bound reads sizes only; the output has the broadcast shape
     verdict = _verdict(plan, args, kwargs)  # (memoised by check_call, on the arguments' metadata)

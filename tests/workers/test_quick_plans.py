@@ -220,3 +220,24 @@ def test_what_the_thread_must_answer_is_never_quick():
     assert not server.quick_command(_run_msg(aten.add.Tensor, x, x, rel=list(range(QUICK_RELEASES + 1))))
     assert not server.quick_command({"c": "run", "op": 3, "a": "x"})  # malformed: the thread's run says why
     assert not server.quick_command({"c": "fetch", "id": x})
+
+
+def test_a_plan_that_updates_a_sent_models_parameters_in_place_is_quick_once_learned():
+    """model.send(worker) stores Parameters: an in-place update of one returns the Parameter,
+    whose checks follow from its metadata as a plain tensor's do."""
+    service, session = WorkerService("quick_params"), Session()
+    specs = [{"name": "w", "role": "state", "shape": [3], "dtype": "float32"},
+             {"name": "x", "role": "input", "shape": [3], "dtype": "float32"}]
+    nodes = [Node(aten.mul.Tensor, [Value("input", 1), 0.5], {}, [((3,), "float32")]),
+             Node(aten.sub_.Tensor, [Value("input", 0), Value("node", 0)], {}, [((3,), "float32")]),
+             Node(aten.sum.default, [Value("input", 0)], {}, [((), "float32")])]
+    graph = PlanGraph("step", specs, [], nodes, [Value("node", 2)], True)
+    plan = service.core.store_plan(PlanBuilds("step", [graph]), [torch.zeros(3)])
+    w = service.core.store(torch.nn.Parameter(torch.ones(3)))
+    x = service.core.store(torch.full((3,), 2.0))
+    msg = {"c": "run_plan", "id": plan, "a": [x], "s": [w]}
+    with torch.no_grad():
+        assert _run(service, session, msg).item() == 0.0
+        assert _run(service, session, msg).item() == -3.0
+        assert service.quick(msg)
+        assert _run(service, session, msg).item() == -6.0
