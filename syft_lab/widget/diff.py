@@ -160,14 +160,20 @@ def _index(world: dict) -> dict:
     return {(lane["id"], o["id"]): o for lane in world.get("workers", []) for o in lane.get("objects", [])}
 
 
-def _pointer_names(world: dict) -> dict:
-    """(location, id_at_location) -> names (and container paths) of the pointers to it."""
+def _pointer_names(world: dict, wanted) -> dict:
+    """(location, id_at_location) -> names (and container paths) of the pointers to it, for
+    the targets in ``wanted`` (no scan when there are none)."""
     out: dict = {}
+    if not wanted:
+        return out
     for lane in world.get("workers", []):
         for o in lane.get("objects", []):
-            if live_edge(o):
-                out.setdefault((o.get("location"), o.get("id_at_location")), []).extend(
-                    o.get("names") or o.get("held_in") or [])
+            loc = o.get("location")
+            if loc is None:
+                continue
+            key = (loc, o.get("id_at_location"))
+            if key in wanted and live_edge(o):
+                out.setdefault(key, []).extend(o.get("names") or o.get("held_in") or [])
     return out
 
 
@@ -180,9 +186,10 @@ def describe(old: dict, new: dict, raw: list | None = None, code: str | None = N
     raw = raw or []
     before, after = _index(old), _index(new)
     fetched = {(e.get("worker"), e.get("id")) for e in raw if e.get("type") == "deleted" and e.get("reason") == "fetched"}
-    names_before, names_after = _pointer_names(old), _pointer_names(new)
     events: list[dict] = []
     appeared = [(k, o) for k, o in after.items() if k not in before and k[0] != LOCAL_OWNER]
+    names_before = _pointer_names(old, {k for k in before if k[0] != LOCAL_OWNER and k not in after})
+    names_after = _pointer_names(new, {k for k, _o in appeared})
     for (lid, oid), o in list(before.items()):
         if lid == LOCAL_OWNER or (lid, oid) in after:
             continue

@@ -9,9 +9,9 @@ namespace and applies each change to it:
   through the worker (``VirtualWorker.world_entry``); on a remote worker the event itself
   brings the entry (the worker pushes its events: workers/feed.py); ``deleted``: it goes. No
   other entry is looked at.
-- ``pointer_created`` / ``pointer_dropped``: the "me" lane is rebuilt (the notebook's
-  pointers and named objects: names may have changed too); the refcount the pointer changed on
-  its worker comes as that worker's event.
+- ``pointer_created`` / ``pointer_dropped`` of a notebook pointer: that pointer's row comes or
+  goes in "me" (with the names of the last read); the refcount the pointer changed on its
+  worker comes as that worker's event.
 - after a cell or an action (names may change): the "me" lane is read again; a remote lane only
   if its worker does not push its events (``follows_events``).
 - a worker that appears is read once (a remote one is first asked to push its events); a
@@ -32,8 +32,9 @@ import time
 import weakref
 
 from ..inspection.model import (Names, _notebook_namespace, finish_entry, gone_lane, lane_header, lane_is_down,
-                                lane_of, local_pointers, mark_dangling, mark_plan_state)
+                                lane_of, local_pointer_entry, local_pointers, mark_dangling, mark_plan_state)
 from ..tensors.nodes import LOCAL_OWNER, is_edge, live_edge
+from ..tensors.pointer import _live as _live_pointer_refs  # every live ref, oldest first
 from ..workers.registry import all_workers
 from . import diff
 
@@ -74,6 +75,8 @@ class WorldTracker:
         self._state_owner: dict = {}  # (worker, state tensor id) -> id of the plan it is state of
         self._lanes_dirty: set[str] = set()  # lanes to read whole
         self._me_dirty = True
+        self._me_new_pointers = False  # a notebook pointer was made: its row goes into "me"
+        self._me_dropped: set = set()  # pointer ids of notebook pointers dropped: their rows go
         self._full = True
         self.last_ops: list = []
         self.last_touched: list = []  # ((lane, id), old entry or None, new entry or None)
@@ -92,8 +95,11 @@ class WorldTracker:
                 if event.get("pushed"):  # a remote worker's event: it carries the object's entry
                     self._pushed[key] = event.get("entry") if kind != "deleted" else None
         elif kind in ("pointer_created", "pointer_dropped"):
-            if worker == LOCAL_OWNER:
-                self._me_dirty = True
+            if worker == LOCAL_OWNER:  # that one row of "me" (update: _pointer_rows)
+                if kind == "pointer_created":
+                    self._me_new_pointers = True
+                else:
+                    self._me_dropped.add(event.get("id"))
             else:
                 self._lanes_dirty.add(worker)
             loc = event.get("location")
@@ -149,6 +155,8 @@ class WorldTracker:
         pushed, self._pushed = self._pushed, {}
         dirty, self._lanes_dirty = self._lanes_dirty, set()
         me_dirty, self._me_dirty = self._me_dirty, False
+        new_pointers, self._me_new_pointers = self._me_new_pointers, False
+        dropped, self._me_dropped = self._me_dropped, set()
         for lid, w in by_id.items():
             if lid not in self.lanes or self._objects.get(lid) is not w:
                 dirty.add(lid)  # a new worker (or a new one under an old name): read once
@@ -163,6 +171,9 @@ class WorldTracker:
             if old_parts or new_parts:
                 entries.update(k for k in old_parts.keys() | new_parts.keys() if old_parts.get(k) != new_parts.get(k))
         reread = {lid for lid in dirty if lid in by_id}
+        me_rows = False  # rows of "me" changed without reading it whole
+        if LOCAL_OWNER not in reread and (new_pointers or dropped) and LOCAL_OWNER in self.lanes:
+            me_rows = self._pointer_rows(new_pointers, dropped, ops, touched)
         for lid in reread:
             new_lane = self._read_lane(by_id[lid])
             header = {k: v for k, v in new_lane.items() if k != "objects"}
@@ -229,7 +240,7 @@ class WorldTracker:
             self.order = order
             headers_changed = True
         went = any(lid not in by_id and not self.lanes[lid].header.get("gone") for lid in self.order)
-        gone_lanes = LOCAL_OWNER in reread and any(lane.header.get("gone") for lane in self.lanes.values())
+        gone_lanes = (LOCAL_OWNER in reread or me_rows) and any(lane.header.get("gone") for lane in self.lanes.values())
         # a lane that came, went or went down (a header's other fields change often: a lane's
         # ledger) may make pointers dangling or not, and gone lanes come or go: every pointer
         lanes_changed = self.order != lanes_before or self._down() != down_before
@@ -244,6 +255,58 @@ class WorldTracker:
         else:
             self.previous = self.world
         return self.world
+
+    def _pointer_rows(self, new: bool, dropped: set, ops: list, touched: list) -> bool:
+        """The rows of the notebook's pointers made or dropped since the last update, one by one
+        (the "me" lane is not read again: a pointer event costs its row, not the lane's). A
+        dropped pointer's row goes (no name holds a pointer whose ref died); a new one goes where
+        a whole read puts it, among the pointers in id order, before the local objects. Names
+        are those of the last read (they change with a cell or an action: ``after_commands``)."""
+        lane = self.lanes[LOCAL_OWNER]
+        objs = lane.objects
+        changed = False
+        for pid in dropped:
+            o = objs.get(pid)
+            if o is not None and is_edge(o) and not self.names.bound(pid):
+                del objs[pid]
+                ops.append(["del", LOCAL_OWNER, pid])
+                touched.append(((LOCAL_OWNER, pid), o, None))
+                changed = True
+        if new:
+            fresh = self._new_refs(objs)
+            if fresh:
+                rows = list(objs.items())
+                for ref in fresh:
+                    entry = finish_entry(LOCAL_OWNER, local_pointer_entry(ref), self.names)
+                    pid = ref.pointer_id
+                    at = 0
+                    while at < len(rows) and is_edge(rows[at][1]) and rows[at][0] < pid:
+                        at += 1
+                    rows.insert(at, (pid, entry))
+                    ops.append(["put", LOCAL_OWNER, at, entry])
+                    touched.append(((LOCAL_OWNER, pid), None, entry))
+                lane.objects = dict(rows)
+                changed = True
+        if changed:
+            lane.listed = None
+        return changed
+
+    def _new_refs(self, objs: dict) -> list:
+        """The notebook's live pointer refs that have no row in "me" yet, in id order. Refs are
+        kept in the order they were made (tensors/pointer.py ``_live``), so the scan goes from
+        the newest back to the first one that has its row: one made since the last update is
+        after it. A released ref no name holds has no row (``local_pointers``)."""
+        fresh = []
+        bound = self.names.bound
+        for w in reversed(list(_live_pointer_refs.values())):
+            r = w()
+            if r is None or r.owner_id != LOCAL_OWNER:
+                continue
+            if r.pointer_id in objs:
+                break
+            if not r.released or bound(r.pointer_id):
+                fresh.append(r)
+        return sorted(fresh, key=lambda r: r.pointer_id)
 
     def _mark_state(self, lid: str, lane: _Lane, entry: dict, old: dict | None, ops: list, touched: list) -> None:
         """``state_of`` on a plan's state entries, as ``lane_of`` marks them: a plan entry marks
@@ -431,6 +494,7 @@ class WorldTracker:
                 self.seen.setdefault(loc.id, getattr(loc, "kind", None))
         self._lanes_dirty.clear()
         self._me_dirty = self._full = False
+        self._me_new_pointers, self._me_dropped = False, set()
         self._gone_lanes([w.id for w in workers], [], [])
         self.names.local = []
         self.last_ops, self.last_touched, self.last_headers_changed = None, [], True

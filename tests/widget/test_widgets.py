@@ -435,11 +435,16 @@ def test_a_worker_event_is_one_entry_changed_not_a_recomputed_world(bob, alice, 
     monkeypatch.setattr(tracker, "lane_of", lambda worker, names: lanes_read.append(worker.id) or real(worker, names))
     held = bob.load(torch.arange(3.).tag("#new"))  # bob stores it (one event), "me" gets a weak pointer
     live.refresh_all(world_only=True)  # what the event loop does after the events
-    assert lanes_read == ["me"]  # the notebook's own lane (its new pointer); bob's and alice's are not read
+    assert lanes_read == []  # no lane is read whole: not bob's nor alice's, nor "me" for its new pointer
     (patch,) = sent.of("world_patch")
     (op,) = [op for op in patch["ops"] if op[1] == "bob"]
     assert op[0] == "put" and op[3]["tags"] == ["#new"] and op[3]["held"] is True
     assert op[2] == len(lane(w.world, "bob")["objects"]) - 1  # appended, in store order
+    # the weak pointer load returned is one row of "me", where a whole read puts it
+    (mine,) = [op for op in patch["ops"] if op[1] == "me"]
+    assert mine[0] == "put" and mine[3]["id"] == held._ref.pointer_id and mine[3]["owning"] is False
+    assert (mine[3]["location"], mine[3]["id_at_location"]) == ("bob", op[3]["id"])
+    assert lane(w.world, "me")["objects"] == lane(world_dict(ns), "me")["objects"]  # what a whole read gives
     assert [e for e in patch["step"]["events"] if e["worker"] == "bob"] == [
         {"type": "stored", "worker": "bob", "id": op[3]["id"], "names": []}]
     lanes_read.clear()
