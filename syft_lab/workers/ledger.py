@@ -129,7 +129,10 @@ def op_label(op) -> str:
 
 
 class Ledger:
-    """One worker's records (a ring buffer of LEDGER_CAP) and its totals per kind."""
+    """One worker's records (a ring buffer of LEDGER_CAP) and its totals per kind.
+
+    ``records`` holds record dicts, and a client's own ops (``add_op``, one per pointer op) as
+    compact tuples that ``read`` turns into the same dicts."""
 
     def __init__(self, cap: int = LEDGER_CAP):
         self.records: collections.deque = collections.deque(maxlen=cap)

@@ -3,7 +3,10 @@
 It is the same client (protocol.py) and the same service (service.py) as a worker process;
 only the transport differs: ``InProcessTransport`` hands the service the client's message
 dicts directly, with no byte encoding, but with everything else a remote worker does (the
-allow-list and argument checks, the store rule, sessions, paging). What the wire format would
+allow-list and argument checks, the store rule, sessions, paging). Pointer ops and releases,
+the hot path, skip even the message dict: the worker's ``_run``/``_release`` are the service's
+``in_process_ops`` (the same checks, errors, session references, ledger records and events as
+a ``run`` message; tests/workers/test_in_process_path.py). What the wire format would
 do to a message, it does by hand: a payload the client still owns is copied into the worker's
 store (``stored_copy``), and a reply that would share memory with the store is copied out.
 
