@@ -440,7 +440,7 @@ def relu(x: AST) -> AST:
     The dealer's bit r (the one B2A uses) comes with [a] and [a * r] for a uniform a: the
     parties open e = x - a in the adder's first round, so [x * r] = [a * r] + e [r] is known
     before the sign is. Once c = msb ^ r is open, x * msb = c x + (1 - 2c) x r is linear:
-    relu(x)_i = x_i (1 - c) - (1 - 2c) [x r]_i, one message. 9 rounds; the first relu of a shape adds the
+    relu(x)_i = x_i (1 - c) - (1 - 2c) [x r]_i, one message, not waited for. 8 round trips; the first relu of a shape adds the
     dealer's (later ones find their material made during the previous relu: its first adder round)."""
     n = len(x.shares)
     shape = tuple(x.shape)

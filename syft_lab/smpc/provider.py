@@ -18,8 +18,10 @@ sees a share of an input (it is never sent one: tests/smpc/test_security.py chec
 and no party sees another's row.
 
 The offline phase: Beaver triples for mm and mul are made ahead, up to POOL_MAX at once
-(``pooled_triple``, below), and relu's material one relu ahead (``relu_ready``, filled by
-protocols.relu in its first adder round), so most online steps need no dealer round.
+(``pooled_triple``, below; the next pool's dealer program rides in the round that uses a pool's
+last triple, ``refill_ahead``), and the material of relu and of the sign bit one step ahead
+(``made_ahead``, made in the first adder round of the step before), so online steps need no
+dealer round of their own after the first of their shape.
 
 Items (all uniform over Z_2^64 unless said):
 
@@ -300,9 +302,9 @@ class Dealer:
 
 # --- the offline phase: Beaver triples made ahead of need -----------------------------------------
 # A shared product takes its triple from a small pool per (crypto provider, parties, op, shapes);
-# an empty pool is refilled with up to POOL_MAX triples (at most POOL_BYTES of a party's row) in
-# one dealer round (and one delivery round when the rows are large), so most products are the
-# two online rounds alone. Each triple is used once. The pool holds the same material a single
+# an empty pool is refilled with up to POOL_MAX triples (at most POOL_BYTES of a party's row): the
+# first in a dealer round of its own, the later ones in the opening round of the product that
+# takes the last triple, so products are their one online round trip alone. Each triple is used once. The pool holds the same material a single
 # product's dealer round brings here, for at most POOL_KEYS shapes.
 TEMPLATE_KEYS = 16
 _templates: dict = {}  # Dealer.planned: recorded dealer programs (no values in them) per step and shape
