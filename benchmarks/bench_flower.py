@@ -195,7 +195,8 @@ def _flower_once(py: str, n_clients: int, rounds: int, seed: int) -> dict:
         try:
             out = subprocess.run([py, str(Path(__file__).resolve()), "--flower-child", str(n_clients), str(rounds),
                                   str(seed)], capture_output=True, text=True, timeout=900 + 15 * n_clients,
-                                 cwd=str(HERE), env=dict(os.environ, PYTHONPATH=str(HERE), RAY_DEDUP_LOGS="0"))
+                                 cwd=str(HERE), env=dict(os.environ, PYTHONPATH=str(HERE), RAY_DEDUP_LOGS="0",
+                                                         RAY_agent_register_timeout_ms="600000"))
         except subprocess.TimeoutExpired:
             why = "timed out"
             continue
@@ -265,6 +266,8 @@ def run(quick: bool = False) -> list[dict]:
     sy.hook()
     smoke = common.SMOKE
     sizes = (2,) if smoke else (4, 16) if quick else (4, 16, 32, 100)
+    if not smoke and os.environ.get("BENCH_FLOWER_SIZES"):  # e.g. 4,16: a shorter full run
+        sizes = tuple(int(v) for v in os.environ["BENCH_FLOWER_SIZES"].split(","))
     rounds = 2 if smoke else 4 if quick else ROUNDS
     py, why = (None, "smoke mode: no Ray, no Flower") if smoke else flower_python()
     seeds = SEEDS if not (smoke or quick) else (SEED,)
@@ -384,7 +387,14 @@ def main(argv) -> int:
     common.SMOKE = "--smoke" in argv
     quick = "--quick" in argv or common.SMOKE
     t0 = time.perf_counter()
-    results = run(quick)
+    if "--from-raw" in argv:  # the figures of a run cut short: what flower_results.raw.json holds
+        raw = json.loads((HERE / "flower_results.raw.json").read_text())
+        measured = {int(k): v for k, v in raw["measured"].items()}
+        LOADS.update({int(k): v for k, v in raw["loads"].items()})
+        sizes = tuple(sorted(measured))
+        results = _figures(common.figure, measured, sizes, len(measured[sizes[0]]["ray"]["rounds"]), "", False)
+    else:
+        results = run(quick)
     text = run_mod.table(results)
     print(text)
     if not quick:  # the full run: benchmarks/flower_results.md and .json
