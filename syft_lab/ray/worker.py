@@ -33,7 +33,7 @@ from ..tensors.pointer import PointerTensor
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, encode
 from ..workers.base import check_worker_id
 from ..workers.protocol import ConnectionLost, FramedTransport, FramedWorker, error_from_reply
-from .host import RESTARTED, WorkerHost, pack, unpack
+from .host import RESTARTED, MoveSourceError, WorkerHost, _error, pack, unpack
 from .runtime import ensure_initialized
 
 DEFAULT_NUM_CPUS = 0.05  # a worker waits most of the time: many share a core
@@ -177,7 +177,7 @@ class RayTransport(FramedTransport):
         else:
             ref = self.actor.receive.remote(pack(encoded), source[1])
         del encoded  # Ray has copied the arguments into its object store
-        self._replies.append((ref, source))
+        self._replies.append((ref, source, msg.get("r", 0)))
 
     def call_ref(self, msg: dict):
         """Send one request and leave its reply in Ray's object store: returns the ObjectRef
@@ -203,7 +203,7 @@ class RayTransport(FramedTransport):
             return self._frames.popleft()
         if not self._replies:
             raise self.unavailable("no reply is expected", ConnectionLost)
-        ref, source = self._replies.popleft()
+        ref, source, rid = self._replies.popleft()
         exc = self._ray.exceptions
         try:
             data = self._ray.get(ref, timeout=self.timeout)
@@ -212,7 +212,9 @@ class RayTransport(FramedTransport):
             raise TimeoutError from None
         except exc.RayActorError as e:
             if source is not None and getattr(e, "actor_id", None) == source[0].transport.actor_id:
-                raise source[0].transport.died(e) from None  # the move's source died, not this worker
+                # the source died, not this worker: this request's own error reply (the stream stays
+                # in step: the requests after it, in flight, are answered as usual)
+                return _error(rid, MoveSourceError(str(source[0].transport.died(e))))
             raise self.died(e, ConnectionLost) from None
         except exc.RayError as e:  # the object store lost the reply, its node went away, ...
             self.health = UNREACHABLE
@@ -358,8 +360,14 @@ class RayWorker(FramedWorker):
 
     def _source_error(self, source, ref, e):
         """The source's own error for a move it could not serve (its reply is small: an error)."""
+        ray = self.transport._ray
         try:
-            data = self.transport._ray.get(ref, timeout=source.transport.timeout)
+            data = ray.get(ref, timeout=source.transport.timeout)
+        except ray.exceptions.RayActorError as x:  # it died: WorkerUnavailableError, naming it
+            return source.transport.died(x)
+        except Exception:
+            return RemoteError(source.id, "SyftError", e.remote_message)
+        try:
             if data == RESTARTED:
                 source._on_restart()
                 return source.transport.unavailable("Ray restarted its actor: the worker came back empty")

@@ -113,3 +113,36 @@ def test_a_move_of_a_missing_object_names_the_source(ray_pair):
     assert info.value.worker_id == "bob"
     assert len(alice.objects) == 0
     del p
+
+
+def test_a_client_killed_mid_round_is_named_and_the_global_model_is_unchanged(ray_pair, fresh_worker, kill_actor):
+    """FedAvg with plans on Ray workers (every client in flight): carol's actor is killed while
+    the round runs, once bob's results are in; the round names her, changes nothing, and runs
+    again without her."""
+    bob, alice = ray_pair
+    carol = fresh_worker("carol_fl")
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(36, 4, generator=g), torch.arange(36) % 3
+    fds = sy.BaseDataset(x, y, name="killed_mid_round").federate([bob, alice, carol])
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+        fl = sy.federated.FedAvg(model, fds, lr=0.2, batch_size=4, plans=True)
+        fl.round(progress=False)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        chart = sy.federated.RoundChart()
+        chart.observe(lambda change: kill_actor(carol.actor) if "bob" in change["new"].get("clients", {}) else None,
+                      names="running")
+        with pytest.raises(sy.federated.FederatedRoundError,
+                           match=r"round 2: worker 'carol_fl' failed during .*Ray worker 'carol_fl'.*"
+                                 r"global model is unchanged") as e:
+            fl.round(chart=chart, progress=False)
+        assert e.value.worker_id == "carol_fl"
+        assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+        assert len(fl.history) == 1
+        retry = fl.round(clients=["bob", "alice"], progress=False)
+        assert retry.round == 2 and set(retry.clients) == {"bob", "alice"}
+        assert not torch.equal(before["0.weight"], model[0].weight)
+    finally:
+        for wid in ("bob", "alice"):  # carol's part went with her actor
+            fds[wid].unload()

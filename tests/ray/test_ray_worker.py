@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import syft_lab as sy
-from syft_lab.errors import ObjectNotFoundError, RemoteError, WorkerUnavailableError
+from syft_lab.errors import ObjectNotFoundError, RemoteError
 from syft_lab.ray import host as ray_host
 from syft_lab.ray import worker as ray_worker
 from syft_lab.wire.format import encode_bytes
@@ -94,9 +94,12 @@ def test_an_op_on_another_workers_object_goes_actor_to_actor(ray_pair, fresh_wor
     carol = fresh_worker("carol_src")
     gone = torch.ones(2**18).send(carol)
     kill_actor(carol.actor)
-    with pytest.raises(WorkerUnavailableError, match="Ray worker 'carol_src'"):
-        alice.submit_run_from(carol, gone.id_at_location, "aten.add_.Tensor", [acc._ref, None], slot=1).result()
-    assert alice.state == "connected" and torch.equal(acc.clone().get(), (x + 1) * x)
+    dead = alice.submit_run_from(carol, gone.id_at_location, "aten.add_.Tensor", [acc._ref, None], slot=1)
+    after = acc.clone()  # in flight behind it: answered as usual (one request failed, not alice)
+    with pytest.raises(RemoteError, match="Ray worker 'carol_src'.*its actor died") as info:
+        dead.result()
+    assert info.value.remote_type == "MoveSourceError" and carol.state == "dead"
+    assert alice.state == "connected" and torch.equal(after.get(), (x + 1) * x)
     del term, acc, gone
     settle(bob, alice)
 
