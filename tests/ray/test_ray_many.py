@@ -56,15 +56,15 @@ def test_the_world_lists_every_ray_worker_with_its_node(clients):
                and lanes[f"client{i}"]["node"] == "127.0.0.1" for i in range(N))
 
 
-def fedavg_round(workers):
+def fedavg_round(workers, plans=False, chart=None):
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(FED * 12, 8, generator=g), torch.randint(0, 3, (FED * 12,), generator=g)
     fds = sy.BaseDataset(x, y, name="ray_many").federate(workers)
     try:
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
-        fl = sy.federated.FedAvg(model, fds, lr=0.1, batch_size=6)
-        result = fl.round(evaluate=(x, y), progress=False)
+        fl = sy.federated.FedAvg(model, fds, lr=0.1, batch_size=6, plans=plans)
+        result = fl.round(evaluate=(x, y), chart=chart, progress=False)
         return model, result
     finally:
         fds.unload()
@@ -82,6 +82,31 @@ def test_a_federated_round_runs_unchanged_on_ray_workers(clients):
     for a, b in zip(local_model.parameters(), ray_model.parameters()):
         assert torch.allclose(a, b, atol=1e-6)
     assert ray_result.global_["loss"] == pytest.approx(local_result.global_["loss"], rel=1e-5)
+    for w in clients:
+        w.flush()
+    assert sum(len(w.objects) for w in clients) == 0  # the round left nothing behind
+
+
+def test_clients_in_flight_on_ray_give_the_sequential_round_and_chart_each_client(clients):
+    """plans=True on 32 Ray workers (every client's local round in flight, the sum streamed
+    actor to actor to the first client's worker) against op by op on VirtualWorkers (one client
+    after another): the same model; the chart got each client as it finished, in order."""
+    virtual = [sy.VirtualWorker(f"v{i}") for i in range(FED)]
+    try:
+        local_model, local_result = fedavg_round(virtual)
+    finally:
+        for w in virtual:
+            w.close()
+    chart = sy.federated.RoundChart()
+    seen = []
+    chart.observe(lambda change: seen.append(list(change["new"].get("clients", {}))), names="running")
+    ray_model, ray_result = fedavg_round(clients[:FED], plans=True, chart=chart)
+    ids = [w.id for w in clients[:FED]]
+    assert [s for s in seen if s] == [ids[:k] for k in range(1, FED + 1)]
+    for a, b in zip(local_model.parameters(), ray_model.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    for i, wid in enumerate(ids):
+        assert ray_result.clients[wid]["loss"] == pytest.approx(local_result.clients[f"v{i}"]["loss"], rel=1e-5)
     for w in clients:
         w.flush()
     assert sum(len(w.objects) for w in clients) == 0  # the round left nothing behind
