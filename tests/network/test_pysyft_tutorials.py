@@ -1,6 +1,6 @@
 """PySyft 0.2's tutorial flows (Parts 1-5, 7, 8, split learning, the Federated Dataset and
 websockets MNIST tutorials' datasets and loaders), with exact expected values,
-on VirtualWorkers and on real websocket worker processes.
+on VirtualWorkers, on real websocket worker processes and on Ray workers.
 
 Each flow is written as a learner would translate it from ../shared/reference/; where a
 PySyft call has another name here, the test uses ours (``bob.objects`` for ``bob._objects``,
@@ -21,9 +21,10 @@ from torch import nn, optim
 from torch.utils.data import Dataset, TensorDataset
 
 import syft_lab as sy
+from contract.kinds import ray_clients
 from syft_lab.errors import SyftError
 
-KINDS = ["virtual", "websocket"]
+KINDS = ["virtual", "websocket", pytest.param("ray", marks=pytest.mark.ray)]
 
 
 @pytest.fixture(params=KINDS)
@@ -31,6 +32,8 @@ def world3(request, spawn, token):
     """alice, bob and carol, all of one kind; their stores are empty again at the end."""
     if request.param == "virtual":
         ws = [sy.VirtualWorker("alice"), sy.VirtualWorker("bob"), sy.VirtualWorker("carol")]
+    elif request.param == "ray":  # the session's actors (tests/conftest.py: ray_hosts)
+        ws = ray_clients(request.getfixturevalue("ray_hosts"), "alice", "bob", "carol")
     else:
         bob, alice = request.getfixturevalue("remote")
         carol = sy.WebSocketWorker(spawn("carol").url, id="carol", token=token, progress=False)
