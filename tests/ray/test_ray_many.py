@@ -112,6 +112,43 @@ def test_clients_in_flight_on_ray_give_the_sequential_round_and_chart_each_clien
     assert sum(len(w.objects) for w in clients) == 0  # the round left nothing behind
 
 
+def test_the_world_of_a_16_worker_fedavg_round_changes_while_the_cell_runs(clients, monkeypatch):
+    """Issue 25's bound: on 16 Ray workers (packed in one actor process) the world view gets
+    patches while the round's cell runs, each a new revision, touching the lanes of the workers
+    the round stores models and batches on: pushed events, not a re-read after the cell."""
+    from syft_lab.widget import WorldWidget, live
+
+    workers = clients[:16]
+    view = WorldWidget(namespace={})  # its first read asks each remote worker to push its events
+    assert all(w.follows_events for w in workers)
+    view._views.add("v1")
+    view._seen = True
+    sent = []
+    view.send = lambda msg, buffers=None: sent.append((msg, live.scheduler.in_cell))
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(16 * 12, 8, generator=g), torch.randint(0, 3, (16 * 12,), generator=g)
+    fds = sy.BaseDataset(x, y, name="ray_many_live").federate(workers)
+    monkeypatch.setattr(live, "FLUSH_INTERVAL", 0.0)  # every event may refresh (no clock in the test)
+    try:
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+        fl = sy.federated.FedAvg(model, fds, lr=0.1, batch_size=6)
+        live.scheduler.loop, live.scheduler.in_cell = None, True  # the round's cell runs
+        live.scheduler.last_flush, live.scheduler.cost = 0.0, 0.0
+        rev = view._feed.rev
+        result = fl.round(progress=False)
+        during = [m for m, in_cell in sent if m.get("type") == "world_patch" and in_cell]
+    finally:
+        live.scheduler.in_cell = False
+        view.close()
+        fds.unload()
+    assert set(result.clients) == {w.id for w in workers}
+    assert len(during) >= 2 and [p["base"] for p in during] == list(range(rev, rev + len(during)))
+    lanes = {op[1] for p in during for op in p["ops"]}
+    assert len(lanes & {w.id for w in workers}) >= 8, lanes  # most clients' lanes changed mid-round
+    for w in clients:
+        w.flush()
+
+
 def test_killing_a_shared_actor_makes_each_of_its_workers_say_so(ray_runtime, kill_actor):
     pair = sy_ray.workers(2, prefix="twin", per_actor=2)
     p, q = torch.ones(1).send(pair[0]), torch.ones(1).send(pair[1])
