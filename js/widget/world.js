@@ -225,7 +225,7 @@ export function createWorldView(ctx) {
       latest = next;
       const h2 = recordStep(history, prev, next);
       if (h2 !== history) { history = h2; timeline.render(history, replaying); }
-      if (replaying >= 0) { toolbar.refreshWorkers(next); return; } // the replayed world stays until "Back to now"
+      if (replaying >= 0) { toolbar.refresh(next); return; } // the replayed world stays until "Back to now"
       if (prev && prev !== next && next.step) {
         changes = mergeChanges(changes, changesBetween(prev, next, Date.now(), lanesView.positions()));
         armTimer();
@@ -251,7 +251,7 @@ export function createWorldView(ctx) {
       colours });
     world = next;
     if (explain.key) explain.show(explain.key, true);
-    toolbar.refreshWorkers(latest || next);
+    toolbar.refresh(latest || next);
     lanesView.syncRows();
     schedule();
     timings.update = performance.now() - t0;
