@@ -317,7 +317,7 @@ def _ledger_of(w, read: bool):
         cached = _ledger_views.get(w)
         if cached is not None and cached[0] == service.ledger.version:
             return cached[1]
-        view = ledger_view(ledger_reply(w))
+        view = ledger_view(ledger_reply(w, limit=LEDGER_VIEW))
         _ledger_views[w] = (service.ledger.version, view)
         return view
     if read:

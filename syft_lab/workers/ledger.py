@@ -245,7 +245,12 @@ class Ledger:
         ``everything`` every session's (``mine`` marks the reader's); with totals."""
         who = self.label(session)
         out = []
-        for rec in self.records:
+        # every session's records: the totals are kept, so only the newest ``limit`` are copied
+        # (a lane header reads the tail on every change; a long ledger must not cost its length)
+        records = reversed(self.records) if everything else self.records
+        for rec in records:
+            if everything and len(out) >= limit:
+                break
             if type(rec) is tuple:  # an op's record (add_op), as add_from_client records it
                 seq, by, nbytes, cell, t, obj_id, op = rec
                 if seq < since or (not everything and by != who):
@@ -262,6 +267,7 @@ class Ledger:
             r["mine"] = rec["session"] == who
             out.append(r)
         if everything:
+            out.reverse()  # oldest first, as read
             totals = [[k, d, c, b] for (k, d), (c, b) in self.totals.items() if c]
             material = dict(self.material)
         else:  # a session's part: its kept records only (the totals are every session's)
@@ -322,12 +328,14 @@ def read_ledger(worker, everything: bool = False, token: str | None = None) -> l
     return [_mine_as_me(r) for r in ledger_reply(worker, everything, token)["records"]]
 
 
-def ledger_reply(worker, everything: bool = False, token: str | None = None, since: int = 0) -> dict:
-    """The ``ledger`` command's reply (records, totals, material, seq, dropped)."""
+def ledger_reply(worker, everything: bool = False, token: str | None = None, since: int = 0,
+                 limit: int = READ_LIMIT) -> dict:
+    """The ``ledger`` command's reply (records, totals, material, seq, dropped); in process,
+    only the newest ``limit`` records."""
     service = getattr(worker, "service", None)
     if service is not None and getattr(worker, "kind", None) in ("local", "virtual"):
         # in process the one session is this notebook's: its part is all of it
-        return service.ledger.read(worker.transport.session, everything=True, since=since)
+        return service.ledger.read(worker.transport.session, everything=True, since=since, limit=limit)
     msg = {"c": "ledger", "since": since}
     if everything:
         msg["all"] = True

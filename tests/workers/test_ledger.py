@@ -101,6 +101,29 @@ def test_the_ledger_is_a_ring_buffer_with_a_cap():
     assert len(led.records) == 5
 
 
+def test_a_read_of_every_session_with_a_limit_gives_the_newest_records_oldest_first():
+    led = Ledger(cap=50)
+    a, b = Session(), Session()
+    for i in range(30):
+        led.add("op", "in", a if i % 3 else b, 8, None, i)
+    tail = led.read(a, everything=True, limit=4)
+    assert [r["id"] for r in tail["records"]] == [26, 27, 28, 29]
+    assert [r["mine"] for r in tail["records"]] == [True, False, True, True]  # 27 is b's
+    assert tail["totals"] == [["op", "in", 30, 240]]  # every record, not only the tail's
+    assert [r["id"] for r in led.read(a, everything=True, since=27, limit=10)["records"]] == [27, 28, 29]
+    assert [r["id"] for r in led.read(a, everything=True)["records"]] == list(range(30))
+
+
+def test_the_lane_shows_the_newest_records_of_a_long_ledger(workers):
+    from syft_lab.inspection.model import LEDGER_VIEW
+    bob, _ = workers
+    kept = [bob.load(torch.full((i % 5 + 1,), 1.0)) for i in range(LEDGER_VIEW + 25)]
+    view = {w["id"]: w for w in sy.world({}).to_dict()["workers"]}["bob"]["ledger"]
+    assert [r["bytes"] for r in view["records"]] == [4 * (i % 5 + 1) for i in range(25, LEDGER_VIEW + 25)]
+    assert view["totals"]["stored in"][0] == LEDGER_VIEW + 25 and view["seq"] == LEDGER_VIEW + 25
+    assert len(kept) == LEDGER_VIEW + 25
+
+
 def test_a_session_reads_its_own_part_and_the_token_reads_all():
     service = WorkerService("bob", unlimited=True)
     service.ledger_token = "the-token"
