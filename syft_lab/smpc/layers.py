@@ -1,11 +1,17 @@
 """Dropout and BatchNorm on fixed precision tensors (shared or not), and their gradients.
 
-- Dropout (training mode): torch draws its mask with ``bernoulli_`` on a tensor like the input;
-  here that mask is drawn in this process from torch's generator (so ``torch.manual_seed`` gives
-  the mask plain torch would draw) and is public: it is independent of the data and the model,
-  so the parties learn which units were dropped and nothing about any value. The product with
-  a public 0/1 mask is exact; the rescaling by 1 / (1 - p) is exact when that is an integer
-  (p = 0.5) and one truncation otherwise. Eval mode is the identity (torch does no op).
+- Dropout (training mode): torch draws its mask with ``bernoulli_`` on ``empty_like(input)``, divides
+  it by 1 - p in place and multiplies the input by it (``F.dropout``'s CPU decomposition). On a
+  shared input the mask is the crypto provider's: ``Dealer.bernoulli_mask`` draws the bits b from
+  its CSPRNG and secret-shares them, each party stores its share of b (and of b · scale), the
+  division by 1 - p is a local product with the integer round(scale / (1 - p)) (b is 0 or 1:
+  exact, the encoding of 1 / (1 - p)), and the input's product with the shared mask is one Beaver
+  product; autograd keeps that shared mask for the backward product. No party sees the mask
+  (each holds a uniform share of it); this process relays the dealer's rows as for any material
+  and shows no value. ``torch.manual_seed`` does not govern a shared mask (the dealer's generator
+  is keyed from the OS: a seeded mask would be predictable); on a plain fixed precision input
+  the mask is drawn here from torch's generator (``torch.manual_seed`` gives plain torch's mask).
+  Eval mode is the identity (torch does no op).
 - BatchNorm (``native_batch_norm`` and its backward): eval mode uses the running statistics;
   public ones (a fixed but not shared module) give 1 / sqrt(var + eps) exactly here, shared ones
   the inverse square root approximation (approximations.inv_sqrt). Training mode takes the
@@ -20,10 +26,14 @@ from __future__ import annotations
 import torch
 
 from ..errors import SyftError
+from ..tensors.additive_sharing import AdditiveSharingTensor as AST
+from ..tensors import fixed_precision as fp
 from ..tensors.fixed_precision import INT64
 from ..tensors.fixed_precision import FixedPrecisionTensor as FPT
 from ..tensors.fixed_precision import encode, register_handlers
 from .approximations import _work_precision, down, inv_sqrt, up
+from .provider import Dealer
+from .runtime import Program, run
 
 aten = torch.ops.aten
 # Newton iterations of 1/sqrt(var + eps): 6 (not rsqrt's 4) keep 0.5% down to 0.01, since the
@@ -34,20 +44,63 @@ BN_SQRT_ITERS = 6
 # --- dropout -------------------------------------------------------------------------------------
 
 def _bernoulli_(func, args, kwargs):
-    """``mask.bernoulli_(1 - p)`` on the fixed precision tensor F.dropout makes like its input."""
+    """``mask.bernoulli_(1 - p)`` on the fixed precision tensor F.dropout makes like its input: a
+    shared mask from the crypto provider when that input is shared (``_shared_bits``), else one
+    drawn here from torch's generator."""
     self = args[0]
     if func is not aten.bernoulli_.float:
         raise SyftError("a fixed precision tensor draws a Bernoulli mask with one public probability only")
     p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+    sharing = (self.child.parties, self.child.crypto_provider) if self.shared else getattr(self, "sharing_of", None)
+    if sharing is not None:
+        if kwargs.get("generator") is not None:
+            raise SyftError("a shared dropout mask comes from the crypto provider's generator: a torch.Generator "
+                            "cannot seed it")
+        bits, scaled = _shared_bits(*sharing, tuple(self.shape), p, self.scale)
+        self.child, self.mask_bits, self.sharing_of = scaled, bits, None
+        return self
     mask = torch.empty(tuple(self.shape)).bernoulli_(p, generator=kwargs.get("generator"))
     self.child = mask.to(INT64) * self.scale
     return self
+
+
+def _shared_bits(parties, provider, shape, keep: float, scale: int):
+    """([b], [b * scale]) for b ~ Bernoulli(keep) per element: the crypto provider's mask
+    (``Dealer.bernoulli_mask``, one dealer round), each party's share stored on it (one round, not
+    waited for)."""
+    if provider is None:
+        raise SyftError("a shared dropout mask comes from the crypto provider: share with crypto_provider=worker")
+    n = len(parties)
+    dealer, item = Dealer.planned(provider, n, ("bernoulli", n, tuple(shape), float(keep)),
+                                  lambda d: d.bernoulli_mask(tuple(shape), keep))
+    dealer.generate(parties)
+    progs = [Program(w) for w in parties]
+    for i, prog in enumerate(progs):
+        [piece] = dealer.part(item, i)
+        prog.keep(prog.op(aten.clone.default, piece))
+        prog.keep(prog.op(aten.mul.Tensor, piece, scale))
+    run(progs)
+    return (AST([prog.kept[0] for prog in progs], provider), AST([prog.kept[1] for prog in progs], provider))
+
+
+def _div_(func, args, kwargs):
+    """x.div_(s): a shared dropout mask divided by 1 - p is b * round(scale / (1 - p)), exact (b is
+    0 or 1); anything else as x.div(s)."""
+    self, s = args[0], args[1] if len(args) > 1 else None
+    bits = getattr(self, "mask_bits", None)
+    if bits is not None and isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 and not kwargs:
+        self.child, self.mask_bits = bits * int(round(self.scale / s)), None
+        return self
+    return _plain_div_(func, args, kwargs)
 
 
 def _native_dropout(func, args, kwargs):
     x, p, train = args[0], args[1], args[2] if len(args) > 2 else kwargs.get("train")
     if not train:
         return x * 1, torch.ones(tuple(x.shape), dtype=torch.bool)
+    if x.shared:  # torch.native_dropout itself (F.dropout on CPU goes through bernoulli_): the dealer's mask
+        raise SyftError("native_dropout on a shared tensor: use F.dropout or nn.Dropout (their mask comes from "
+                        "the crypto provider, shared)")
     mask = torch.empty(tuple(x.shape)).bernoulli_(1 - p) > 0
     return _masked(x, mask, 1 / (1 - p) if p < 1 else 0.0), mask
 
@@ -166,6 +219,7 @@ def _batch_norm_backward(func, args, kwargs):
     return grad_input, grad_weight, grad_bias
 
 
-register_handlers({aten.bernoulli_: _bernoulli_, aten.native_dropout: _native_dropout,
+_plain_div_ = fp._HANDLERS[aten.div_]
+register_handlers({aten.bernoulli_: _bernoulli_, aten.div_: _div_, aten.native_dropout: _native_dropout,
                    aten.native_dropout_backward: _native_dropout_backward,
                    aten.native_batch_norm: _batch_norm, aten.native_batch_norm_backward: _batch_norm_backward})

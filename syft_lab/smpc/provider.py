@@ -231,6 +231,20 @@ class Dealer:
         self._count("truncation pair")
         return len(self.items) - 1
 
+    def bernoulli_mask(self, shape, keep: float) -> int:
+        """[b] for b ~ Bernoulli(keep), one per element (dropout's mask: 1 keeps a unit), additively
+        shared (b itself exists only in the provider's program; its shares reach the parties in their
+        rows, as every item's do). u is drawn uniform in [0, 2^62) and
+        b = [u < round(keep * 2^62)], as 0 - ((u - t) >> 63) (an arithmetic shift: -1 or 0)."""
+        p = self.prog
+        t = round(float(keep) * 2**62)
+        u = self._rand(shape, 62)
+        below = p.op(aten.bitwise_right_shift.Tensor_Scalar, p.op(aten.sub.Tensor, u, t), 63)
+        b = p.op(aten.neg.default, below)
+        self.items.append([self._piece(self._additive(b, shape), shape)])
+        self._count("dropout mask (Bernoulli)")
+        return len(self.items) - 1
+
     def _count(self, label: str, n: int = 1) -> None:
         self.labels[label] = self.labels.get(label, 0) + n
 

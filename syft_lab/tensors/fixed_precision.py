@@ -257,7 +257,7 @@ class FixedPrecisionTensor(ChainLayer):
             return decomposition(*args, **kwargs)
         raise SyftError(f"{func} is not supported on fixed precision tensors (supported: arithmetic, matmul, "
                         f"conv2d, sums and means, var, comparisons (== and != too), abs, sign, relu, max/argmax, "
-                        f"min/argmin, views, split/chunk/unbind/roll, % by a public number)")
+                        f"min/argmin, views, split/chunk/unbind/roll, % by a public number or a shared value)")
 
     # --- the layer protocol ------------------------------------------------------------------
     def layer_children(self) -> list:
@@ -531,11 +531,20 @@ def _to_copy(func, args, kwargs):
     return _wrap(args[0], args[0].child)
 
 
+def _sharing_of(t: FPT, out: FPT) -> FPT:
+    """An empty tensor made like a shared one (``empty_like``, ``new_empty``) remembers its parties and
+    crypto provider (``sharing_of``): F.dropout fills such a tensor with ``bernoulli_``, and its mask
+    is then the crypto provider's, shared among them (syft_lab/smpc/layers.py). Its value is public."""
+    out.sharing_of = (t.child.parties, t.child.crypto_provider) if t.shared else None
+    return out
+
+
 def _factory_like(value):
     def handler(func, args, kwargs):
         t = args[0]
         v = value if value is not None else args[1]
-        return _wrap(t, torch.full(tuple(t.shape), int(round(v * t.scale)), dtype=INT64))
+        out = _wrap(t, torch.full(tuple(t.shape), int(round(v * t.scale)), dtype=INT64))
+        return _sharing_of(t, out) if func.overloadpacket is aten.empty_like else out
 
     return handler
 
@@ -544,7 +553,8 @@ def _new_factory(value):
     def handler(func, args, kwargs):
         t, size = args[0], args[1]
         v = value if value is not None else args[2]
-        return _wrap(t, torch.full(tuple(size), int(round(v * t.scale)), dtype=INT64))
+        out = _wrap(t, torch.full(tuple(size), int(round(v * t.scale)), dtype=INT64))
+        return _sharing_of(t, out) if func.overloadpacket in (aten.new_empty, aten.new_empty_strided) else out
 
     return handler
 
@@ -802,11 +812,15 @@ def _remainder(func, args, kwargs):
     """x % m (torch.remainder: the sign of the divisor) for a public m: the remainder of the
     encodings, round(x * scale) mod round(m * scale). Exact to the encoding."""
     x, m = args[0], args[1]
+    if isinstance(m, FPT) and m.shared:
+        if not isinstance(x, FPT):  # a public dividend (5 % m)
+            xe = _enc(x, m.scale)
+            x = _wrap(m, xe if isinstance(xe, torch.Tensor) else torch.tensor(xe, dtype=INT64))
+        return _remainder_shared(x, m)
     if not isinstance(x, FPT):
-        raise SyftError("% on fixed precision tensors takes a fixed precision dividend and a public modulus")
+        raise SyftError("% on fixed precision tensors takes a fixed precision dividend and a public or shared "
+                        "fixed precision modulus")
     if isinstance(m, FPT):
-        if m.shared:
-            raise SyftError("% by a shared value is not supported: the modulus must be a public number")
         m = m.float_precision()
     s = _scalar(m)
     if s is None and isinstance(m, torch.Tensor) and m.numel() and bool((m == m.reshape(-1)[0]).all()):
@@ -819,6 +833,47 @@ def _remainder(func, args, kwargs):
     if d > 0:
         return _wrap(x, _floor_mod(x.child, d))
     return _wrap(x, -_floor_mod(-x.child, -d))
+
+
+def _ring_mul(a, b):
+    """a * b of ring values, no truncation (a Beaver product when both are shared): exact."""
+    if _is_shared(a) and _is_shared(b):
+        return engine().product(aten.mul.Tensor, a, b, (), 1)
+    return a * b if isinstance(a, torch.Tensor) else b * a
+
+
+def _remainder_shared(x: FPT, m: FPT) -> FPT:
+    """x % m for a shared m (torch's sign: the divisor's): the remainder of the encodings,
+    x_e - m_e * floor(x_e / m_e), exact to the encoding while the quotient's estimate is within
+    one half of x / m (|x / m| · 1% + |x| · 2·10^-3 < 0.5: |x / m| <= ~40; 0.1 <= |m| <= ~300,
+    the reciprocal's domain; docs/secure-computation.md).
+
+    s = sign(m) (one sign-bit circuit) makes the divisor positive: x % m = s ((s x) % |m|). The
+    quotient q = (s x) · reciprocal(|m|) (the division by a shared value, at the working
+    precision) is floored to k = floor(q - 1/2) or one more (a truncation): floor(x / m) - 1, + 0
+    or + 1. r = s x - |m| k is exact (integer products), in [-|m|, 2|m|); one sign-bit circuit on the
+    stacked [r, r - |m|] and one product put it back in [0, |m|)."""
+    from ..smpc.approximations import reciprocal, up
+
+    shape = list(torch.broadcast_shapes(tuple(x.shape), tuple(m.shape)))
+    xc, mc = x.child, m.child
+    if list(xc.shape) != shape:
+        xc = aten.expand.default(xc, shape)
+    if list(mc.shape) != shape:
+        mc = aten.expand.default(mc, shape)
+    s = 1 - engine().msb(mc) * 2  # sign(m) as the ring integers 1 and -1 (sign(0) = 1)
+    if _is_shared(xc):  # |m| and s x in one product
+        both = _ring_mul(aten.stack.default([mc, xc]), aten.unsqueeze.default(s, 0))
+        am, sx = aten.select.int(both, 0, 0), aten.select.int(both, 0, 1)
+    else:
+        am, sx = _ring_mul(mc, s), _ring_mul(xc, s)
+    q = up(_wrap(x, sx)) * reciprocal(up(_wrap(m, am)), positive=True)  # s x / |m| at the working scale
+    k = truncate(q.child - q.scale // 2, q.scale)
+    r = sx - _ring_mul(am, k)
+    bits = engine().msb(aten.stack.default([r, r - am]))
+    below, inside = aten.select.int(bits, 0, 0), aten.select.int(bits, 0, 1)  # [r < 0], [r < |m|]
+    r = r + _ring_mul(am, below + inside - 1)
+    return _wrap(x, _ring_mul(r, s))
 
 
 def _pow(func, args, kwargs):

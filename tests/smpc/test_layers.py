@@ -2,7 +2,8 @@
 with their gradients, and the issue's CNN block (conv, BatchNorm, relu, max-pool, dropout, linear).
 
 Tolerances (precision 3, unit 10^-3): dropout one unit plus |x| * 5·10^-4 (1 / 0.7 is encoded as
-1.429); BatchNorm's outputs 5 units, input gradients 1% + 10 units; reductions over n values
+1.429; a shared input's mask comes from the crypto provider, so the tests compare with plaintext
+through the mask itself, reconstructed from autograd's saved copy); BatchNorm's outputs 5 units, input gradients 1% + 10 units; reductions over n values
 (weight and bias gradients) n units, as each of the n products is within one unit or two."""
 import copy
 
@@ -21,26 +22,60 @@ def _close(got, want, rel, units):
     return torch.allclose(got, want, rtol=rel, atol=units * UNIT)
 
 
-def test_dropout_draws_torchs_mask_and_its_gradient(parties):
+def dropout_mask(out):
+    """The mask a training-mode dropout multiplied ``out``'s input by (0 or 1 / (1 - p)), reconstructed
+    here for the test from the copy autograd saved (its own shares: the graph keeps the original)."""
+    return out.grad_fn._saved_other.copy().get().float_precision()
+
+
+def test_dropout_mask_comes_from_the_dealer(parties):
+    """A shared input's mask is the crypto provider's, shared: the kept fraction is 1 - p, kept units are
+    x / (1 - p) (1 / 0.7 encoded as 1.429: one unit + |x|·5·10^-4), dropped ones exactly 0, and the
+    gradient is taken with the same mask."""
     ws, provider = parties
-    x = torch.round(torch.randn(3, 8) * 2000) / 1000
+    g = torch.Generator().manual_seed(0)
+    n = 20000  # the kept fraction's standard deviation: sqrt(0.21 / n) = 0.0032; the bound 0.02 is 6 of them
+    x = torch.round((torch.rand(n, generator=g) * 1.95 + 0.05) * torch.where(torch.rand(n, generator=g) < 0.5, 1, -1)
+                    * 1000) / 1000  # |x| in [0.05, 2]: a kept unit is never 0
     sx = x.fix_precision().share(*ws, crypto_provider=provider, requires_grad=True)
-    torch.manual_seed(3)
     out = F.dropout(sx, 0.3, training=True)
     (out * out).sum().backward()
-    xx = x.clone().requires_grad_(True)
-    torch.manual_seed(3)
-    want = F.dropout(xx, 0.3, training=True)
-    (want * want).sum().backward()
-    assert _close(out.get().float_precision(), want.detach(), 5e-4, 1)
-    assert _close(sx.grad.get().float_precision(), xx.grad, 1e-3, 3)
+    got, grad = out.get().float_precision(), sx.grad.get().float_precision()
+    kept = got != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.02
+    assert bool(((got[kept] - x[kept] / 0.7).abs() <= UNIT + x[kept].abs() * 5e-4).all())
+    assert torch.equal(grad != 0, kept)  # the backward product used the same mask
+    want = 2 * x / 0.49  # d/dx (x / 0.7)^2
+    assert bool(((grad[kept] - want[kept]).abs() <= 5 * UNIT + x[kept].abs() * 3e-3).all())
     assert torch.equal(nn.Dropout(0.5).eval()(sx).get().float_precision(), x)  # eval: the identity
-    p = torch.round(torch.randn(4) * 1000) / 1000
+    del sx, out
+
+
+def test_the_seed_governs_a_plain_mask_not_a_shared_one(parties2):
+    """torch.manual_seed gives plain torch's mask on a fixed precision tensor that is not shared; a shared
+    tensor's mask comes from the dealer's generator (keyed from the OS), which no seed reaches."""
+    alice, bob, carol = parties2
+    p = torch.round(torch.randn(4000) * 1000) / 1000
     torch.manual_seed(5)
     half = nn.Dropout(0.5)(p.fix_precision()).float_precision()  # 1 / (1 - 0.5) = 2: exact
     torch.manual_seed(5)
     assert torch.allclose(half, nn.Dropout(0.5)(p))
-    del sx
+    masks = []
+    for _ in range(2):
+        sp = p.fix_precision().share(alice, bob, crypto_provider=carol, requires_grad=True)
+        torch.manual_seed(5)
+        masks.append(dropout_mask(F.dropout(sp, 0.5)))
+        del sp
+    torch.manual_seed(5)
+    seeded = F.dropout(torch.ones(4000), 0.5)
+    assert set(masks[0].unique().tolist()) == {0.0, 2.0}
+    assert not torch.equal(masks[0], masks[1]) and not torch.equal(masks[0], seeded)
+    sp = p.fix_precision().share(alice, bob, crypto_provider=carol)
+    with pytest.raises(sy.SyftError, match="cannot seed it"):
+        torch.empty_like(sp).bernoulli_(0.5, generator=torch.Generator())
+    with pytest.raises(sy.SyftError, match="use F.dropout"):
+        torch.native_dropout(sp, 0.5, True)
+    del sp
 
 
 def _bn(seed=0):
@@ -114,13 +149,14 @@ def test_the_issues_cnn_block_trains_as_plaintext(parties2):
     x = torch.round(torch.randn(3, 1, 4, 4) * 1000) / 1000
     target = torch.tensor([0, 2, 1])
     secure = copy.deepcopy(model).fix_precision().share(alice, bob, crypto_provider=carol)
-    torch.manual_seed(9)
-    loss = F.cross_entropy(model(x), target)
-    loss.backward()
+    masks = []  # the dealer's dropout mask, reconstructed for the test: plaintext applies the same one
+    secure[4].register_forward_hook(lambda module, inputs, out: masks.append(dropout_mask(out)))
+    model[4].register_forward_hook(lambda module, inputs, out: inputs[0] * masks[0])
     sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
-    torch.manual_seed(9)
     sloss = F.cross_entropy(secure(sx), target)
     sloss.backward()
+    loss = F.cross_entropy(model(x), target)
+    loss.backward()
     assert abs(sloss.get().float_precision().item() - loss.item()) < 0.02 + 0.01 * loss.item()
     for (name, p), q in zip(model.named_parameters(), secure.parameters()):
         # through BatchNorm's backward (a difference of means, times 1/std = 2.5 here) the errors grow: within

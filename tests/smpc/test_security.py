@@ -2,6 +2,7 @@
 secret, the crypto provider never holds a share of an input, bad input gets clear errors."""
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -84,6 +85,8 @@ def test_no_share_or_secret_in_any_repr_node_world_ledger_explanation_or_log(par
     try:
         x = torch.tensor([SECRET, -SECRET])
         sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
+        sg = x.fix_precision().share(alice, bob, crypto_provider=carol, requires_grad=True)
+        bn = torch.nn.BatchNorm2d(2).eval().fix_precision()
         y = sx * sx + sx  # protocol traffic, logged events
         z = sx.relu()
         # the ops of issue 30 too: each one's result and its repr
@@ -95,13 +98,17 @@ def test_no_share_or_secret_in_any_repr_node_world_ledger_explanation_or_log(par
                 F.max_pool2d(sx.view(1, 1, 1, 2), (1, 2)), F.avg_pool2d(sx.view(1, 1, 1, 2), (1, 2)),
                 F.cross_entropy(sx.view(1, 2), torch.tensor([1])), F.cross_entropy(sx.view(1, 2), sx.view(1, 2)),
                 F.nll_loss(torch.log_softmax(sx.view(1, 2), 1), (sx[:1] * 0 + 1)),
-                F.binary_cross_entropy(sx.sigmoid(), sx * 0 + 1), F.dropout(sx, 0.5)]
+                F.binary_cross_entropy(sx.sigmoid(), sx * 0 + 1), F.dropout(sx, 0.5),
+                F.binary_cross_entropy_with_logits(sx, sx * 0 + 1), bn(sx.view(1, 2, 1, 1)),
+                sx % torch.tensor([7.0, -3.0]).fix_precision().share(alice, bob, crypto_provider=carol),
+                torch.remainder(5, sx), F.dropout(sg, 0.3).grad_fn._saved_other]  # the last: a shared mask
         forbidden = {"271828182", "271828.18", "271828.1"} | set(_texts_with(sx, (alice, bob)))
         forbidden |= set(_texts_with(y, (alice, bob))) | set(_texts_with(z, (alice, bob)))
         for m in more:
             forbidden |= set(_texts_with(m, (alice, bob)))
         more_texts = []
-        for refused in (lambda: torch.fft.fft(sx), lambda: sx % sx, lambda: sx % torch.tensor([2.0, 3.0]),
+        for refused in (lambda: torch.fft.fft(sx), lambda: torch.native_dropout(sx, 0.5, True),
+                        lambda: sx % torch.tensor([2.0, 3.0]),
                         lambda: F.nll_loss(sx.view(1, 2), sx.view(1, 2)), lambda: F.max_pool2d(sx, 2)):
             try:  # an op refused: its message names no value
                 refused()
@@ -131,6 +138,71 @@ def test_no_share_or_secret_in_any_repr_node_world_ledger_explanation_or_log(par
     assert shared["kind"] == "shared" and len(shared["children"]) == 2
     for leaf in (c["children"][0] for c in shared["children"]):
         assert leaf.get("preview") is None  # the share's tensor node shows no values
+
+
+def _pattern_texts(bits: torch.Tensor) -> set:
+    """The first 24 bits of a mask as a list would print them (ints, floats, bools)."""
+    head = bits[:24].tolist()
+    return {", ".join(str(int(b)) for b in head), ", ".join(str(float(b)) for b in head),
+            ", ".join(str(bool(b)) for b in head), "".join(str(int(b)) for b in head)}
+
+
+def test_no_party_sees_a_dropout_mask_and_nothing_shows_it(parties2, caplog):
+    """The mask of a shared dropout is the crypto provider's: each party stores a uniform share of it
+    and nothing else like it (no stored tensor is mostly mask values), and no repr, view, event, log or
+    ledger shows its shares or its bits; the provider's lane counts it as material."""
+    alice, bob, carol = parties2
+    got, stored = [], {"alice": [], "bob": []}
+
+    def spy(event):
+        got.append(event)
+        if event["type"] == "stored" and event["worker"] in stored:
+            w = alice if event["worker"] == "alice" else bob
+            stored[event["worker"]].append(w.core.objects[event["id"]].clone())
+
+    unsubscribe = events.subscribe(spy)
+    caplog.set_level(logging.DEBUG)
+    try:
+        sx = torch.full((N,), 1.5).fix_precision().share(alice, bob, crypto_provider=carol, requires_grad=True)
+        out = F.dropout(sx, 0.5)
+        noise = out.grad_fn._saved_other  # the shared mask (0 or 2 per unit) autograd keeps for backward
+        (out * 3).sum().backward()
+        world = sy.world({"sx": sx, "out": out, "noise": noise})
+        texts = [repr(out), repr(noise), repr(noise.child), json.dumps(sy.chain(noise).to_dict()),
+                 json.dumps(sy.chain(out).to_dict()), json.dumps(world.to_dict()), repr(world),
+                 json.dumps(got, default=str), caplog.text, repr(sx.grad)]
+        texts += [json.dumps(w.ledger()) for w in (alice, bob, carol)]
+        lanes = {w["id"]: w for w in world.to_dict()["workers"]}
+    finally:
+        unsubscribe()
+    assert lanes["carol"]["ledger"]["material"]["dropout mask (Bernoulli)"] >= 1  # counted, as a triple is
+    # a party's share of the dealer's bits looks uniform (the mask's shares are those times 2000 = 2^4 · 125:
+    # their low 4 bits are 0 whatever the mask, so the bits' own shares are the ones to count)
+    drawn = torch.empty_like(sx).bernoulli_(0.5)
+    assert drawn.mask_bits is not None and drawn.shared
+    for w in (alice, bob):
+        b = share_bytes(w, SimpleNamespace(child=drawn.mask_bits))
+        for pos in range(8):
+            counts = torch.bincount(b[:, pos].long(), minlength=256).double()
+            assert chi2_uniform(counts) < chi2_critical(255), f"{w.id}'s share of the mask, byte {pos}"
+    del drawn
+    forbidden = set(_texts_with(noise, (alice, bob)))
+    mask = noise.copy().get().float_precision()  # reconstructed here, by the test, after every text was taken
+    bits = mask > 0
+    assert 0.45 < bits.float().mean().item() < 0.55 and set(mask.unique().tolist()) == {0.0, 2.0}
+    forbidden = {f for f in forbidden if len(f.lstrip("-")) >= 6} | _pattern_texts(bits)
+    assert len(forbidden) > 1000
+    for text in texts:
+        for f in forbidden:
+            assert f not in text
+    mask_words = {0, 1, 1000, 2000, 3000, 6000}  # the bits, their encodings, the mask, the gradient's factors
+    assert stored["alice"] and stored["bob"]
+    for who, tensors in stored.items():
+        for t in tensors:
+            if t.dtype == torch.int64 and t.numel() == N:
+                near = sum(int((t == v).sum()) for v in mask_words)
+                assert near < N // 100, f"{who} stored a tensor of mask values"
+    del sx, out, noise
 
 
 def test_the_crypto_provider_never_holds_a_share_of_an_input(parties2):
