@@ -10,6 +10,9 @@ bytes: it bounds and authenticates the opening HTTP handshake (a bearer
   connections while an op runs) and sends replies in chunks. The one exception: a stored plan
   known to take under a few milliseconds (``WorkerService.quick``) runs on the event loop
   when the command thread is idle, which saves the two thread wake-ups of a hand-over.
+  As it starts, the server warms up on its command thread (``warm_up``: torch's meta kernels,
+  which size every op before it runs, made to run without importing ``torch._dynamo``), so a
+  fresh worker's first op or plan call no longer takes seconds.
 
 A malformed message closes only the connection that sent it; a command that fails gets an
 error reply naming the exception type and message (never a traceback). Objects are stored
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import hmac
 import ipaddress
 import logging
@@ -35,6 +39,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 
@@ -92,6 +97,53 @@ def is_loopback(host: str) -> bool:
 
 class _NotQuick(Exception):
     pass
+
+
+def _no_dynamo_disable() -> int:
+    """Let torch's Python meta kernels run without importing ``torch._dynamo``; returns how many
+    functions it changed. A worker process runs ops, never torch.compile.
+
+    A worker estimates an op's output sizes with a meta run (``OutputEstimator``, before every
+    op and every plan node it checks), and many aten ops' meta kernels are Python references
+    whose type-promotion wrapper is a ``torch._disable_dynamo`` function: its first call imports
+    ``torch._dynamo`` (2-4 s and ~70 MiB on this machine) only to wrap the function so that a
+    dynamo trace skips it. Without dynamo in the process there is no trace to skip, so each
+    such wrapper is given its own function as its "disabled" form (the attribute it caches that
+    form in): the same call, nothing imported. Done once, before the process imports dynamo
+    (after, nothing changes); a wrapper made later imports it as before."""
+    if "torch._dynamo" in sys.modules:
+        return 0
+    try:
+        inner = torch._compile._disable_dynamo(_noop).__code__
+    except Exception:  # another torch: nothing to do
+        return 0
+    if inner.co_freevars[:1] != ("fn",):
+        return 0
+    n = 0
+    for obj in gc.get_objects():
+        if type(obj) is types.FunctionType and obj.__code__ is inner:
+            try:
+                fn = obj.__closure__[0].cell_contents
+                if getattr(fn, "__dynamo_disable", None) is None:
+                    setattr(fn, "__dynamo_disable", fn)
+                    n += 1
+            except (ValueError, AttributeError, TypeError, IndexError):
+                continue
+    return n
+
+
+def _noop():
+    pass
+
+
+def warm_up() -> None:
+    """On the command thread as a worker starts: what every worker's first op would otherwise
+    pay while its client waits (a fresh worker's first op or plan call took 1-3 s): torch's
+    meta kernels without the dynamo import (``_no_dynamo_disable``), then one meta run, which
+    imports what they need (sympy)."""
+    _no_dynamo_disable()
+    m = torch.empty(1, device="meta")
+    torch.ops.aten.add.Tensor(m, m)
 
 
 class RateLimitedLog:
@@ -262,6 +314,7 @@ class WorkerServer:
         self.feed = EventFeed({worker_id: self.service.core})
         self._followers: dict = {}  # Subscriber -> its _Connection
         self._estimator = OutputEstimator()  # quick_command's output sizes (memoised meta runs)
+        self.warm = True  # warm_up() on the command thread when serving starts
 
     @property
     def url(self) -> str:
@@ -567,6 +620,8 @@ class WorkerServer:
         self._decoding = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="syft-lab-decode")
         self._guard.max_connections = self._fd_budget(self._guard.max_connections)
         guard = self._guard
+        if self.warm:  # before any command: a first command waits behind it, pings do not
+            self._submit(warm_up)
 
         def flush_log():
             self._log.flush()
