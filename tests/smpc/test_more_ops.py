@@ -169,13 +169,13 @@ def test_pysyft_spellings_and_copy(parties):
     del sx, c
 
 
-def test_max_and_argmax_along_a_long_dim(parties2):
+def test_max_and_argmax_along_a_long_dim(parties):
     """No 256-element limit: a tournament along the dim (ties: the first index, as torch)."""
-    alice, bob, carol = parties2
+    ws, provider = parties
     torch.manual_seed(11)
     x = torch.round(torch.randn(2, 300) * 5000) / 1000
     x[1, 10] = x[1, 200] = x[1].max() + 1  # a tie: the first wins
-    sx = share(x, (alice, bob), carol)
+    sx = share(x, ws, provider)
     v, i = sx.max(dim=1)
     assert torch.allclose(plain(v), x.max(1).values, atol=UNIT)
     assert torch.equal(plain(i).long(), x.argmax(1))
