@@ -142,7 +142,7 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
     for i, p in enumerate(progs):  # open e = x - a and d = y - b
         a, b, _ = dealer.part(item, i)
         p.open_all([p.op(aten.sub.Tensor, x.shares[i], a), p.op(aten.sub.Tensor, y.shares[i], b)])
-    run(progs + ([refill[1].program()] if refill is not None else []))
+    run(progs + ([refill[1].program_ahead()] if refill is not None else []))  # the next pool: not waited for
     if refill is not None:
         keep_refill(refill)
     eps, delta = _sum_parts(progs, 0)
@@ -278,7 +278,7 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
                                                                         lambda d: _plan_msb(d, n, shape))
         dealer.generate(x.parties)
         ahead = Dealer.planned(provider, n, plan, lambda d: _plan_msb(d, n, shape))
-        along = ahead[0].program()  # rides in the first adder round
+        along = ahead[0].program_ahead()  # sent with the first adder round, not waited for
     csa, g0, levels, bit = items[:4]
     zero_cache = {}
 
@@ -465,7 +465,7 @@ def relu(x: AST) -> AST:
         k = (1 - 2 * c) * (ar + e * r)  # party i's [x r]_i times a public factor: its own pieces
         p.keep(p.op(aten.sub.Tensor, p.op(aten.mul.Tensor, x.shares[i], 1 - c), k))
 
-    progs = msb_arith(x, then=then, dealer=dealer, items=items, first=first, along=nxt.program())
+    progs = msb_arith(x, then=then, dealer=dealer, items=items, first=first, along=nxt.program_ahead())
     nxt.collect()
     made_ahead("relu", provider, x.parties, shape, nxt, nxt_items)
     dealer.rows = None  # the last round needs no stored row: its release rides in this round's messages

@@ -66,9 +66,28 @@ class Dealer:
         self.blocks = []  # Vals of shape (n, L_i)
         self.items: list[list[tuple]] = []  # per item: [(shape, offset, numel), ...] per piece
         self._width = 0
-        self.packed = None
+        self._packed = None
         self.rows = None  # per party: a pointer to its stored row, or None (pieces travel inline)
         self._programmed = False
+
+    @property
+    def packed(self):
+        """The pack of every party's row here (a deferred program's reply is read on first use)."""
+        if self._packed is None and self.prog._pending:
+            self.prog.finish()
+            self._packed = self.prog.opened if self.prog.local else self.prog.opened[0]
+        return self._packed
+
+    @packed.setter
+    def packed(self, value):
+        self._packed = value
+
+    def program_ahead(self) -> Program:
+        """``program()``, sent with a round whose parties do not wait for it: the material for a
+        later step (its reply is read when that step first uses the pack)."""
+        prog = self.program()
+        prog.deferred = True
+        return prog
 
     @classmethod
     def planned(cls, provider, n_parties: int, key, build):
@@ -291,6 +310,8 @@ class Dealer:
             self.rows[i] = PointerTensor(w, p.result(), row.shape, row.dtype)
 
     def collect(self) -> None:
+        if self.prog._pending:  # a deferred program: its reply is read on first use (``packed``)
+            return
         self.packed = self.prog.opened if self.prog.local else self.prog.opened[0]
 
     def part(self, item: int, party: int) -> list:

@@ -160,6 +160,10 @@ class Program:
         self.kept: list[PointerTensor] = []
         self.opened: list[torch.Tensor] = []
         self._groups: list[tuple] = []  # open_all: how each group's values were brought here
+        # a dealer's program made ahead (the next relu's material): sent with a round, its reply read
+        # when the material is first used (``finish``), so the round does not wait for the dealer
+        self.deferred = False
+        self._pending: list = []
 
     # --- recording ------------------------------------------------------------------------
     def _arg(self, a):
@@ -351,6 +355,12 @@ class Program:
         stats["messages"] += 1
         return [w.submit_request(_cell(msg))]
 
+    def finish(self) -> None:
+        """Read the reply of a deferred program (``deferred``) sent with an earlier round."""
+        pending, self._pending = self._pending, []
+        if pending:
+            self._collect([q.result() for q in pending])
+
     def _collect(self, results) -> None:
         """The opened values from the reply (the kept ones' pointers were made when it was sent)."""
         self._hold = []
@@ -399,6 +409,12 @@ def run(programs) -> None:
             p._execute_local()
     remote = [p for p in programs if not p.local]
     sent = [(p, p._submit()) for p in remote]
+    if any(p.deferred for p in remote):  # read later (Program.finish): the round does not wait for them
+        for p, pending in sent:
+            if p.deferred:
+                p._pending = pending
+        sent = [(p, pending) for p, pending in sent if not p.deferred]
+        remote = [p for p in remote if not p.deferred]
     if remote and not any(p._open for p in remote):  # nothing comes back: the next round reads the replies
         if any(pending for _, pending in sent):
             stats["unwaited"] += 1
