@@ -876,6 +876,60 @@ def _remainder_shared(x: FPT, m: FPT) -> FPT:
     return _wrap(x, _ring_mul(r, s))
 
 
+def _scatter(func, args, kwargs):
+    """scatter(self, dim, index, src) with one index along ``dim`` per position (what the gradients of
+    max and min along a dim scatter): src where the index points, self elsewhere. A public index
+    (int64) is a public one-hot (exact products with 0/1 integers); a fixed precision index (the
+    encoded indices a shared max(dim) returns) gives its one-hot by the equality circuit,
+    (index == j) for each j along the dim, then one product with src (exact: the one-hot is 0 or 1)."""
+    if func is not aten.scatter.src:
+        raise SyftError(f"{func} is not supported on fixed precision tensors (scatter with a tensor src is)")
+    self, dim, index, src = args[0], args[1], args[2], args[3]
+    t = _like([a for a in (self, index, src) if isinstance(a, FPT)])
+    dim = dim % max(self.dim(), 1)
+    if (index.dim() != self.dim() or index.shape[dim] != 1 or tuple(src.shape) != tuple(index.shape)
+            or any(index.shape[d] != self.shape[d] for d in range(self.dim()) if d != dim)):
+        raise SyftError("scatter on fixed precision tensors takes one index along the dim per position and a src "
+                        "of the index's shape (the gradient of max/min along a dim)")
+    src = src if isinstance(src, FPT) else _wrap(t, encode(src, t.scale))
+    self = self if isinstance(self, FPT) else _wrap(t, encode(self, t.scale))
+    zero_self = not self.shared and not bool(self.child.any())
+    if not isinstance(index, FPT):
+        index = index.to(INT64)
+        if not self.shared and not src.shared:
+            return _wrap(t, aten.scatter.src(self.child, dim, index, src.child))
+        onehot = torch.zeros(tuple(self.shape), dtype=INT64).scatter_(dim, index, 1)
+        out = aten.expand.default(src.child, list(self.shape)) * onehot
+        return _wrap(t, out if zero_self else out + self.child * (1 - onehot))
+    shape = [1] * self.dim()
+    shape[dim] = self.shape[dim]
+    positions = torch.arange(self.shape[dim], dtype=INT64).view(shape)
+    onehot = _equal(aten.eq.Tensor, (index, positions), {})  # 0/1 encodings, shaped like self
+    out = _mul(None, (onehot, src), {})
+    return out if zero_self else _wrap(t, out.child + self.child - _mul(None, (self, onehot), {}).child)
+
+
+def _isnan(func, args, kwargs):
+    """A fixed precision value is never NaN (fix_precision refuses NaN): all False, public."""
+    return torch.zeros(tuple(args[0].shape), dtype=torch.bool)
+
+
+def _logical_or(func, args, kwargs):
+    """bits | other for 0/1 fixed precision bits (a comparison's result) and a public bool tensor:
+    1 where other is True, the bits elsewhere (what max()'s gradient asks of its NaN mask)."""
+    self, other = args[0], args[1]
+    if not isinstance(self, FPT) or isinstance(other, FPT) or not isinstance(other, torch.Tensor) \
+            or other.dtype != torch.bool:
+        raise SyftError("logical_or on fixed precision tensors takes 0/1 fixed precision bits and a public bool "
+                        "tensor")
+    o = other.to(INT64)
+    child = self.child if not bool(o.any()) else self.child * (1 - o) + o * self.scale
+    if func.overloadpacket is aten.logical_or_:
+        self.child = child
+        return self
+    return _wrap(self, child)
+
+
 def _pow(func, args, kwargs):
     x, k = args
     if not (isinstance(k, (int, float)) and float(k).is_integer() and k >= 1):
@@ -931,7 +985,8 @@ _HANDLERS = {
     aten.eq: _equal, aten.ne: _equal, aten.sign: _sign, aten.sgn: _sign, aten.abs: _abs,
     aten.unbind: _unbind, aten.split: _split, aten.split_with_sizes: _split, aten.unsafe_split: _split,
     aten.roll: _roll, aten.var: _var, aten.remainder: _remainder, aten.select_backward: _select_backward, aten.slice_backward: _slice_backward,
-    aten.constant_pad_nd: _pad,
+    aten.constant_pad_nd: _pad, aten.scatter: _scatter, aten.isnan: _isnan, aten.logical_or: _logical_or,
+    aten.logical_or_: _logical_or,
     aten.cat: _listed, aten.stack: _listed,
     aten.detach: _alias, aten.alias: _alias, aten.lift_fresh: _alias, aten._to_copy: _to_copy, aten.to: _to_copy,
     aten.clone: _structural,  # a copy: a shared child gets its own shares (its .get() leaves the original)

@@ -247,3 +247,23 @@ def test_max_min_and_their_indices_along_a_dim_of_int64_shares(parties):
     assert v.get().item() == long.max().item() and i.get().item() == long.argmax().item()
     assert sl.argmin(dim=0).get().item() == long.argmin().item()
     del s, sl, v, i
+
+
+def test_gradients_of_max_and_min(parties):
+    """max/min over every element (a tie shares the gradient evenly, as torch: a division by the shared
+    count) and along a dim (the gradient goes to the first index among equal values: a one-hot of the
+    shared index by the equality circuit), on shared and on plain fixed precision tensors."""
+    ws, provider = parties
+    x = torch.tensor([[0.5, 3.0, -2.0, 3.0], [1.25, -0.5, 1.25, -4.0]])  # ties: 3.0 twice, 1.25 twice
+    ops = {"max": lambda t: t.max() * 2, "min": lambda t: t.min() * 3, "max(dim 1)": lambda t: t.max(1)[0],
+           "min(dim 0)": lambda t: t.min(0)[0], "amax-like": lambda t: t.max(1, keepdim=True)[0] * t}
+    for name, op in ops.items():
+        xx = x.clone().requires_grad_(True)
+        op(xx).sum().backward()
+        sx = share(x, ws, provider, requires_grad=True)
+        op(sx).sum().backward()
+        assert torch.allclose(plain(sx.grad), xx.grad, atol=1e-2 if name in ("max", "min") else 2 * UNIT), name
+        fx = x.fix_precision().requires_grad_(True)
+        op(fx).sum().backward()
+        assert torch.allclose(fx.grad.float_precision(), xx.grad, atol=UNIT), name
+        del sx
