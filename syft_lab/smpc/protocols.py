@@ -41,7 +41,7 @@ AST = AdditiveSharingTensor
 WORD = 64
 _FUSED = {aten.mm.default: aten.addmm.default, aten.mul.Tensor: aten.addcmul.default}
 # the same, computed in this process on a party's own pieces (ring.addmm: float64 BLAS, exact)
-_FUSED_HERE = {aten.mm.default: ring.addmm, aten.mul.Tensor: torch.addcmul}
+_FUSED_HERE = {aten.mm.default: ring.addmm, aten.mul.Tensor: lambda c, u, v: c + u * v}
 _POOLED = (aten.mm.default, aten.mul.Tensor)
 
 
@@ -148,16 +148,31 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
     eps, delta = _sum_parts(progs, 0)
     progs2 = _programs(x)
     fused = _FUSED.get(f)
+    stacked = None
+    if f is aten.mm.default and dealer.rows is None:  # every party's z_i here in two ring products
+        pieces = [dealer.local(item, i) for i in range(n)]  # (a_i, b_i, c_i)
+        m, r = delta.shape[1], eps.shape[0]
+        eb = ring.matmul(eps, torch.cat([pc[1] + delta if i == 0 else pc[1] for i, pc in enumerate(pieces)], 1))
+        ad = ring.matmul(torch.cat([pc[0] for pc in pieces], 0), delta)
+        stacked = [eb[:, i * m:(i + 1) * m] + ad[i * r:(i + 1) * r] for i in range(n)]
     for i, p in enumerate(progs2):
         _, b, c = dealer.part(item, i)
         ceil_here = div != 1 and n == 2 and i == 1 and isinstance(c, torch.Tensor)
         if ceil_here:  # party 1's ceil(z / d) = floor((z + d - 1) / d): the d - 1 rides on its c
             c = c + (div - 1)
         if fused is not None and isinstance(b, torch.Tensor):
-            # party i's pieces are here (not stored on it): c_i + f(e, b_i) from its own pieces and the
-            # public e is computed here, and the party's program is one op fewer (what it is sent,
-            # it could compute itself from what it would be sent otherwise)
-            z = p.op(fused, _FUSED_HERE[f](c, eps, b), x.shares[i], delta)
+            # party i's pieces are here (not stored on it): its result share by Beaver's formula
+            # z_i = c_i + f(e, b_i) + f(a_i, d) (+ f(e, d) for party 0) is a function of its own
+            # pieces and the public e, d alone, so it is computed here (ring.matmul: float64 limbs)
+            # and sent as the one value the party stores (what it is sent, it could compute
+            # itself from what it would be sent otherwise); its share of x is not needed again
+            if stacked is not None:  # e [b_0 + d, b_1, ...] and [a_0; a_1; ...] d: one ring product each
+                z_i = c + stacked[i]
+            else:
+                a_i = dealer.local(item, i)[0]
+                here = _FUSED_HERE[f]
+                z_i = here(here(c, eps, b + delta if i == 0 else b), a_i, delta)
+            z = z_i if div != 1 else p.op(aten.clone.default, z_i)
         elif fused is not None:  # c + f(e, b) + f(x, d) in two ops (addmm, addcmul)
             z = p.op(fused, p.op(fused, c, eps, b), x.shares[i], delta)
         else:
