@@ -201,6 +201,23 @@ class WorkerCore:
         finally:
             if token is not None:
                 _reset_holder(token)
+        if (type(out) is _Tensor and limits is None and not out.is_meta and out.layout is _strided
+                and out.dtype in _HELD_DTYPES and id(op) not in _VIEW_IDS):
+            # finish's common case inline (an in-process worker's tiny op: one frame less), the same
+            # checks: check_result has nothing to say of a plain CPU tensor of a held dtype
+            # that no view made
+            shape = out.shape
+            if len(shape) > MAX_DIMS or (shape and max(shape) > MAX_DIM_SIZE):
+                _check_carriable(op, out, "it was dropped")
+            for a in resolved:
+                if out is a:
+                    return self.finish(op, out, resolved, args)  # an argument written in place
+            obj_id = _new_id() or 1
+            objects[obj_id] = out
+            self.refcounts[obj_id] = 1
+            if events._subscribers:
+                events.emit("stored", self.id, obj_id)
+            return NewObject(obj_id, shape, out.dtype)
         return self.finish(op, out, resolved, args)
 
     def finish(self, op, out, resolved, args):
