@@ -799,13 +799,19 @@ def _floor_mod(child, d: int):
     """child mod d (in [0, d)) for a public positive integer d, exactly: on a shared child the
     truncation gives floor(child / d) or one more, and one sign-bit circuit on the stacked
     [r, r - d] puts r = child - d q back in [0, d)."""
+    return _floor_div_mod(child, d)[1]
+
+
+def _floor_div_mod(child, d: int):
+    """(floor(child / d), child mod d) as ring integers, for a public positive integer d (exact)."""
     if not _is_shared(child):
-        return torch.remainder(child, d)
+        return torch.div(child, d, rounding_mode="floor"), torch.remainder(child, d)
     q = truncate(child, d)
     r = child - q * d
     bits = engine().msb(aten.stack.default([r, r - d]))
     below, inside = aten.select.int(bits, 0, 0), aten.select.int(bits, 0, 1)  # [r < 0], [r < d]
-    return r + below * d - (1 - inside) * d
+    fix = below - (1 - inside)
+    return q - fix, r + fix * d
 
 
 def _remainder(func, args, kwargs):
@@ -816,7 +822,7 @@ def _remainder(func, args, kwargs):
         if not isinstance(x, FPT):  # a public dividend (5 % m)
             xe = _enc(x, m.scale)
             x = _wrap(m, xe if isinstance(xe, torch.Tensor) else torch.tensor(xe, dtype=INT64))
-        return _remainder_shared(x, m)
+        return _wrap(x, _remainder_shared(x, m)[1])
     if not isinstance(x, FPT):
         raise SyftError("% on fixed precision tensors takes a fixed precision dividend and a public or shared "
                         "fixed precision modulus")
@@ -872,8 +878,48 @@ def _remainder_shared(x: FPT, m: FPT) -> FPT:
     r = sx - _ring_mul(am, k)
     bits = engine().msb(aten.stack.default([r, r - am]))
     below, inside = aten.select.int(bits, 0, 0), aten.select.int(bits, 0, 1)  # [r < 0], [r < |m|]
-    r = r + _ring_mul(am, below + inside - 1)
-    return _wrap(x, _ring_mul(r, s))
+    fix = below + inside - 1
+    return k - fix, _ring_mul(r + _ring_mul(am, fix), s)  # floor(x / m) (either sign of m), x % m
+
+
+def _floor_divide(func, args, kwargs):
+    """x.div(m, rounding_mode="floor"), x // m: floor(x_e / m_e) of the encodings (an integer, encoded)
+    for a public number m or a shared m, from the same protocols as x % m (so the gradient of x % m
+    with respect to a shared m, -g · floor(x / m), runs too); rounding_mode=None is the division."""
+    mode = kwargs.get("rounding_mode", args[2] if len(args) > 2 else None)
+    if func.overloadpacket is aten.floor_divide:
+        mode = "floor"
+    if mode is None:
+        return FPT.__torch_dispatch__(aten.div.Tensor, (), args[:2], {})
+    if mode != "floor":
+        raise SyftError(f"fixed precision division takes rounding_mode='floor' only, got {mode!r}")
+    x, m = args[0], args[1]
+    if isinstance(m, FPT) and m.shared:
+        if not isinstance(x, FPT):
+            xe = _enc(x, m.scale)
+            x = _wrap(m, xe if isinstance(xe, torch.Tensor) else torch.tensor(xe, dtype=INT64))
+        return _wrap(x, _remainder_shared(x, m)[0] * x.scale)
+    if not isinstance(x, FPT):
+        raise SyftError("// on fixed precision tensors takes a fixed precision dividend")
+    d = _modulus_encoding(x, m)
+    q = _floor_div_mod(x.child, d)[0] if d > 0 else _floor_div_mod(-x.child, -d)[0]
+    return _wrap(x, q * x.scale)
+
+
+def _modulus_encoding(x: FPT, m) -> int:
+    """round(m * scale) for one public modulus or divisor m (a number, or a tensor of one value)."""
+    if isinstance(m, FPT):
+        m = m.float_precision()
+    s = _scalar(m)
+    if s is None and isinstance(m, torch.Tensor) and m.numel() and bool((m == m.reshape(-1)[0]).all()):
+        s = m.reshape(-1)[0].item()
+    if s is None:
+        raise SyftError("% and // on fixed precision tensors take one public number (or a shared value), not a "
+                        "public tensor of several")
+    d = int(round(s * x.scale))
+    if d == 0:
+        raise SyftError(f"% or // by {s}: it encodes as 0 at precision {x.precision}")
+    return d
 
 
 def _scatter(func, args, kwargs):
@@ -985,6 +1031,7 @@ _HANDLERS = {
     aten.eq: _equal, aten.ne: _equal, aten.sign: _sign, aten.sgn: _sign, aten.abs: _abs,
     aten.unbind: _unbind, aten.split: _split, aten.split_with_sizes: _split, aten.unsafe_split: _split,
     aten.roll: _roll, aten.var: _var, aten.remainder: _remainder, aten.select_backward: _select_backward, aten.slice_backward: _slice_backward,
+    aten.div.Tensor_mode: _floor_divide, aten.div.Scalar_mode: _floor_divide, aten.floor_divide: _floor_divide,
     aten.constant_pad_nd: _pad, aten.scatter: _scatter, aten.isnan: _isnan, aten.logical_or: _logical_or,
     aten.logical_or_: _logical_or,
     aten.cat: _listed, aten.stack: _listed,

@@ -1,4 +1,4 @@
-"""Issue 30's "Done when", completed: `%` by a shared value on a grid; every op of test_op_grid.py's
+"""Issue 30's "Done when", completed: `%` and `//` by a shared value on a grid; every op of test_op_grid.py's
 grid on worker processes with 2 and 3 parties (the ops that file does not run there), dropout with
 the dealer's mask, the losses and BatchNorm, and the gradient-aliasing fix on worker processes.
 
@@ -39,6 +39,8 @@ SHARED_MOD = {
     "remainder shared": ((dividend, modulus), lambda a, b: torch.remainder(a, b), exact),
     "remainder shared, % operator": ((dividend, modulus), lambda a, b: a % b, exact),
     "remainder shared, public dividend": ((modulus,), lambda b: torch.remainder(dividend(), b), exact),
+    "floor divide shared": ((dividend, modulus), lambda a, b: a // b, exact),
+    "floor divide -0.7": ((dividend,), lambda a: torch.div(a, -0.7, rounding_mode="floor"), exact),
 }
 # into the grid's table, so that its runner knows them (test_op_grid.py's own lists were made when it was imported)
 grid_tests.OPS.update(SHARED_MOD)
@@ -48,6 +50,28 @@ grid_tests.OPS.update(SHARED_MOD)
 def test_remainder_by_a_shared_value_on_a_grid(parties, name):
     ws, provider_ = parties
     grid_tests.run(name, ws, provider_)
+
+
+@pytest.mark.parametrize("name", ["floor divide -0.7"])
+def test_floor_division_by_a_public_number_not_shared(name):
+    grid_tests.run(name, None, None)
+
+
+def test_the_gradient_of_remainder_with_respect_to_a_shared_modulus(parties):
+    """d(x % m)/dx = 1, d(x % m)/dm = -floor(x / m): the floor division of the same protocol."""
+    ws, provider_ = parties
+    x = torch.tensor([7.5, -7.5, 3.0, -0.25, 19.9, 0.0])
+    m = torch.tensor([2.0, 2.0, -1.5, 0.7, -3.0, 1.1])
+    sx = x.fix_precision().share(*ws, crypto_provider=provider_, requires_grad=True)
+    sm = m.fix_precision().share(*ws, crypto_provider=provider_, requires_grad=True)
+    (sx % sm * 2).sum().backward()
+    xx, mm = x.clone().requires_grad_(True), m.clone().requires_grad_(True)
+    (xx % mm * 2).sum().backward()
+    assert torch.equal(sx.grad.float_precision(), xx.grad)  # public: the incoming gradient itself
+    assert torch.equal(sm.grad.get().float_precision(), mm.grad)
+    with pytest.raises(sy.SyftError, match="rounding_mode='floor' only"):
+        torch.div(sx, 2, rounding_mode="trunc")
+    del sx, sm
 
 
 def test_remainder_by_a_shared_value_at_its_domains_edge(parties2):
