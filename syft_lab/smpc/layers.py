@@ -57,7 +57,7 @@ def _bernoulli_(func, args, kwargs):
             raise SyftError("a shared dropout mask comes from the crypto provider's generator: a torch.Generator "
                             "cannot seed it")
         bits, scaled = _shared_bits(*sharing, tuple(self.shape), p, self.scale)
-        self.child, self.mask_bits, self.sharing_of = scaled, bits, None
+        self.child, self.mask_bits, self.sharing_of = scaled, (bits, scaled), None
         return self
     mask = torch.empty(tuple(self.shape)).bernoulli_(p, generator=kwargs.get("generator"))
     self.child = mask.to(INT64) * self.scale
@@ -88,8 +88,9 @@ def _div_(func, args, kwargs):
     0 or 1); anything else as x.div(s)."""
     self, s = args[0], args[1] if len(args) > 1 else None
     bits = getattr(self, "mask_bits", None)
-    if bits is not None and isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 and not kwargs:
-        self.child, self.mask_bits = bits * int(round(self.scale / s)), None
+    if (bits is not None and self.child is bits[1] and isinstance(s, (int, float)) and not isinstance(s, bool)
+            and s > 0 and not kwargs):  # the mask as bernoulli_ left it (no in-place op since)
+        self.child, self.mask_bits = bits[0] * int(round(self.scale / s)), None
         return self
     return _plain_div_(func, args, kwargs)
 

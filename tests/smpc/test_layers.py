@@ -78,6 +78,26 @@ def test_the_seed_governs_a_plain_mask_not_a_shared_one(parties2):
     del sp
 
 
+def test_feature_dropout_and_in_place_ops_on_a_shared_mask(parties2):
+    """F.dropout2d drops whole channels with the dealer's mask (one bit per channel); a mask changed in
+    place after bernoulli_ is divided as any value is."""
+    alice, bob, carol = parties2
+    x = torch.round((torch.rand(2, 8, 3, 3) + 0.1) * 1000) / 1000
+    sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
+    got = F.dropout2d(sx, 0.5, training=True).get().float_precision()
+    kept = got.flatten(2).ne(0)
+    assert torch.equal(kept.all(2), kept.any(2))  # a channel is kept or dropped whole
+    assert 0 < kept.all(2).sum() < 16
+    assert torch.allclose(got[kept.all(2)], 2 * x[kept.all(2)])  # 1 / (1 - 0.5) = 2: exact
+    m = torch.empty_like(sx).bernoulli_(0.5)
+    m.mul_(3)
+    bits = (m / 1).get().float_precision()
+    m.div_(0.5)
+    assert torch.allclose(m.get().float_precision(), bits * 2)  # 6 where kept: the in-place product counted
+    assert set(bits.unique().tolist()) <= {0.0, 3.0}
+    del sx, m
+
+
 def _bn(seed=0):
     torch.manual_seed(seed)
     bn = nn.BatchNorm2d(3)

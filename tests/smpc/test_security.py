@@ -181,7 +181,7 @@ def test_no_party_sees_a_dropout_mask_and_nothing_shows_it(parties2, caplog):
     drawn = torch.empty_like(sx).bernoulli_(0.5)
     assert drawn.mask_bits is not None and drawn.shared
     for w in (alice, bob):
-        b = share_bytes(w, SimpleNamespace(child=drawn.mask_bits))
+        b = share_bytes(w, SimpleNamespace(child=drawn.mask_bits[0]))
         for pos in range(8):
             counts = torch.bincount(b[:, pos].long(), minlength=256).double()
             assert chi2_uniform(counts) < chi2_critical(255), f"{w.id}'s share of the mask, byte {pos}"
