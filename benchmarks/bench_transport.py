@@ -4,9 +4,12 @@
 
 Figures, each measured against its peer in the same run on loopback:
 - one small op (1-element add on pointers) round trip vs a bare websockets echo of a message of
-  the same size (same sync client, an asyncio server in another process, no compression);
+  the same size (websockets' sync client, an asyncio server in another process, no compression);
   torch.distributed.rpc ``rpc_sync(torch.add)`` of the same op as the peer to beat (its callee with
-  the worker's thread settings), all sampled in turns in one client process;
+  the worker's thread settings), all sampled in turns in one client process. A WebSocketWorker
+  reads its socket in the calling thread (websocket.py's ``_LeanConnection``), where websockets'
+  sync client hands each message over from a reader thread; so the same echo over that
+  connection is measured too, and the op against it (the op's cost over its own transport);
 - sending a 256 MiB tensor and getting it back vs a bare websockets transfer of the same bytes
   (4 MiB messages each way), and the peak memory each process adds during the transfer;
 - the same op on two worker processes at once (``syft_lab.workers.submit`` + ``gather``: both
@@ -145,8 +148,12 @@ def _small_op_client(address, token, echo_port, rpc_port, n, repeat):
     msg = b"E" + b"x" * (max(len(request), len(reply)) - 1)
     a = torch.ones(1)
     # a ping carrying releases is served on the command thread: the hop's cost, next to the plain ping
+    from syft_lab.workers.websocket import _LeanConnection
+
+    lean = _LeanConnection(f"ws://127.0.0.1:{echo_port}", None, 2 * CHUNK, 10.0)
     fns = {"op": lambda: p + p, "echo": lambda: (ws.send(msg), ws.recv()), "ping": bob.ping,
-           "ping_thread": lambda: bob._request({"c": "ping", "rel": []})}
+           "ping_thread": lambda: bob._request({"c": "ping", "rel": []}),
+           "echo_lean": lambda: (lean.send(msg), lean.recv())}
     if rpc is not None:
         fns["rpc"] = lambda: rpc.rpc_sync("w1", torch.add, args=(a, a))
     for fn in fns.values():  # warm: first calls set up caches on both sides
@@ -154,8 +161,10 @@ def _small_op_client(address, token, echo_port, rpc_port, n, repeat):
             fn()
     t = interleaved(fns, number=n, repeat=repeat)
     t["msg_bytes"] = len(msg)
+    t["load"] = os.getloadavg()
     bob.close()
     ws.close()
+    lean.close()
     if rpc is not None:
         rpc.shutdown()
     print(json.dumps(t), flush=True)
@@ -207,11 +216,17 @@ def run(quick: bool = False) -> list[dict]:
         # 1. one small op round trip, side by side with its peers (in a client process of its own)
         n, repeat = (100, 9) if quick else (200, 31)
         t = small_op(line.split("listening on ")[1], token, port, n, repeat, with_rpc=not quick)
-        peer = f"bare websockets echo of {t['msg_bytes']} B: {t['echo'] * 1e6:.0f} us"
+        peer = f"bare websockets echo of {t['msg_bytes']} B (websockets' sync client): {t['echo'] * 1e6:.0f} us"
         if "rpc" in t:
             peer += f"; torch rpc_sync(torch.add): {t['rpc'] * 1e6:.0f} us"
         results.append(figure("websocket pointer op round trip (1-element add)", t["op"] * 1e6, "us", 1.3,
                               peer=peer, ratio=t["op"] / t["echo"]))
+        results.append(figure("websocket pointer op vs the same echo over the worker's own client connection",
+                              t["op"] * 1e6, "us", None,
+                              peer=f"echo of {t['msg_bytes']} B read in the calling thread (websocket.py's "
+                                   f"_LeanConnection): {t['echo_lean'] * 1e6:.0f} us; websockets' sync client "
+                                   f"{t['echo'] * 1e6:.0f} us; load average {t['load'][0]:.1f}",
+                              ratio=t["op"] / t["echo_lean"]))
         results.append(figure("websocket worker ping (protocol only, no pointer)", t["ping"] * 1e6, "us", None,
                               peer=f"bare websockets echo: {t['echo'] * 1e6:.0f} us", ratio=t["ping"] / t["echo"]))
         results.append(figure("websocket worker ping served on the command thread (the thread hop)",

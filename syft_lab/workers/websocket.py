@@ -27,13 +27,22 @@ worker on the way out (atexit).
 from __future__ import annotations
 
 import atexit
+import collections
 import os
 import secrets
+import select
+import socket
+import ssl as ssl_module
+import threading
+import time
 import weakref
 
+from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
+from websockets.frames import Opcode
+from websockets.http11 import Response
 from websockets.protocol import State
-from websockets.sync.client import connect
+from websockets.uri import parse_uri
 
 from ..errors import SyftError
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE
@@ -42,6 +51,188 @@ from .protocol import ConnectionLost, FramedTransport, FramedWorker
 # Close codes: 1000 says this client is done (the worker ends its session now); a connection
 # dropped to start afresh (a timeout, a reply out of step) keeps the session for a reconnect.
 CLOSE_DONE, CLOSE_RECONNECT = 1000, 4000
+CLOSE_TIMEOUT = 2.0  # seconds close() waits for the worker's closing handshake
+KEEPALIVE = 10.0  # seconds between an idle connection's reads of the worker's pings (it pings every 20 s)
+RECV_BYTES = 64 * 2**10  # bytes read from the socket at a time (larger reads allocate by mmap: slower)
+
+
+class _LeanConnection:
+    """One websocket client connection driven in the caller's own thread: websockets' sans-I/O
+    protocol (``ClientProtocol``) over a plain socket.
+
+    websockets' sync client reads its socket on a background thread and hands each message to
+    the caller through a queue: every reply then costs two thread wake-ups (the reader's, then
+    the caller's), a third of a small op's round trip on a shared machine. Here the caller reads
+    the socket itself, so a reply costs one. While no call reads (an idle notebook), a keepalive
+    thread reads every KEEPALIVE seconds, so the worker's pings are answered (it drops a
+    connection whose pongs stop, and then the session's objects after its grace period); what it
+    reads besides (a push) waits here for the caller. One lock (``io``) orders the two.
+
+    The same surface as the parts of websockets' ``ClientConnection`` this module uses:
+    ``send``, ``recv(timeout)``, ``close(code)``, ``state``, ``socket``."""
+
+    def __init__(self, url: str, headers: dict | None, max_size: int, open_timeout: float, ssl=None):
+        wsuri = parse_uri(url)
+        sock = socket.create_connection((wsuri.host, wsuri.port), timeout=open_timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if wsuri.secure:
+                ctx = ssl if ssl is not None else ssl_module.create_default_context()
+                sock = ctx.wrap_socket(sock, server_hostname=wsuri.host)
+            self.socket = sock
+            self.protocol = protocol = ClientProtocol(wsuri, max_size=max_size)
+            request = protocol.connect()
+            for k, v in (headers or {}).items():
+                request.headers[k] = v
+            protocol.send_request(request)
+            self._flush()
+            self._messages: collections.deque = collections.deque()  # complete messages not yet returned
+            self._parts: list | None = None  # a fragmented message's frames so far
+            response = None
+            deadline = time.monotonic() + open_timeout
+            while response is None:
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                data = sock.recv(RECV_BYTES)
+                if not data:
+                    raise ConnectionError("the worker closed the connection during the handshake")
+                protocol.receive_data(data)
+                for event in protocol.events_received():
+                    if isinstance(event, Response):
+                        response = event
+                    else:
+                        self._take(event)
+            if protocol.handshake_exc is not None:
+                raise protocol.handshake_exc
+        except BaseException:
+            sock.close()
+            raise
+        self._timeout = -1.0  # the socket's current timeout (set only when it changes)
+        self._broken = False
+        self.io = threading.Lock()
+        self._closed = threading.Event()
+        threading.Thread(target=self._keepalive, name="syft-lab-ws-keepalive", daemon=True).start()
+
+    @property
+    def state(self) -> State:
+        return State.CLOSED if self._broken else self.protocol.state
+
+    # --- frames --------------------------------------------------------------------------
+    def _flush(self) -> None:
+        for data in self.protocol.data_to_send():
+            if data:
+                self.socket.sendall(data)
+            else:  # the protocol is done writing
+                try:
+                    self.socket.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+
+    def _take(self, frame) -> None:
+        """A frame received: a message (or a part of one) kept for recv; control frames are the
+        protocol's (it answers pings and closes by itself)."""
+        op = frame.opcode
+        if op is Opcode.BINARY or op is Opcode.TEXT:
+            if frame.fin:
+                self._messages.append(frame.data)
+            else:
+                self._parts = [frame.data]
+        elif op is Opcode.CONT and self._parts is not None:
+            self._parts.append(frame.data)
+            if frame.fin:
+                self._messages.append(b"".join(self._parts))
+                self._parts = None
+
+    def _read(self, timeout) -> None:
+        """Read once from the socket (``timeout``: seconds, None forever, 0 only what is there)."""
+        if timeout == 0:
+            sock = self.socket
+            if not (getattr(sock, "pending", lambda: 0)() or select.select([sock], [], [], 0)[0]):
+                raise TimeoutError
+            timeout = None  # readable: the read returns at once
+        if timeout != self._timeout:
+            self.socket.settimeout(timeout)
+            self._timeout = timeout
+        try:
+            data = self.socket.recv(RECV_BYTES)
+        except (ssl_module.SSLWantReadError, BlockingIOError):
+            raise TimeoutError from None
+        except (socket.timeout, TimeoutError):
+            raise TimeoutError from None
+        except OSError:
+            self._broken = True
+            raise
+        protocol = self.protocol
+        if not data:
+            self._broken = True
+            protocol.receive_eof()
+            raise ConnectionError("the worker closed the connection")
+        protocol.receive_data(data)
+        for frame in protocol.events_received():
+            self._take(frame)
+        self._flush()  # pongs, the closing handshake
+
+    def _closed_error(self) -> ConnectionError:
+        self._broken = True
+        code = self.protocol.close_code
+        return ConnectionError(f"the connection is closed (code {code})" if code else "the connection is closed")
+
+    # --- what the transport calls ----------------------------------------------------------
+    def send(self, data) -> None:
+        with self.io:
+            if self._broken or self.protocol.state is not State.OPEN:
+                raise self._closed_error()
+            try:
+                self.protocol.send_binary(data)
+                self._flush()
+            except OSError:
+                self._broken = True
+                raise
+
+    def recv(self, timeout: float | None = None):
+        """The next message (bytes); TimeoutError if none came within ``timeout`` seconds (0:
+        only one already here); ConnectionError if the connection closed."""
+        with self.io:
+            messages = self._messages
+            while not messages:  # (``timeout`` bounds each read: a reply that keeps arriving is waited for)
+                if self._broken or self.protocol.state is not State.OPEN:
+                    raise self._closed_error()
+                self._read(timeout)
+            return messages.popleft()
+
+    def _keepalive(self) -> None:
+        while not self._closed.wait(KEEPALIVE):
+            if not self.io.acquire(blocking=False):
+                continue  # a call is reading: it answers the pings
+            try:
+                if not self._broken and self.protocol.state is State.OPEN:
+                    while True:
+                        self._read(0)
+            except (TimeoutError, OSError):
+                pass
+            except Exception:  # a protocol error: the next call finds the connection closed
+                self._broken = True
+            finally:
+                self.io.release()
+
+    def close(self, code: int = CLOSE_DONE) -> None:
+        self._closed.set()
+        got = self.io.acquire(timeout=CLOSE_TIMEOUT)
+        try:
+            if not self._broken and self.protocol.state is State.OPEN:
+                self.protocol.send_close(code)
+                self._flush()
+                deadline = time.monotonic() + CLOSE_TIMEOUT
+                while self.protocol.state is not State.CLOSED and time.monotonic() < deadline:
+                    self._read(max(deadline - time.monotonic(), 0.001))
+        except Exception:  # closing anyway
+            pass
+        finally:
+            self._broken = True
+            try:
+                self.socket.close()
+            finally:
+                if got:
+                    self.io.release()
 
 
 class AuthenticationError(SyftError):
@@ -68,10 +259,8 @@ class WebSocketTransport(FramedTransport):
     def _connect(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
         try:
-            self.ws = connect(self.url, additional_headers=headers, compression=None, max_size=WS_MAX_SIZE,
-                              max_queue=8, open_timeout=10.0 if self.timeout is None else min(self.timeout, 10.0),
-                              close_timeout=2, ssl=self.ssl, ping_interval=20, ping_timeout=60,
-                              user_agent_header=None, legacy=True)
+            self.ws = _LeanConnection(self.url, headers, WS_MAX_SIZE,
+                                      10.0 if self.timeout is None else min(self.timeout, 10.0), self.ssl)
         except InvalidStatus as e:
             status = e.response.status_code
             if status == 401:
