@@ -4,8 +4,9 @@
     p = torch.tensor([1., 2.]).send(bob)
 
 The client protocol is protocol.py's WorkerClient; this module is its transport: wire-format
-frames on a synchronous websocket connection (the ``websockets`` sync client, no compression:
-lowest latency). Connection states are explicit:
+frames on a websocket connection read and written in the calling thread (``_LeanConnection``:
+websockets' sans-I/O protocol on a plain socket, no compression: lowest latency; a reply costs
+one thread wake-up, not the two of websockets' sync client and its reader thread). Connection states are explicit:
 
     disconnected --connect--> connected --lost--> disconnected --(next call)--> connected ...
                                         --close()--> closed
