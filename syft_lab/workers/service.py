@@ -27,6 +27,7 @@ Sessions: the references a client holds belong to its ``Session``; ``end_session
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 import secrets
@@ -68,6 +69,7 @@ QUICK_VALUES = 1024  # state and inputs a quick plan run may name (each looked u
 # a loaded 2-core machine, against ~0.3 ms of work)
 QUICK_GRAPH_TEXT = 64 * 2**10
 QUICK_GRAPH_BYTES = 2**21
+GRAPH_CACHE = 64  # run_graph texts whose validated graphs are kept (_one_off_graph)
 _linear_ops: dict = {}  # op name -> whether its work is linear in its sizes (op_cost.family_of)
 
 _ALLOWED = allowlist.ALLOWED  # op name -> OpOverload
@@ -244,6 +246,7 @@ class WorkerService:
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
         self.sessions_with_refs: set[Session] = set()
         self._default_session = None
+        self._graphs: dict = {}  # run_graph's validated graphs by their JSON text (_one_off_graph)
         # what this worker saw and what left it (ledger.py); its token lets a client read every
         # session's part (the server that serves this worker sets it: None, each session its own)
         self.ledger = Ledger()
@@ -811,12 +814,28 @@ class WorkerService:
                         op=f"plan {name}" if name else None)
         return out
 
+    def _one_off_graph(self, text: str) -> PlanGraph:
+        """The validated graph of ``text``: a secure computation sends the same round programs again
+        and again (their public values travel beside the text, in ``cv``), so the last GRAPH_CACHE
+        texts' graphs (each at most QUICK_GRAPH_TEXT) are kept, compiled, and each run gets its own
+        shallow copy (its constants its own; the nodes, read only, shared)."""
+        if len(text) > QUICK_GRAPH_TEXT:  # a large one (constants inline) is not kept: memory outside the quota
+            return PlanGraph.from_json(text)
+        cached = self._graphs.get(text)
+        if cached is None:
+            cached = PlanGraph.from_json(text)
+            cached._program or cached._compile()
+            if len(self._graphs) >= GRAPH_CACHE:
+                self._graphs.pop(next(iter(self._graphs)))
+            self._graphs[text] = cached
+        return copy.copy(cached)
+
     def _run_graph(self, msg, session):
         """Run a one-off graph; its outputs are stored under the ids ``o`` names, except those
         ``ret`` names (optional, a subset of ``o``): their values come back in the reply, in
         output order, and are not kept (a run_graph plus a get of each, in one message)."""
         note = parse_note(msg)
-        graph = PlanGraph.from_json(_str(msg, "g"))
+        graph = self._one_off_graph(_str(msg, "g"))
         carried = 0
         if "cv" in msg:  # the graph's constants as raw tensor bytes (the JSON lists empty placeholders)
             graph.constants = _raw_constants(msg["cv"], graph)
