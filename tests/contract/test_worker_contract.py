@@ -170,6 +170,66 @@ def test_a_model_trains_on_the_worker_as_locally(world):
         assert torch.allclose(a, b, atol=1e-6)
 
 
+# --- the op paths issue 22 added last: narrow at a remote start, cov's remote weights, masked ---
+
+def _worker_error(fn):
+    """The RemoteError ``fn`` raises: its type, and its message without the worker's name."""
+    with pytest.raises(RemoteError) as info:
+        fn()
+    return info.value.remote_type, info.value.remote_message
+
+
+def test_narrow_at_a_start_the_worker_holds_is_made_there(world):
+    bob, _, _ = world
+    reference = sy.VirtualWorker("reference")  # what a VirtualWorker accepts and refuses, word for word
+    x = torch.arange(24.).reshape(4, 6)
+    p, ref = x.send(bob), x.send(reference)
+    for dim, start, length in ((0, 1, 2), (1, 2, 3), (-1, 0, 6)):
+        want = x.narrow(dim, torch.tensor(start), length)
+        got = p.narrow(dim, torch.tensor(start).send(bob), length)
+        assert (got.shape, got.stride()) == (want.shape, want.stride())
+        assert torch.equal(got.get(), want)
+    torch.testing.assert_close(p.narrow(1, torch.tensor(2), 3).get(), x.narrow(1, 2, 3))  # a local 0-dim start
+    here = _worker_error(lambda: p.narrow(1, torch.tensor(5).send(bob), 3))  # the worker's own check
+    there = _worker_error(lambda: ref.narrow(1, torch.tensor(5).send(reference), 3))
+    assert here == there and here[0] == "RuntimeError"
+    assert torch.equal(p.get(), x)
+    reference.close()
+
+
+def test_cov_with_weights_the_worker_holds_runs_there(world):
+    bob, _, _ = world
+    reference = sy.VirtualWorker("reference")
+    torch.manual_seed(0)
+    obs = torch.randn(3, 5)
+    fw, aw = torch.tensor([1, 2, 1, 3, 1]), torch.rand(5)
+    p = obs.send(bob)
+    torch.testing.assert_close(torch.cov(p, fweights=fw.send(bob)).get(), torch.cov(obs, fweights=fw))
+    torch.testing.assert_close(torch.cov(p, aweights=aw.send(bob)).get(), torch.cov(obs, aweights=aw))
+    torch.testing.assert_close(torch.cov(p, correction=0, fweights=fw.send(bob), aweights=aw.send(bob)).get(),
+                               torch.cov(obs, correction=0, fweights=fw, aweights=aw))
+    negative = torch.tensor([1, -2, 1, 3, 1])
+    here = _worker_error(lambda: torch.cov(p, fweights=negative.send(bob)))  # torch's own check, on the worker
+    there = _worker_error(lambda: torch.cov(obs.send(reference), fweights=negative.send(reference)))
+    assert here == there and "fweights cannot be negative" in here[1]
+    with pytest.raises(SyftError, match="mixes data on this process"):  # a local weight is the user's data
+        torch.cov(p, fweights=fw)
+    reference.close()
+
+
+@pytest.mark.parametrize("fn", [torch.masked.mean, torch.masked.var, torch.masked.std, torch.masked.sum])
+def test_masked_reductions_count_their_elements_on_the_worker(world, fn):
+    bob, _, _ = world
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    mask = torch.rand(3, 4) > 0.4
+    for args, kwargs in (((1,), {}), ((), {}), ((0,), {"keepdim": True}), ((1,), {"mask": mask})):
+        kw = {**kwargs, "mask": kwargs["mask"].send(bob)} if "mask" in kwargs else kwargs
+        torch.testing.assert_close(fn(x.send(bob), *args, **kw).get(), fn(x, *args, **kwargs), equal_nan=True)
+    with pytest.raises(SyftError, match="mixes data on this process"):  # a local mask is the user's data
+        fn(x.send(bob), 1, mask=mask)
+
+
 # --- plans and sy.batch ------------------------------------------------------------------------
 
 def test_plans_are_sent_run_searched_and_fetched(world):
