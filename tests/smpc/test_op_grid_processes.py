@@ -214,8 +214,8 @@ def test_losses_and_batch_norm_on_worker_processes(remote_parties3, n):
     _released((*ws, carol))
 
 
-def test_rounds_of_dropout_and_remainder_by_a_shared_value_are_counted(parties2):
-    """Both record their protocol steps on their result (last_op), as every op does."""
+def test_remainder_by_a_shared_value_records_its_rounds(parties2):
+    """Its protocol steps are on its result's node (last_op), as every op's are."""
     alice, bob, carol = parties2
     sx = torch.randn(3, 4).fix_precision().share(alice, bob, crypto_provider=carol)
     sm = (torch.rand(3, 4) + 0.5).fix_precision().share(alice, bob, crypto_provider=carol)
