@@ -616,8 +616,15 @@ class WorkerServer:
                 loop.add_signal_handler(sig, self._stop.set)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
-        self._commands = ThreadPoolExecutor(1, thread_name_prefix="syft-lab-commands")
-        self._decoding = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="syft-lab-decode")
+        # torch's thread count is per thread under OpenMP: a new thread starts with the machine's,
+        # and its ops then spin up that many OpenMP threads (a plan replay on the command thread
+        # took 10-25x the CPU time it takes on the main thread, and 60x the wall time on a
+        # shared machine). Each thread takes the process's setting (--threads) as it starts.
+        threads = (torch.get_num_threads(),)
+        self._commands = ThreadPoolExecutor(1, thread_name_prefix="syft-lab-commands",
+                                            initializer=torch.set_num_threads, initargs=threads)
+        self._decoding = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="syft-lab-decode",
+                                            initializer=torch.set_num_threads, initargs=threads)
         self._guard.max_connections = self._fd_budget(self._guard.max_connections)
         guard = self._guard
         if self.warm:  # before any command: a first command waits behind it, pings do not
