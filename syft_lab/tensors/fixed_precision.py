@@ -955,6 +955,27 @@ def _scatter(func, args, kwargs):
     return out if zero_self else _wrap(t, out.child + self.child - _mul(None, (self, onehot), {}).child)
 
 
+def _masked_fill(func, args, kwargs):
+    """x.masked_fill(mask, v): a public bool mask selects on each share; a mask of 0/1 fixed precision
+    bits (a comparison on shares: std's gradient masks where std == 0) is x (1 - mask) + v mask, one
+    product (exact: the mask is 0 or 1)."""
+    self, mask = args[0], args[1]
+    value = _scalar(args[2] if len(args) > 2 else kwargs["value"])
+    if value is None:
+        raise SyftError("masked_fill on fixed precision tensors takes one public number as its value")
+    v = int(round(value * self.scale))
+    if isinstance(mask, FPT):
+        kept = _mul(None, (self, _wrap(mask, self.scale - mask.child)), {}).child
+        child = kept + mask.child * value if float(value).is_integer() else kept + truncate(mask.child * v, self.scale)
+    else:
+        m = mask.to(INT64)
+        child = self.child.masked_fill(mask, v) if not self.shared else self.child * (1 - m) + m * v
+    if func.overloadpacket is aten.masked_fill_:
+        self.child = child
+        return self
+    return _wrap(self, child)
+
+
 def _isnan(func, args, kwargs):
     """A fixed precision value is never NaN (fix_precision refuses NaN): all False, public."""
     return torch.zeros(tuple(args[0].shape), dtype=torch.bool)
@@ -1032,7 +1053,7 @@ _HANDLERS = {
     aten.unbind: _unbind, aten.split: _split, aten.split_with_sizes: _split, aten.unsafe_split: _split,
     aten.roll: _roll, aten.var: _var, aten.remainder: _remainder, aten.select_backward: _select_backward, aten.slice_backward: _slice_backward,
     aten.div.Tensor_mode: _floor_divide, aten.div.Scalar_mode: _floor_divide, aten.floor_divide: _floor_divide,
-    aten.constant_pad_nd: _pad, aten.scatter: _scatter, aten.isnan: _isnan, aten.logical_or: _logical_or,
+    aten.constant_pad_nd: _pad, aten.scatter: _scatter, aten.isnan: _isnan, aten.masked_fill: _masked_fill, aten.masked_fill_: _masked_fill, aten.logical_or: _logical_or,
     aten.logical_or_: _logical_or,
     aten.cat: _listed, aten.stack: _listed,
     aten.detach: _alias, aten.alias: _alias, aten.lift_fresh: _alias, aten._to_copy: _to_copy, aten.to: _to_copy,

@@ -267,3 +267,21 @@ def test_gradients_of_max_and_min(parties):
         op(fx).sum().backward()
         assert torch.allclose(fx.grad.float_precision(), xx.grad, atol=UNIT), name
         del sx
+
+
+def test_gradient_of_std_and_masked_fill_by_a_shared_mask(parties):
+    """std's gradient (torch's formula masks where std == 0: a masked_fill by a comparison on shares),
+    within sqrt's error (1% + 2·10^-3, on variances in its domain [0.05, 150]); masked_fill itself by
+    a shared and by a public mask."""
+    ws, provider = parties
+    x = torch.tensor([[0.5, 1.5, -1.0, 2.0], [3.0, -2.5, 0.25, 1.0]])
+    xx = x.clone().requires_grad_(True)
+    xx.std(1).sum().backward()
+    sx = share(x, ws, provider, requires_grad=True)
+    sx.std(1).sum().backward()
+    assert torch.allclose(plain(sx.grad), xx.grad, rtol=0.02, atol=5 * UNIT)
+    s = share(x, ws, provider)
+    assert torch.equal(plain(s.masked_fill(s > 0.75, 0.5)), x.masked_fill(x > 0.75, 0.5))
+    assert torch.equal(plain(s.masked_fill(x < 0, -2.0)), x.masked_fill(x < 0, -2.0))
+    assert torch.equal(x.fix_precision().masked_fill(x < 0, 3.0).float_precision(), x.masked_fill(x < 0, 3.0))
+    del sx, s
