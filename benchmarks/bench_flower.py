@@ -4,10 +4,17 @@ The same work on every side: a 64-32-10 MLP (the same initial weights) on scikit
 (1,347 training / 450 test samples, features / 16) split IID across N clients (one seeded
 permutation, near-equal parts), 1 local epoch, batch 16, SGD lr 0.1, 10 rounds; the figure is the
 median round time of rounds 2-10 (round 1 is the warm-up: models sent, plans traced, actors
-started), and the accuracy on the test set after round 10, as a mean over ``SEEDS`` seeds (each
-seed: its own split, initial weights and shuffles, the same on both sides but the shuffles,
-which each system draws itself): after 10 rounds the models are still on the steep part of the
-curve, where the shuffle order alone moves one run's accuracy by several points.
+started), and the accuracy on the test set after round 10, as a mean over ``SEEDS`` seeds.
+
+Like for like, accuracy included: for a seed both sides get the same split, the same initial
+weights and the same batches. The sample order of every client in every round comes from one
+seeded generator (``shuffles``: one ``torch.randperm`` per round and client, drawn here from
+``torch.Generator().manual_seed(SHUFFLE_SEED + seed)``); syft_lab's FedAvg takes it as its
+``order=`` and Flower's client cuts its batches from the same permutation, so the two systems
+train on the same batches in the same order, and their accuracies after 10 rounds differ only by
+float rounding (the order of additions in the SGD step and in the weighted average). Before,
+each system drew its own shuffles, and after 10 rounds (still on the steep part of the curve)
+the shuffle order alone moved one run's accuracy by several points.
 
 Timing is interleaved so that both sides see the same load: for each N, syft_lab's rounds 1-5
 (Ray and VirtualWorkers in turns), then Flower (the timed seed, then the other seeds), then
@@ -50,6 +57,15 @@ ROUNDS, BATCH, LR, SEED = 10, 16, 0.1, 0
 SEEDS = tuple(int(v) for v in os.environ.get("BENCH_FLOWER_SEEDS", "0,1,2").split(","))
 SEEDS_100 = SEEDS[:1]  # 100 clients: 13 samples each, neither system learns in 10 rounds (both ~14%)
 FLOWER_CPUS = 0.5  # per Flower client: 4 actors on a 2-CPU Ray, as many processes as syft_lab's side
+SHUFFLE_SEED = 100_003  # the generator of the clients' sample orders: SHUFFLE_SEED + seed
+
+
+def shuffles(parts, rounds: int, seed: int) -> list[list[torch.Tensor]]:
+    """``[round][client]`` -> the client's sample order in that round (a permutation of its own
+    indices, 0 .. len(part) - 1), the same for both systems: one generator, drawn round by round,
+    client by client."""
+    g = torch.Generator().manual_seed(SHUFFLE_SEED + seed)
+    return [[torch.randperm(len(p), generator=g) for p in parts] for _ in range(rounds)]
 
 
 def digits(n_clients: int, seed: int = SEED):
@@ -95,6 +111,7 @@ def _flower_seed(n_clients: int, rounds: int, seed: int) -> dict:
     torch.set_num_threads(1)
     x_tr, y_tr, x_te, y_te, parts = digits(n_clients, seed)
     shards = [(x_tr[p], y_tr[p]) for p in parts]  # shipped to the actors with the ClientApp
+    orders = shuffles(parts, rounds, seed)  # the same batches as syft_lab's
 
     def get(model):
         return [v.detach().numpy().copy() for v in model.state_dict().values()]
@@ -112,13 +129,11 @@ def _flower_seed(n_clients: int, rounds: int, seed: int) -> dict:
             put(model, parameters)
             x, y = shards[self.pid]
             opt = torch.optim.SGD(model.parameters(), lr=LR)
-            # a new shuffle each round (mlp() reseeds torch's global generator: not that one)
-            g = torch.Generator().manual_seed(100_003 * seed + 1000 * int(config["round"]) + self.pid)
-            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=BATCH,
-                                                 shuffle=True, generator=g)
-            for xb, yb in loader:
+            # this round's sample order (shuffles): batches of BATCH, the last one short, as a
+            # shuffling DataLoader cuts them
+            for idx in orders[int(config["round"]) - 1][self.pid].split(BATCH):
                 opt.zero_grad()
-                nn.functional.cross_entropy(model(xb), yb).backward()
+                nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
                 opt.step()
             return get(model), len(x), {}
 
@@ -152,6 +167,7 @@ def _flower_seed(n_clients: int, rounds: int, seed: int) -> dict:
                          initial_parameters=ndarrays_to_parameters(get(mlp(seed))))
         return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds))
 
+    _start_ray(ray)
     t0 = time.perf_counter()
     run_simulation(server_app=ServerApp(server_fn=server_fn), client_app=ClientApp(client_fn=client_fn),
                    num_supernodes=n_clients,
@@ -163,6 +179,28 @@ def _flower_seed(n_clients: int, rounds: int, seed: int) -> dict:
         raise RuntimeError(f"Flower ran {len(rounds_s)} of {rounds} rounds")
     return {"rounds": rounds_s, "accuracy": scores.get(rounds), "total": total,
             "flwr": flwr.__version__, "ray": ray.__version__}
+
+
+def _start_ray(ray) -> None:
+    """Flower's Ray, started here as Flower's backend would start it (it uses a running Ray):
+    under load its raylet sometimes dies waiting for its metrics agent (a fixed 15 s in Ray
+    2.55), so a start that fails is tried again, as syft_lab's ``sy.ray.init`` does. Start-up
+    is not timed (round 1 is the warm-up, and no round waits for it)."""
+    pythonpath = os.pathsep.join(sys.path)  # what flwr's RayBackend.init_ray gives its actors
+    if os.environ.get("PYTHONPATH"):
+        pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
+    os.environ["PYTHONPATH"] = pythonpath
+    for attempt in range(4):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
+            return
+        except Exception as e:  # noqa: BLE001
+            print(f"bench_flower: Flower's Ray did not start (attempt {attempt + 1}): {str(e)[:200]}",
+                  file=sys.stderr, flush=True)
+            ray.shutdown()
+            if attempt == 3:
+                raise
+            time.sleep(3)
 
 
 def flower_python() -> tuple[str | None, str]:
@@ -207,10 +245,12 @@ def _flower_once(py: str, n_clients: int, rounds: int, seed: int) -> dict:
 
 
 # --- syft_lab ------------------------------------------------------------------------------------
-def _syft_fedavg(sy, workers, n_clients, name, seed=SEED):
+def _syft_fedavg(sy, workers, n_clients, name, seed=SEED, rounds=ROUNDS):
     x_tr, y_tr, x_te, y_te, parts = digits(n_clients, seed)
     fds = sy.BaseDataset(x_tr, y_tr, name=name).federate(workers, indices=parts)
-    fl = sy.federated.FedAvg(mlp(seed), fds, lr=LR, batch_size=BATCH, local_epochs=1, plans=True, seed=seed)
+    orders, index = shuffles(parts, rounds, seed), {w.id: k for k, w in enumerate(workers)}
+    fl = sy.federated.FedAvg(mlp(seed), fds, lr=LR, batch_size=BATCH, local_epochs=1, plans=True, seed=seed,
+                             order=lambda rnd, wid, epoch: orders[rnd - 1][index[wid]])
     return fl, fds, (x_te, y_te)
 
 
@@ -223,8 +263,8 @@ def _syft_rounds(sy, ray_workers, n, rounds, between=None, seeds=(SEED,)):
     sides = {}
     try:
         if ray_workers is not None:
-            sides["ray"] = _syft_fedavg(sy, ray_workers, n, f"bench_flower_r{n}", seeds[0])
-        sides["virtual"] = _syft_fedavg(sy, virtual, n, f"bench_flower_v{n}", seeds[0])
+            sides["ray"] = _syft_fedavg(sy, ray_workers, n, f"bench_flower_r{n}", seeds[0], rounds)
+        sides["virtual"] = _syft_fedavg(sy, virtual, n, f"bench_flower_v{n}", seeds[0], rounds)
         times = {k: [] for k in sides}
         order = list(sides)
         for r in range(rounds):
@@ -237,7 +277,7 @@ def _syft_rounds(sy, ray_workers, n, rounds, between=None, seeds=(SEED,)):
         out = {k: {"rounds": times[k], "accuracy": accuracy(fl.model, *test)} for k, (fl, _, test) in sides.items()}
         accs = {str(seeds[0]): out["virtual"]["accuracy"]}
         for seed in seeds[1:]:
-            fl, fds, test = _syft_fedavg(sy, virtual, n, f"bench_flower_v{n}_s{seed}", seed)
+            fl, fds, test = _syft_fedavg(sy, virtual, n, f"bench_flower_v{n}_s{seed}", seed, rounds)
             try:
                 fl.run(rounds, progress=False)
                 accs[str(seed)] = accuracy(fl.model, *test)
@@ -377,7 +417,14 @@ def _figures(figure, measured, sizes, rounds, why, smoke):
 def main(argv) -> int:
     if argv[:1] == ["--flower-child"]:
         seeds = tuple(int(s) for s in argv[3].split(",")) if len(argv) > 3 else (SEED,)
-        print(json.dumps(_flower_child(int(argv[1]), int(argv[2]), seeds)))
+        try:
+            print(json.dumps(_flower_child(int(argv[1]), int(argv[2]), seeds)), flush=True)
+        except BaseException:  # noqa: BLE001
+            import traceback
+
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)  # after a failed simulation flwr's thread pool can hang the interpreter's exit
         return 0
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(HERE.parent))

@@ -17,9 +17,12 @@ becomes the global model, which is then evaluated here. Local training is plain 
   load the global weights, every batch of every local epoch, the weighted copy for the sum),
   so a client costs a few messages per round, whatever its number of batches: the global
   weights with its shuffle and weight (one message), the plan run, its metrics and its term
-  of the sum, which goes to the aggregator (between Ray workers actor to actor). Every
-  client's messages are in flight before any reply is read: the clients train at once. The
-  batches, their order and the result are those of the one-after-another loop for a seed.
+  of the sum, which goes to the aggregator. Between Ray workers those four commands are ONE
+  actor call per client (``RayWorker.submit_calls``), whose term reply goes actor to actor
+  into the aggregator's sum (one add per client): a round is about one actor call per client
+  plus one per client on the aggregator, and the training. Every client's messages are in
+  flight before any reply is read: the clients train at once. The batches, their order and
+  the result are those of the one-after-another loop for a seed (or ``order=``'s).
   (A model with integer state, such as BatchNorm's counter, trains one plan message per batch,
   all clients in flight, instead.)
 
@@ -39,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..errors import SyftError
+from ..errors import SyftError, WorkerUnavailableError
 from ..plans import plan as make_plan
 from ..plans.pointer import PlanPointer
 from ..tensors.pointer import PointerTensor, wrap_result
@@ -129,11 +132,19 @@ class FedAvg:
     client's SGD; ``clients_per_round``: how many clients a round samples (all by default);
     ``plans``: one plan message per batch, all clients in flight, instead of op by op (sequential); ``aggregator``: the worker that
     averages (the first client's by default); ``accuracy``: also count correct argmax
-    predictions (classifiers); ``seed``: the shuffling and client sampling, repeatable."""
+    predictions (classifiers); ``seed``: the shuffling and client sampling, repeatable.
+
+    ``order``: the sample order of each client's local epochs, given instead of drawn (to run
+    the very batches another framework runs, or a curriculum): ``order(round, worker_id, epoch)``
+    returns a permutation of ``range(len(fds[worker_id]))`` (the client's own sample indices),
+    cut into batches of ``batch_size`` in that order. Without it each client's samples are
+    shuffled anew each epoch, one ``torch.randperm`` per sampled client (in the round's client
+    order) and epoch, drawn from ``torch.Generator().manual_seed(seed)``."""
 
     def __init__(self, model: nn.Module, fds: FederatedDataset, *, loss=F.cross_entropy, lr: float = 0.1,
                  batch_size: int = 32, local_epochs: int = 1, clients_per_round: int | None = None,
-                 plans: bool = False, aggregator=None, accuracy: bool = True, seed: int | None = 0):
+                 plans: bool = False, aggregator=None, accuracy: bool = True, seed: int | None = 0,
+                 order=None):
         if not isinstance(model, nn.Module) or any(isinstance(p, PointerTensor) for p in model.parameters()):
             raise SyftError("FedAvg trains a local nn.Module (call model.get() first if it was sent)")
         if not isinstance(fds, FederatedDataset):
@@ -142,6 +153,10 @@ class FedAvg:
             raise SyftError(f"clients_per_round is between 1 and {len(fds.workers)}, got {clients_per_round}")
         if aggregator is not None and not isinstance(aggregator, BaseWorker):
             raise SyftError(f"aggregator is a worker (e.g. a trusted secure_worker), got {type(aggregator).__name__}")
+        if order is not None and not callable(order):
+            raise SyftError(f"order is a function (round, worker_id, epoch) -> a permutation of the client's sample "
+                            f"indices, got {type(order).__name__}")
+        self.order = order
         self.model, self.fds, self.loss, self.lr = model, fds, loss, lr
         self.local_epochs, self.clients_per_round, self.plans = local_epochs, clients_per_round, plans
         self.aggregator, self.accuracy = aggregator, accuracy
@@ -185,6 +200,9 @@ class FedAvg:
         if not clients or unknown:
             raise SyftError(f"clients are some of {', '.join(self.fds.workers)}; got {clients}")
         t0 = time.perf_counter()
+        # every client's sample order, drawn (or asked of ``order``) before anything is sent, in
+        # the round's client order: the one-after-another loop's draws, whatever the mode
+        orders = {wid: self._batch_order(number, wid) for wid in clients}
         total = sum(self.loader.num_batches(c) for c in clients) * self.local_epochs
         bar = tqdm(total=total, desc=f"round {number}", unit="batch", leave=False, disable=not progress)
         def finished(wid, m):  # the chart shows each client as it finishes, while the round runs
@@ -195,15 +213,19 @@ class FedAvg:
             metrics = {}
             if self._whole:
                 prepared = {wid: self._client(number, wid) for wid in clients}
-                metrics, state = self._train_whole(number, prepared, bar, finished)
+                ray = all(hasattr(c.worker, "submit_calls") for c in prepared.values()) and hasattr(
+                    self.aggregator or prepared[clients[0]].worker, "submit_calls")  # Ray workers, all
+                train = self._train_whole_ray if ray else self._train_whole
+                metrics, state = train(number, prepared, orders, bar, finished)
             else:
                 if self.plans:
                     prepared = {wid: self._client(number, wid) for wid in clients}
-                    metrics = self._train_in_flight(number, prepared, bar, finished)
+                    metrics = self._train_in_flight(number, prepared, orders, bar, finished)
                 else:  # op by op: one client after another (each op waits for its reply)
                     for wid in clients:
                         client = self._client(number, wid)
-                        metrics[wid] = self._guard(number, wid, "local training", lambda: self._train(client, bar))
+                        metrics[wid] = self._guard(number, wid, "local training",
+                                                   lambda: self._train(wid, orders[wid], client, bar))
                         finished(wid, metrics[wid])
                 trained = {wid: self._clients[wid].model for wid in clients}
                 where = self.aggregator or self._clients[clients[0]].worker
@@ -344,7 +366,7 @@ class FedAvg:
         self._round_plan = plan
         return plan
 
-    def _train_whole(self, number: int, clients: dict, bar, finished):
+    def _train_whole(self, number: int, clients: dict, orders: dict, bar, finished):
         """Plans, a whole local round per client: every client's inbox and plan run are sent
         before any reply is read; as each client's run is read, its metrics are fetched and its
         term of the sum sent to the aggregator (``add_into``: in flight). Returns the metrics
@@ -357,8 +379,6 @@ class FedAvg:
             flat = torch.cat([t.detach().reshape(-1) for t in template])
         total = float(sum(len(self.fds[wid]) for wid in clients))
         where = self.aggregator or clients[next(iter(clients))].worker
-        # drawn in the order the one-after-another loop draws them: the same batches for one seed
-        orders = {wid: self._batch_order(wid) for wid in clients}
         acc = self._guard(number, where.id, "averaging", lambda: (check_alive(where),
                                                                   zeros_on(where, (flat.numel(),), dtype))[1])
         runs = {}
@@ -419,34 +439,124 @@ class FedAvg:
             off += k
         return metrics, values
 
+    def _train_whole_ray(self, number: int, clients: dict, orders: dict, bar, finished):
+        """``_train_whole`` between Ray workers: ONE actor call per client and one add on the
+        aggregator. The call (``RayWorker.submit_calls``) carries the round's inbox (the global
+        weights, the shuffle, the weight), the plan run and the fetches of its two outputs; the
+        metrics' reply is read here, the weighted term's reply goes actor to actor into the
+        aggregator's sum (``submit_run_from(ref=)``). Every client's call and every add are in
+        flight before any reply is read; the adds run in the clients' order. Same results as
+        ``_train_whole``."""
+        names = list(self.model.state_dict())
+        shapes = [t.shape for t in self.model.state_dict().values()]
+        template = [*self.model.parameters(), *self.model.buffers()]
+        dtype = template[0].dtype
+        with torch.no_grad():
+            flat = torch.cat([t.detach().reshape(-1) for t in template])
+        total = float(sum(len(self.fds[wid]) for wid in clients))
+        where = self.aggregator or clients[next(iter(clients))].worker
+        acc = self._guard(number, where.id, "averaging", lambda: (check_alive(where),
+                                                                  zeros_on(where, (flat.numel(),), dtype))[1])
+        calls = {}
+        for wid, c in clients.items():
+            inbox = torch.cat([flat, orders[wid].to(dtype), torch.tensor([len(self.fds[wid]) / total], dtype=dtype)])
+            ds = self.fds[wid]
+            calls[wid] = self._guard(number, wid, "local training", lambda: c.worker.submit_calls([
+                {"c": "run", "op": "aten.copy_.default", "a": [c.inbox._ref, inbox], "k": None},
+                {"c": "run_plan", "id": c.plan._ref.id,
+                 "a": [c.inbox._ref.id, ds.data.id_at_location, ds.targets.id_at_location],
+                 "s": [t._ref.id for t in c.state]},
+                {"c": "fetch", "@o": 0, "keep": False},  # [loss sum, correct]: read here
+                {"c": "fetch", "@o": 1, "keep": False},  # weight * new weights: to the aggregator
+            ], elsewhere=1))
+        acc = self._guard(number, where.id, "averaging", acc.result)
+        adds, failed = {}, None
+        for wid, (_, (term,)) in calls.items():
+            p = self._guard(number, where.id, "averaging", lambda: where.submit_run_from(
+                clients[wid].worker, None, "aten.add_.Tensor", [acc._ref, None], slot=1, ref=term))
+            if p is None:  # its worker is no longer a live Ray worker (its calls' replies say why)
+                failed = failed or (wid, WorkerUnavailableError(f"Ray worker {wid!r} is unavailable"))
+            else:
+                adds[wid] = p
+        metrics = {}
+        n_batches = {wid: self.loader.num_batches(wid) * self.local_epochs for wid in clients}
+        for wid, (pending, _) in calls.items():
+            try:
+                loss_sum, correct = gather(pending)[2].tolist()
+            except SyftError as e:
+                failed = failed or (wid, e)
+                continue
+            bar.update(n_batches[wid])
+            if failed is not None:
+                continue
+            n = self._trained(wid) * self.local_epochs
+            metrics[wid] = {"loss": loss_sum / n, "samples": self._trained(wid)}
+            if self.accuracy:
+                metrics[wid]["accuracy"] = correct / n
+            finished(wid, metrics[wid])
+        errors = {}
+        for wid, p in adds.items():  # every reply read, then the first failure named
+            try:
+                p.result()
+            except SyftError as e:
+                errors[wid] = e
+        if failed is not None:
+            raise FederatedRoundError(number, failed[0], "local training", failed[1]) from failed[1]
+        for wid, e in errors.items():  # the term's worker, if it went away; else the aggregator
+            try:
+                check_alive(clients[wid].worker)
+                culprit = where.id if "MoveSourceError" not in str(e) else wid
+            except SyftError:
+                culprit = wid
+            raise FederatedRoundError(number, culprit, "averaging", e) from e
+        average = self._guard(number, where.id, "averaging", lambda: where.submit_request(
+            {"c": "fetch", "id": acc.id_at_location, "keep": False}).result())
+        values, off = {}, 0
+        for name, shape in zip(names, shapes):
+            k = shape.numel()
+            values[name] = average[off:off + k].view(shape)
+            off += k
+        return metrics, values
+
     def _trained(self, wid: str) -> int:
         """The samples of ``wid`` one local epoch trains on (a short last batch dropped, or not)."""
         n, bs = len(self.fds[wid]), self.loader.batch_size
         return n - n % bs if self.loader.drop_last else n
 
-    def _batch_order(self, wid: str) -> torch.Tensor:
-        """The sample order of ``wid``'s local epochs, one shuffle each, drawn as the loader does."""
-        n, loader = len(self.fds[wid]), self.loader
-        return torch.cat([torch.randperm(n, generator=self.generator) if loader.shuffle else torch.arange(n)
-                          for _ in range(self.local_epochs)])
+    def _epoch_order(self, number: int, wid: str, epoch: int) -> torch.Tensor:
+        """The sample order of one local epoch of ``wid``: ``order``'s, checked, or a shuffle drawn
+        as the loader draws it."""
+        n = len(self.fds[wid])
+        if self.order is None:
+            return torch.randperm(n, generator=self.generator) if self.loader.shuffle else torch.arange(n)
+        got = self.order(number, wid, epoch)
+        got = torch.as_tensor(got)
+        if (got.dim() != 1 or got.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8)
+                or not torch.equal(torch.sort(got.long()).values, torch.arange(n))):
+            raise SyftError(f"order({number}, {wid!r}, {epoch}) gave {tuple(got.shape)} {got.dtype} values: it returns "
+                            f"a permutation of range({n}), the indices of {wid!r}'s samples")
+        return got.long()
 
-    def _batch_indices(self, wid: str) -> list[torch.Tensor]:
-        """The sample indices of every batch of ``wid``'s local epochs, shuffled as the loader does."""
+    def _batch_order(self, number: int, wid: str) -> torch.Tensor:
+        """The sample order of ``wid``'s local epochs, one shuffle each, drawn as the loader does."""
+        return torch.cat([self._epoch_order(number, wid, e) for e in range(self.local_epochs)])
+
+    def _batch_indices(self, wid: str, order: torch.Tensor) -> list[torch.Tensor]:
+        """The sample indices of every batch of ``wid``'s local epochs (``order``: theirs, one
+        after another), cut as the loader cuts them."""
         n, bs, loader = len(self.fds[wid]), self.loader.batch_size, self.loader
         stop = n - n % bs if loader.drop_last else n
         batches = []
-        for _ in range(self.local_epochs):
-            order = torch.randperm(n, generator=self.generator) if loader.shuffle else torch.arange(n)
-            batches += [order[start:start + bs] for start in range(0, stop, bs)]
+        for e in range(self.local_epochs):
+            batches += [order[e * n + start:e * n + min(start + bs, n)] for start in range(0, stop, bs)]
         return batches
 
-    def _train_in_flight(self, number: int, clients: dict, bar, finished) -> dict:
+    def _train_in_flight(self, number: int, clients: dict, orders: dict, bar, finished) -> dict:
         """Plans: batch k of every client is sent before any reply is read, so the clients train
         at once and a round costs about the round trips of one client's batches. A batch is three
         requests per client (its indices, the two index_selects, the plan), each step's in flight
         together; the plans' replies are read at the end."""
-        # drawn in the order the one-after-another loop draws them: the same batches for one seed
-        indices = {wid: self._batch_indices(wid) for wid in clients}
+        indices = {wid: self._batch_indices(wid, orders[wid]) for wid in clients}
         outputs = {wid: [] for wid in clients}
         for k in range(max(len(b) for b in indices.values())):
             step = {wid: clients[wid] for wid in clients if k < len(indices[wid])}
@@ -486,26 +596,29 @@ class FedAvg:
             finished(wid, metrics[wid])
         return metrics
 
-    def _train(self, client: _Client, bar) -> dict:
+    def _train(self, wid: str, order: torch.Tensor, client: _Client, bar) -> dict:
+        """Op by op: the loader's batches (cut on the worker by index ops), one after another."""
         losses, corrects, sizes = [], [], []
-        model, opt = client.model, client.opt
-        for _ in range(self.local_epochs):
-            for x, y in self.loader.batches(client.worker.id):
-                if client.step is not None:
-                    loss, correct = client.step(x, y)
-                else:
-                    opt.zero_grad()
-                    out = model(x)
-                    loss = self.loss(out, y)
-                    loss.backward()
-                    opt.step()
-                    with torch.no_grad():
-                        correct = (out.argmax(1) == y).sum() if self.accuracy else None
-                    loss = loss.detach()
-                losses.append(loss)
-                corrects.append(correct)
-                sizes.append(x.shape[0])
-                bar.update(1)
+        model, opt, ds = client.model, client.opt, self.fds[wid]
+        for idx in self._batch_indices(wid, order):
+            check_alive(client.worker)
+            index = client.worker.send(idx)
+            x, y = ds.data.index_select(0, index), ds.targets.index_select(0, index)
+            if client.step is not None:
+                loss, correct = client.step(x, y)
+            else:
+                opt.zero_grad()
+                out = model(x)
+                loss = self.loss(out, y)
+                loss.backward()
+                opt.step()
+                with torch.no_grad():
+                    correct = (out.argmax(1) == y).sum() if self.accuracy else None
+                loss = loss.detach()
+            losses.append(loss)
+            corrects.append(correct)
+            sizes.append(x.shape[0])
+            bar.update(1)
         return self._metrics(losses, corrects, sizes)
 
     def _metrics(self, losses, corrects, sizes) -> dict:

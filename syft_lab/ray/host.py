@@ -26,7 +26,7 @@ import socket
 import numpy as np
 import torch
 
-from ..commands import Ref
+from ..commands import NewObject, Ref
 from ..errors import SyftError
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Decoder, WireError, encode
 from ..workers.feed import EventFeed
@@ -168,6 +168,53 @@ class WorkerHost:
             return pack(encoded)
         return self._reply(service, session, msg, pack(encoded))
 
+    def calls(self, messages):
+        """Several commands in one actor call (a client's part of a federated round: the
+        round's inputs, its plan run, the fetches of the plan's outputs): ``messages`` is a
+        list of packed messages, each run in order exactly as ``call`` runs one (routing,
+        allow-list, quotas, session), and the result a tuple of their packed replies. Called
+        with Ray's ``num_returns=len(messages)``, each reply is an ObjectRef of its own: the
+        client reads some and hands others to another actor (a fetch's reply to the
+        aggregator's ``receive``), so one call costs one hop. A message with ``@o: k`` (and no
+        ``id``) names the k-th output of the last ``run_plan`` of this call (the ids are the
+        worker's: the client cannot know them when it sends); after a failed plan run it gets
+        an error reply. ``@x``: the reply goes to another actor (no pushed events)."""
+        if type(messages) is not list or not messages:
+            return _error(0, SyftError("calls takes a non-empty list of messages"))
+        self._finish_last()
+        replies, lasts, outputs = [], [], None
+        try:
+            for message in messages:
+                routed = self._begin(message, keep_last=True)
+                if type(routed) is not tuple:
+                    replies.append(routed)
+                    continue
+                msg, service, session = routed
+                elsewhere = msg.pop("@x", None)
+                slot = msg.pop("@o", None)
+                if slot is not None:
+                    if type(slot) is not int or "id" in msg or msg.get("c") != "fetch":
+                        replies.append(_error(msg.get("r", 0), SyftError("'@o' is a fetch's index into the outputs of "
+                                                                         "the call's last run_plan (with no 'id')")))
+                        continue
+                    if outputs is None or not 0 <= slot < len(outputs):
+                        replies.append(_error(msg.get("r", 0), SyftError(
+                            "the plan run before this fetch failed or has no such output: nothing to fetch")))
+                        continue
+                    msg["id"] = outputs[slot]
+                if msg.get("c") == "run_plan":
+                    outputs = None
+                reply, then = service.handle(msg, session)
+                if msg.get("c") == "run_plan" and type(reply.get("ok")) is list:
+                    outputs = [o.id for o in reply["ok"] if type(o) is NewObject]
+                encoded, then = _encoded(service, reply, then)
+                lasts.append((service, then, encoded))
+                packed = pack(encoded)
+                replies.append(packed if elsewhere else self._reply(service, session, msg, packed))
+        finally:
+            self._last = lasts or None  # until Ray has copied the replies (the next call begins)
+        return tuple(replies) if len(replies) > 1 else replies[0]
+
     def _reply(self, service, session, msg, packed):
         """A call's packed reply, with the events this session is owed before it, if it follows."""
         if not self.followers:
@@ -205,12 +252,14 @@ class WorkerHost:
             reply["ok"] = [reply["ok"], list(obj.shape), obj.dtype]
         return self._reply(service, session, msg, bytes(encode(reply, chunk_size=NO_CHUNK).frames[0]))
 
-    def _begin(self, message, check=None):
+    def _begin(self, message, check=None, keep_last=False):
         """What every call does first: the previous reply is done (Ray has copied it), then
         the message is routed (and ``check(msg, service)`` run, which may add to it). Returns
         ``(msg, service, session)``, or what the call answers at once: ``RESTARTED``, or an
-        error reply (a WireError, a worker id this actor does not host, a bad session id)."""
-        self._finish_last()
+        error reply (a WireError, a worker id this actor does not host, a bad session id).
+        ``keep_last``: a message of ``calls``, whose earlier replies have not gone out yet."""
+        if not keep_last:
+            self._finish_last()
         rid = 0
         try:
             msg, service, session = self._route(message)
@@ -229,10 +278,10 @@ class WorkerHost:
         last, self._last = self._last, None
         if last is None:
             return
-        service, then, _encoded = last
-        if then is not None and then.sent is not None:
-            then.sent()
-        service.reply_done(then)
+        for service, then, _encoded in (last if type(last) is list else [last]):
+            if then is not None and then.sent is not None:
+                then.sent()
+            service.reply_done(then)
 
     def end_session(self, worker_id: str, session_id: str) -> None:
         """The client closed: release every reference its session holds."""
@@ -251,6 +300,20 @@ class MoveSourceError(SyftError):
 def _with_push(push, packed):
     """A reply and the push owed before it: ``(push frame, packed reply)``; the reply alone if none."""
     return packed if push is None else (push, packed)
+
+
+def _encoded(service, reply, then):
+    """A reply dict encoded as ``WorkerService.encoded_reply`` encodes it: ``(Encoded, then)``;
+    one that cannot travel becomes an error reply (and a fetched object goes back)."""
+    try:
+        return encode(reply, max_message_size=service.max_message_size,
+                      copy=then is not None and then.snapshot), then
+    except WireError as e:
+        if then is not None:
+            if then.failed is not None:
+                then.failed()
+            service.reply_done(then)
+        return encode(error_reply(reply.get("r", 0), e)), None
 
 
 def _error(rid, e) -> bytes:

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..errors import SyftError
 from ..workers.registry import all_workers
 
+START_ATTEMPTS = 4  # a local Ray's start, tried again when it timed out (a loaded machine)
 LOCAL_OBJECT_STORE = 2 * 2**30  # a local Ray's shared-memory object store (Ray's default: 30% of RAM)
 
 
@@ -129,14 +130,15 @@ def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, q
     if kwargs["_node_ip_address"] == "127.0.0.1" and before is not None:
         constants.ENABLE_RAY_CLUSTER = False
     try:
-        for attempt in (1, 2):
+        for attempt in range(1, START_ATTEMPTS + 1):
             try:
                 ray.init(address="local", num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
                          object_store_memory=object_store_memory or LOCAL_OBJECT_STORE, **kwargs)
                 break
             except Exception as e:
-                # Ray waits a fixed 30 s for its raylet; on a loaded machine that can pass: once more
-                if attempt == 2 or "timed out during startup" not in str(e):
+                # Ray waits a fixed 30 s for its raylet, and its raylet a fixed 15 s for its metrics
+                # agent (a Python process): on a loaded machine either can pass. Again, a few times
+                if attempt == START_ATTEMPTS or "timed out during startup" not in str(e):
                     raise
                 ray.shutdown()
     finally:

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import collections
 import secrets
+import threading
 import time
 import weakref
 
-from ..errors import RemoteError, WorkerUnavailableError
+from ..errors import RemoteError, SyftError, WorkerUnavailableError
 from ..tensors.pointer import PointerTensor
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, encode
 from ..workers.base import check_worker_id
-from ..workers.protocol import ConnectionLost, FramedTransport, FramedWorker, error_from_reply
+from ..workers.protocol import ConnectionLost, FramedTransport, FramedWorker, Pending, error_from_reply
 from .host import RESTARTED, MoveSourceError, WorkerHost, _error, pack, unpack
 from .runtime import ensure_initialized
 
@@ -178,6 +179,29 @@ class RayTransport(FramedTransport):
             ref = self.actor.receive.remote(pack(encoded), source[1])
         del encoded  # Ray has copied the arguments into its object store
         self._replies.append((ref, source, msg.get("r", 0)))
+
+    def send_calls(self, msgs: list, elsewhere: int) -> list:
+        """Send ``msgs`` in ONE actor call (``WorkerHost.calls``): the first ``len(msgs) -
+        elsewhere`` are this client's requests (their replies are read in order, as any
+        request's); the last ``elsewhere`` are for another actor to read (a fetch whose reply
+        the aggregator adds): their ObjectRefs are returned."""
+        encoded, rids = [], []
+        for k, msg in enumerate(msgs):
+            self._rid += 1
+            msg["r"] = self._rid
+            if k >= len(msgs) - elsewhere:
+                msg["@x"] = 1
+            else:
+                rids.append(self._rid)
+            encoded.append(pack(self._encode(msg)))
+        call = self.actor.calls.options(num_returns=len(msgs)) if len(msgs) > 1 else self.actor.calls
+        refs = call.remote(encoded)
+        refs = list(refs) if len(msgs) > 1 else [refs]
+        del encoded
+        for ref, rid in zip(refs, rids):
+            self._replies.append((ref, None, rid))
+            self._in_flight.append(rid)
+        return refs[len(rids):]
 
     def call_ref(self, msg: dict):
         """Send one request and leave its reply in Ray's object store: returns the ObjectRef
@@ -341,13 +365,48 @@ class RayWorker(FramedWorker):
                 raise
         return PointerTensor(self, new_id, shape, dtype, requires_grad=requires_grad)
 
+    def submit_calls(self, msgs: list, *, elsewhere: int = 0):
+        """Submit several command messages in ONE actor call, none awaited: ``(Pendings of the
+        first len(msgs) - elsewhere, ObjectRefs of the replies of the last elsewhere)``. The
+        messages run in order on the worker, as if sent one by one; a ``fetch`` with ``"@o": k``
+        (no ``"id"``) takes the k-th output of the last ``run_plan`` before it (host.WorkerHost.calls).
+        An ObjectRef goes to another Ray worker's ``submit_run_from(..., ref=)``: the reply
+        travels actor to actor, never read here."""
+        if self._batch is not None:
+            raise SyftError(f"submit cannot run inside sy.batch({self.id}): the batch sends its ops at its end")
+        if not 0 <= elsewhere < len(msgs):
+            raise SyftError("submit_calls takes at least one message whose reply is read here")
+        if self._owner == threading.get_ident():
+            raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
+        pending = [Pending(self) for _ in range(len(msgs) - elsewhere)]
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                transport = self.transport
+                if not self._waiting and transport.state != "connected":
+                    transport.ensure_open()
+                rel = self._take_releases(msgs[0])
+                try:
+                    refs = transport.send_calls(msgs, elsewhere)
+                except ConnectionLost:
+                    if rel:
+                        self._releases.extendleft(reversed(rel))
+                    self._fail_waiting(None)
+                    raise
+                self._waiting.extend(pending)
+            finally:
+                self._owner = None
+        return pending, refs
+
     def submit_run_from(self, source, obj_id: int, op: str, args: list, kwargs=None, *, slot: int,
-                        keep_source: bool = False):
+                        keep_source: bool = False, ref=None):
         """Submit the op ``op`` (its wire name, e.g. ``"aten.add_.Tensor"``) on this worker, its
         argument ``args[slot]`` (None there) being object ``obj_id`` of the Ray worker ``source``:
         the object goes actor to actor through Ray's object store, never through this process,
         and no reply is awaited (``Pending``). Without ``keep_source`` the object leaves the
-        source. Returns None when ``source`` is not a live Ray worker (then copy it first)."""
+        source. ``ref``: instead, the ObjectRef of a reply of ``source`` that holds the object
+        (``submit_calls``' elsewhere; ``obj_id`` is then unused). Returns None when ``source``
+        is not a live Ray worker (then copy it first)."""
         if not isinstance(source, RayWorker) or source.state in (CLOSED, DEAD) or source.transport.health:
             return None
         if self._batch is not None:
@@ -355,7 +414,8 @@ class RayWorker(FramedWorker):
         args = list(args)
         if not 0 <= slot < len(args) or args[slot] is not None:
             raise SyftError("submit_run_from takes args with None at the moved object's slot")
-        ref = source.transport.call_ref({"c": "fetch", "id": obj_id, "keep": keep_source})
+        if ref is None:
+            ref = source.transport.call_ref({"c": "fetch", "id": obj_id, "keep": keep_source})
         return self._submit({"c": "run", "op": op, "a": args, "k": kwargs, "@m": slot, "src": (source, ref)})
 
     def _source_error(self, source, ref, e):

@@ -28,17 +28,19 @@ def setup(trio):
     fds.unload()
 
 
-def by_hand(model, x, y, slices, rounds, *, lr, batch_size, seed):
-    """The same training here: each client runs SGD on its shuffled batches, then the
-    sample-weighted average becomes the global model."""
+def by_hand(model, x, y, slices, rounds, *, lr, batch_size, seed, orders=None):
+    """The same training here: each client runs SGD on its shuffled batches (or on the batches
+    of ``orders(round, wid)``, a permutation of its own samples), then the sample-weighted
+    average becomes the global model."""
     g = torch.Generator().manual_seed(seed)
-    for _ in range(rounds):
+    for r in range(1, rounds + 1):
         trained = {}
         for wid, idx in slices.items():
             client = net()
             client.load_state_dict(model.state_dict())
             opt = torch.optim.SGD(client.parameters(), lr=lr)
-            order = torch.tensor(idx)[torch.randperm(len(idx), generator=g)]
+            perm = torch.randperm(len(idx), generator=g) if orders is None else orders(r, wid)
+            order = torch.tensor(idx)[perm]
             for b in order.split(batch_size):
                 opt.zero_grad()
                 F.cross_entropy(client(x[b]), y[b]).backward()
@@ -67,6 +69,35 @@ def test_rounds_equal_local_sgd_and_the_weighted_average(setup, plans):
     assert results[-1].global_["loss"] < results[0].global_["loss"]
     assert all(0 <= c["accuracy"] <= 1 and c["loss"] > 0 for r in results for c in r.clients.values())
     assert type(model[0].weight) is nn.Parameter  # the global model stayed here
+
+
+@pytest.mark.parametrize("plans", [False, True], ids=["op_by_op", "plans"])
+def test_a_given_sample_order_trains_on_exactly_those_batches(setup, plans):
+    """order=: the batches another framework runs (each round's permutation of a client's own
+    samples), not the seeded shuffles; a function that gives no permutation is refused."""
+    x, y, fds = setup
+    g = torch.Generator().manual_seed(11)
+    table = {(r, w): torch.randperm(len(i), generator=g) for r in (1, 2) for w, i in SLICES.items()}
+    seen = []
+
+    def order(rnd, wid, epoch):
+        seen.append((rnd, wid, epoch))
+        return table[(rnd, wid)]
+
+    model = net()
+    sy.federated.FedAvg(model, fds, lr=0.2, batch_size=5, plans=plans, seed=7, order=order).run(2, progress=False)
+    expected = by_hand(net(), x, y, SLICES, 2, lr=0.2, batch_size=5, seed=7, orders=lambda r, w: table[(r, w)])
+    for p, q in zip(model.parameters(), expected.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    assert sorted(seen) == sorted((r, w, 0) for r in (1, 2) for w in SLICES)
+    seeded = net()
+    sy.federated.FedAvg(seeded, fds, lr=0.2, batch_size=5, plans=plans, seed=7).run(2, progress=False)
+    assert not torch.allclose(seeded[0].weight, model[0].weight, atol=1e-4)  # other batches, another model
+    bad = sy.federated.FedAvg(net(), fds, lr=0.2, batch_size=5, plans=plans, order=lambda r, w, e: torch.arange(5))
+    with pytest.raises(sy.SyftError, match=r"order\(1, 'bob', 0\) gave \(5,\).*permutation of range\(12\)"):
+        bad.round(progress=False)
+    with pytest.raises(sy.SyftError, match="order is a function"):
+        sy.federated.FedAvg(net(), fds, order=[0, 1])
 
 
 def test_client_metrics_are_the_training_loss_and_accuracy(setup):

@@ -126,3 +126,54 @@ def test_messages_to_the_actor_are_wire_bytes_only(ray_pair):
         reply = ray_host.unpack(ray.get(bob.actor.receive.remote(message, source)), 2**20)
         assert reply["err"]["t"] == "SyftError" and "receive takes" in reply["err"]["m"]
     assert bob.ping() and bob.state == "connected"
+
+
+def double_and_sum(x):
+    return x * 2, x.sum()
+
+
+def test_several_commands_in_one_actor_call(ray_pair, monkeypatch):
+    """submit_calls (a FedAvg client's round: its inputs, the plan run, the fetches of the plan's
+    outputs) is one actor call: the commands run in order as if sent one by one; a fetch names a
+    plan output by its index (@o); a reply handed elsewhere goes into alice's sum actor to actor;
+    a plan run that fails makes its fetches fail, nothing is left behind, and bob answers on."""
+    bob, alice = ray_pair
+    settle(bob, alice)
+    plan = sy.plan(double_and_sum)
+    plan.build(torch.ones(3))
+    pp = plan.send(bob)
+    x, acc = torch.tensor([1.0, 2.0, 3.0]).send(bob), torch.ones(3).send(alice)
+    before = len(bob.objects)
+    calls = []
+    real = ray_worker.RayTransport.send_calls
+    monkeypatch.setattr(ray_worker.RayTransport, "send_calls",
+                        lambda self, msgs, elsewhere: calls.append(len(msgs)) or real(self, msgs, elsewhere))
+    pending, (term,) = bob.submit_calls([
+        {"c": "run", "op": "aten.add_.Tensor", "a": [x._ref, 1.0], "k": None},
+        {"c": "run_plan", "id": pp._ref.id, "a": [x.id_at_location]},
+        {"c": "fetch", "@o": 1, "keep": False},
+        {"c": "fetch", "@o": 0, "keep": False},
+    ], elsewhere=1)
+    add = alice.submit_run_from(bob, None, "aten.add_.Tensor", [acc._ref, None], slot=1, ref=term)
+    results = sy.workers.gather(pending)
+    assert add.result() is not None and calls == [4]
+    assert torch.equal(results[2], torch.tensor(9.0))  # (x + 1).sum(), x + 1 = [2, 3, 4]
+    assert torch.equal(acc.clone().get(), torch.tensor([5.0, 7.0, 9.0]))  # 1 + 2 * (x + 1)
+    assert len(bob.objects) == before  # the plan's outputs left with their fetches
+    pending, (term,) = bob.submit_calls([
+        {"c": "run_plan", "id": pp._ref.id, "a": [acc.id_at_location]},  # not bob's: the run fails
+        {"c": "fetch", "@o": 0, "keep": False},
+        {"c": "fetch", "@o": 1, "keep": False},
+    ], elsewhere=1)
+    add = alice.submit_run_from(bob, None, "aten.add_.Tensor", [acc._ref, None], slot=1, ref=term)
+    with pytest.raises(ObjectNotFoundError):
+        pending[0].result()
+    with pytest.raises(RemoteError, match="the plan run before this fetch failed"):
+        pending[1].result()
+    with pytest.raises(RemoteError, match="could not send it: SyftError: the plan run before this fetch failed"):
+        add.result()
+    assert torch.equal(acc.clone().get(), torch.tensor([5.0, 7.0, 9.0]))  # unchanged
+    assert len(bob.objects) == before and bob.ping()
+    assert torch.equal(x.clone().get(), torch.tensor([2.0, 3.0, 4.0]))
+    del x, acc, pp, term
+    settle(bob, alice)
