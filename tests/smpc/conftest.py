@@ -57,9 +57,11 @@ def parties(request):
     assert not left, f"objects left on the workers: {left}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def smpc_procs(token_file):
-    """alice, bob, dave (parties) and carol (crypto provider) as worker processes on 127.0.0.1."""
+    """alice, bob, dave (parties) and carol (crypto provider) as worker processes on 127.0.0.1:
+    started once for every smpc test file a test process runs (each test is its own client
+    session, and a closed session's objects are released)."""
     procs = start_processes(("alice", "bob", "carol", "dave"), token_file)
     yield procs
     for p in procs.values():
