@@ -200,20 +200,25 @@ class _LeanConnection:
                 self._read(timeout)
             return messages.popleft()
 
+    def poll(self) -> None:
+        """Read what has arrived, without waiting (pings, a push, the worker's close or EOF), so
+        ``state`` tells a connection the worker closed; a call reading meanwhile does it itself."""
+        if not self.io.acquire(blocking=False):
+            return
+        try:
+            if not self._broken and self.protocol.state is State.OPEN:
+                while True:
+                    self._read(0)
+        except (TimeoutError, OSError):
+            pass
+        except Exception:  # a protocol error: the connection is unusable
+            self._broken = True
+        finally:
+            self.io.release()
+
     def _keepalive(self) -> None:
         while not self._closed.wait(KEEPALIVE):
-            if not self.io.acquire(blocking=False):
-                continue  # a call is reading: it answers the pings
-            try:
-                if not self._broken and self.protocol.state is State.OPEN:
-                    while True:
-                        self._read(0)
-            except (TimeoutError, OSError):
-                pass
-            except Exception:  # a protocol error: the next call finds the connection closed
-                self._broken = True
-            finally:
-                self.io.release()
+            self.poll()  # (skipped while a call is reading: it answers the pings)
 
     def close(self, code: int = CLOSE_DONE) -> None:
         self._closed.set()
@@ -255,7 +260,11 @@ class WebSocketTransport(FramedTransport):
 
     def _is_open(self) -> bool:
         ws = self.ws
-        return ws is not None and ws.state is State.OPEN
+        if ws is None:
+            return False
+        if not self._in_flight:  # between requests: a worker that went away is noticed now, not by the next reply
+            ws.poll()
+        return ws.state is State.OPEN
 
     def _connect(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
