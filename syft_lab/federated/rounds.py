@@ -458,17 +458,25 @@ class FedAvg:
         acc = self._guard(number, where.id, "averaging", lambda: (check_alive(where),
                                                                   zeros_on(where, (flat.numel(),), dtype))[1])
         calls = {}
-        for wid, c in clients.items():
-            inbox = torch.cat([flat, orders[wid].to(dtype), torch.tensor([len(self.fds[wid]) / total], dtype=dtype)])
-            ds = self.fds[wid]
-            calls[wid] = self._guard(number, wid, "local training", lambda: c.worker.submit_calls([
-                {"c": "run", "op": "aten.copy_.default", "a": [c.inbox._ref, inbox], "k": None},
-                {"c": "run_plan", "id": c.plan._ref.id,
-                 "a": [c.inbox._ref.id, ds.data.id_at_location, ds.targets.id_at_location],
-                 "s": [t._ref.id for t in c.state]},
-                {"c": "fetch", "@o": 0, "keep": False},  # [loss sum, correct]: read here
-                {"c": "fetch", "@o": 1, "keep": False},  # weight * new weights: to the aggregator
-            ], elsewhere=1))
+        try:
+            for wid, c in clients.items():
+                inbox = torch.cat([flat, orders[wid].to(dtype),
+                                   torch.tensor([len(self.fds[wid]) / total], dtype=dtype)])
+                ds = self.fds[wid]
+                calls[wid] = self._guard(number, wid, "local training", lambda: c.worker.submit_calls([
+                    {"c": "run", "op": "aten.copy_.default", "a": [c.inbox._ref, inbox], "k": None},
+                    {"c": "run_plan", "id": c.plan._ref.id,
+                     "a": [c.inbox._ref.id, ds.data.id_at_location, ds.targets.id_at_location],
+                     "s": [t._ref.id for t in c.state]},
+                    {"c": "fetch", "@o": 0, "keep": False},  # [loss sum, correct]: read here
+                    {"c": "fetch", "@o": 1, "keep": False},  # weight * new weights: to the aggregator
+                ], elsewhere=1))
+        except FederatedRoundError:
+            try:  # the sum's start becomes a pointer, dropped at once: the aggregator releases it
+                acc.result()
+            except SyftError:
+                pass
+            raise
         acc = self._guard(number, where.id, "averaging", acc.result)
         adds, failed = {}, None
         for wid, (_, (term,)) in calls.items():

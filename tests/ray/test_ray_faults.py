@@ -115,10 +115,12 @@ def test_a_move_of_a_missing_object_names_the_source(ray_pair):
     del p
 
 
-def test_a_client_killed_mid_round_is_named_and_the_global_model_is_unchanged(ray_pair, fresh_worker, kill_actor):
-    """FedAvg with plans on Ray workers (every client in flight): carol's actor is killed while
-    the round runs, once bob's results are in; the round names her, changes nothing, and runs
-    again without her."""
+def test_a_client_killed_mid_round_is_named_and_the_global_model_is_unchanged(ray_pair, fresh_worker, kill_actor,
+                                                                             monkeypatch):
+    """FedAvg with plans on Ray workers (every client in flight, one actor call each): carol's
+    actor is killed while the round runs, once bob's and alice's calls are in flight and before
+    hers is sent (a client whose results are all in when it dies has done its part: the round
+    has them); the round names her, changes nothing, and runs again without her."""
     bob, alice = ray_pair
     carol = fresh_worker("carol_fl")
     g = torch.Generator().manual_seed(0)
@@ -130,13 +132,22 @@ def test_a_client_killed_mid_round_is_named_and_the_global_model_is_unchanged(ra
         fl = sy.federated.FedAvg(model, fds, lr=0.2, batch_size=4, plans=True)
         fl.round(progress=False)
         before = {k: v.clone() for k, v in model.state_dict().items()}
-        chart = sy.federated.RoundChart()
-        chart.observe(lambda change: kill_actor(carol.actor) if "bob" in change["new"].get("clients", {}) else None,
-                      names="running")
+        real = carol.submit_calls
+        in_flight = []
+
+        def killed_first(msgs, **kw):
+            in_flight.extend(len(w.transport._replies) for w in (bob, alice))
+            kill_actor(carol.actor)
+            return real(msgs, **kw)
+
+        monkeypatch.setattr(carol, "submit_calls", killed_first)
         with pytest.raises(sy.federated.FederatedRoundError,
                            match=r"round 2: worker 'carol_fl' failed during .*Ray worker 'carol_fl'.*"
                                  r"global model is unchanged") as e:
-            fl.round(chart=chart, progress=False)
+            fl.round(progress=False)
+        monkeypatch.undo()
+        # bob's and alice's rounds were in flight (3 replies each to read here; bob, the aggregator, also the sum's start)
+        assert len(in_flight) == 2 and all(n >= 3 for n in in_flight), in_flight
         assert e.value.worker_id == "carol_fl"
         assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
         assert len(fl.history) == 1
