@@ -262,8 +262,9 @@ class WebSocketTransport(FramedTransport):
         ws = self.ws
         if ws is None:
             return False
-        if not self._in_flight:  # between requests: a worker that went away is noticed now, not by the next reply
-            ws.poll()
+        # a worker that went away is noticed now, not by the next reply (what arrives meanwhile
+        # waits for its reader; a call reading at this moment reads for itself)
+        ws.poll()
         return ws.state is State.OPEN
 
     def _connect(self) -> None:
