@@ -318,3 +318,4 @@ def _register():
 
 
 _register()
+fp.register_functions(reciprocal=reciprocal, up=up)  # what % by a shared value builds on (fixed_precision.py)

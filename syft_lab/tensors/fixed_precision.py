@@ -859,7 +859,7 @@ def _remainder_shared(x: FPT, m: FPT) -> FPT:
     precision) is floored to k = floor(q - 1/2) or one more (a truncation): floor(x / m) - 1, + 0
     or + 1. r = s x - |m| k is exact (integer products), in [-|m|, 2|m|); one sign-bit circuit on the
     stacked [r, r - |m|] and one product put it back in [0, |m|)."""
-    from ..smpc.approximations import reciprocal, up
+    reciprocal, up = _FUNCTIONS["reciprocal"], _FUNCTIONS["up"]  # syft_lab/smpc/approximations.py's
 
     shape = list(torch.broadcast_shapes(tuple(x.shape), tuple(m.shape)))
     xc, mc = x.child, m.child
@@ -1069,6 +1069,15 @@ for _op in (aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose, 
             aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.unfold,
             aten.repeat, aten.narrow, aten.flatten, aten.contiguous):
     _HANDLERS[_op] = _structural
+
+
+_FUNCTIONS: dict = {}  # functions of syft_lab/smpc/approximations.py that ops here build on (% by a shared value)
+
+
+def register_functions(**functions) -> None:
+    """The approximations' functions that ops here compose (``reciprocal``, ``up``): registered by
+    syft_lab/smpc/approximations.py as it loads (it imports this module, so this one cannot import it)."""
+    _FUNCTIONS.update(functions)
 
 
 def register_handlers(handlers: dict) -> None:
