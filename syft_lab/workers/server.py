@@ -95,6 +95,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+_READS_ACROSS_SESSIONS = ("summary", "ledger", "search")  # what reads the store as every session left it
+
 class _NotQuick(Exception):
     pass
 
@@ -548,6 +550,11 @@ class WorkerServer:
                 if msg is None:
                     continue  # streamed buffers still arriving
                 cmd = msg.get("c")
+                if cmd in _READS_ACROSS_SESSIONS:
+                    # a connection that closed a moment ago may not have run its handler's end yet
+                    # (the closing handshake is answered before it): one turn of the loop lets it
+                    # queue its session's release, so a read sees what the closed client stored gone
+                    await asyncio.sleep(0)
                 if cmd == "hello":
                     session = self._attach(msg, session)
                 if session is None:
