@@ -826,16 +826,7 @@ def _remainder(func, args, kwargs):
     if not isinstance(x, FPT):
         raise SyftError("% on fixed precision tensors takes a fixed precision dividend and a public or shared "
                         "fixed precision modulus")
-    if isinstance(m, FPT):
-        m = m.float_precision()
-    s = _scalar(m)
-    if s is None and isinstance(m, torch.Tensor) and m.numel() and bool((m == m.reshape(-1)[0]).all()):
-        s = m.reshape(-1)[0].item()
-    if s is None:
-        raise SyftError("% on fixed precision tensors takes one public modulus (a number), not a tensor of several")
-    d = int(round(s * x.scale))
-    if d == 0:
-        raise SyftError(f"% by {s}: the modulus encodes as 0 at precision {x.precision}")
+    d = _modulus_encoding(x, m)
     if d > 0:
         return _wrap(x, _floor_mod(x.child, d))
     return _wrap(x, -_floor_mod(-x.child, -d))
