@@ -423,21 +423,9 @@ class FedAvg:
         for wid, p, _term in adds:
             try:
                 p.result()
-            except SyftError as e:  # the term's worker, if it went away; else the aggregator
-                try:
-                    check_alive(clients[wid].worker)
-                    culprit = where.id if "MoveSourceError" not in str(e) else wid
-                except SyftError:
-                    culprit = wid
-                raise FederatedRoundError(number, culprit, "averaging", e) from e
-        average = self._guard(number, where.id, "averaging", lambda: where.submit_request(
-            {"c": "fetch", "id": acc.id_at_location, "keep": False}).result())
-        values, off = {}, 0
-        for name, shape in zip(names, shapes):
-            k = shape.numel()
-            values[name] = average[off:off + k].view(shape)
-            off += k
-        return metrics, values
+            except SyftError as e:
+                raise FederatedRoundError(number, _averaging_culprit(clients, where, wid, e), "averaging", e) from e
+        return metrics, self._fetched_average(number, where, acc, names, shapes)
 
     def _train_whole_ray(self, number: int, clients: dict, orders: dict, bar, finished):
         """``_train_whole`` between Ray workers: ONE actor call per client and one add on the
@@ -510,13 +498,12 @@ class FedAvg:
                 errors[wid] = e
         if failed is not None:
             raise FederatedRoundError(number, failed[0], "local training", failed[1]) from failed[1]
-        for wid, e in errors.items():  # the term's worker, if it went away; else the aggregator
-            try:
-                check_alive(clients[wid].worker)
-                culprit = where.id if "MoveSourceError" not in str(e) else wid
-            except SyftError:
-                culprit = wid
-            raise FederatedRoundError(number, culprit, "averaging", e) from e
+        for wid, e in errors.items():
+            raise FederatedRoundError(number, _averaging_culprit(clients, where, wid, e), "averaging", e) from e
+        return metrics, self._fetched_average(number, where, acc, names, shapes)
+
+    def _fetched_average(self, number: int, where, acc, names, shapes) -> dict:
+        """The aggregator's streamed sum, fetched (and dropped there), as the model's tensors by name."""
         average = self._guard(number, where.id, "averaging", lambda: where.submit_request(
             {"c": "fetch", "id": acc.id_at_location, "keep": False}).result())
         values, off = {}, 0
@@ -524,7 +511,7 @@ class FedAvg:
             k = shape.numel()
             values[name] = average[off:off + k].view(shape)
             off += k
-        return metrics, values
+        return values
 
     def _trained(self, wid: str) -> int:
         """The samples of ``wid`` one local epoch trains on (a short last batch dropped, or not)."""
@@ -657,3 +644,13 @@ def run_rounds(model: nn.Module, fds: FederatedDataset, rounds: int, *, evaluate
                progress: bool = True, **options) -> list[RoundResult]:
     """``FedAvg(model, fds, **options).run(rounds, ...)``: the global model is ``model``, trained in place."""
     return FedAvg(model, fds, **options).run(rounds, evaluate=evaluate, chart=chart, progress=progress)
+
+
+def _averaging_culprit(clients, where, wid: str, e) -> str:
+    """Whom a failed add into the aggregator's sum names: the term's worker if it went away (or its
+    term could not be moved), else the aggregator."""
+    try:
+        check_alive(clients[wid].worker)
+        return where.id if "MoveSourceError" not in str(e) else wid
+    except SyftError:
+        return wid
