@@ -160,3 +160,20 @@ test("ghosts go back into a lane's rows where they were, oldest place first", ()
   assert.equal(withGhosts(rows, undefined), rows);
   assert.equal(rows.length, 3);
 });
+
+test("one run of a cell is one step: a refresh while it ran and the one at its end join, their events kept", () => {
+  const w0 = w(0, []);
+  const mid = w(1, [], { by: "cell", cell: 3, code: "x_ptr = x.send(bob)", events: [{ type: "stored", worker: "bob" }] });
+  const end = w(2, [], { by: "cell", cell: 3, code: "x_ptr = x.send(bob)", events: [] });
+  let h = recordStep(recordStep(recordStep([], null, w0), w0, mid), mid, end);
+  assert.deepEqual(h.map((e) => [e.rev, e.step?.cell ?? null]), [[0, null], [2, 3]]);
+  assert.equal(h[1].world, end);
+  assert.deepEqual(h[1].step.events, [{ type: "stored", worker: "bob" }]);
+  assert.equal(stepLabel(h[1]), "[3] stored on bob");
+  // the next run of the cell (a new In[] number), an action and an event are steps of their own
+  const again = w(3, [], { by: "cell", cell: 4, code: "x_ptr = x.send(bob)", events: [] });
+  const button = w(4, [], { by: "action", cell: null, code: "x_ptr.get()", events: [] });
+  const button2 = w(5, [], { by: "action", cell: null, code: "y.get()", events: [] });
+  h = recordStep(recordStep(recordStep(h, end, again), again, button), button, button2);
+  assert.deepEqual(h.map((e) => e.rev), [0, 2, 3, 4, 5]);
+});

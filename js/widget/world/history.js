@@ -60,17 +60,28 @@ export function replayText(entry) {
  * The history after the world `next` arrives (the world before it was `prev`, null at first):
  * `history` itself when `next` is already its last world, else a new array. Entries are
  * {rev, step, world}; the first is the world when the view opened (step null); a new revision
- * without a step is an "event" step. At most `max` entries: the oldest steps after the first go.
+ * without a step is an "event" step; a step of the cell run the last step came from (a refresh
+ * while it ran) replaces that step, their events joined. At most `max` entries: the oldest steps after the first go.
  */
 export function recordStep(history, prev, next, max = HISTORY) {
   if (history.length && history[history.length - 1].world === next) return history;
   const out = history.slice();
   if (!out.length) out.push({ rev: prev?.rev ?? next.rev, step: null, world: prev || next });
-  if (prev && next.step && next.rev !== prev.rev) out.push({ rev: next.rev, step: next.step, world: next });
+  const last = out[out.length - 1];
+  if (prev && next.step && next.rev !== prev.rev && sameCellRun(last.step, next.step)) {
+    // a long cell refreshes while it runs and again when it ends: one run of a cell is one step
+    const events = [...(last.step.events || []), ...(next.step.events || [])];
+    out[out.length - 1] = { rev: next.rev, step: { ...next.step, events }, world: next };
+  } else if (prev && next.step && next.rev !== prev.rev) out.push({ rev: next.rev, step: next.step, world: next });
   else if (prev && next.rev !== prev.rev) out.push({ rev: next.rev, step: { by: "event", code: "", events: [] }, world: next });
   else if (!prev) out[0] = { ...out[0], world: next };
   while (out.length > max) out.splice(1, 1);
   return out;
+}
+
+/** Whether two steps come from one run of one cell (its In[] number is new at each run). */
+function sameCellRun(a, b) {
+  return !!a && a.by === "cell" && b.by === "cell" && a.cell !== null && a.cell !== undefined && a.cell === b.cell;
 }
 
 /** The step replayed when step i of a history of `length` entries is asked for: -1 (now) for
