@@ -385,12 +385,13 @@ class FedAvg:
         for wid, c in clients.items():
             inbox = torch.cat([flat, orders[wid].to(dtype), torch.tensor([len(self.fds[wid]) / total], dtype=dtype)])
             ds = self.fds[wid]
-            sent = c.worker.submit_request({"c": "run", "op": "aten.copy_.default", "a": [c.inbox._ref, inbox],
-                                            "k": None}, detach=True)
-            runs[wid] = (sent, c.worker.submit_request(
-                {"c": "run_plan", "id": c.plan._ref.id,
-                 "a": [c.inbox._ref.id, ds.data.id_at_location, ds.targets.id_at_location],
-                 "s": [t._ref.id for t in c.state]}))
+            runs[wid] = self._guard(number, wid, "local training", lambda: (
+                c.worker.submit_request({"c": "run", "op": "aten.copy_.default", "a": [c.inbox._ref, inbox],
+                                         "k": None}, detach=True),
+                c.worker.submit_request(
+                    {"c": "run_plan", "id": c.plan._ref.id,
+                     "a": [c.inbox._ref.id, ds.data.id_at_location, ds.targets.id_at_location],
+                     "s": [t._ref.id for t in c.state]})))
         acc = self._guard(number, where.id, "averaging", acc.result)
         metrics, adds, failed = {}, [], None
         n_batches = {wid: self.loader.num_batches(wid) * self.local_epochs for wid in clients}
@@ -405,7 +406,11 @@ class FedAvg:
             bar.update(n_batches[wid])
             if failed is not None:
                 continue
-            fetched = c.worker.submit_request({"c": "fetch", "id": stats.id_at_location, "keep": False})
+            try:  # its replies may have arrived before it died: asking for more finds it gone
+                fetched = c.worker.submit_request({"c": "fetch", "id": stats.id_at_location, "keep": False})
+            except SyftError as e:
+                failed = (wid, e)
+                continue
             adds.append((wid, *self._guard(number, wid, "averaging", lambda: add_into(acc, term))))
             try:
                 check_alive(c.worker)

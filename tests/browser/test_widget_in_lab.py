@@ -166,7 +166,8 @@ def test_plan_view_send_it_and_dark_theme(open_notebook, artifacts):
     out.locator(".syft-plan-head [data-action=send]").click()
     out.locator(".syft-menu-item[data-worker=bob]").click()
     out.locator(".syft-plan-sent [data-worker=bob]").wait_for()
-    assert out.locator(".syft-status").inner_text() == "layer_ptr = layer.send(bob)"
+    # the plan's "sent" list and the action's reply are two messages: the status follows its reply
+    expect(out.locator(".syft-status")).to_have_text("layer_ptr = layer.send(bob)")
     assert nb.kernel_eval("type(layer_ptr).__name__, layer_ptr.location.id") == "('PlanPointer', 'bob')"
     world = nb.output(2)
     world.locator(".syft-lane[data-worker=bob] .syft-obj[data-kind=plan]").wait_for()

@@ -148,3 +148,27 @@ def test_clients_in_flight_when_a_worker_process_is_killed_name_it_and_change_no
     retry = fl.round(clients=["bob", "alice"], progress=False)
     assert retry.round == 1 and set(retry.clients) == {"bob", "alice"}
     assert not torch.equal(model[0].weight, before["0.weight"])
+
+
+def test_a_worker_process_that_dies_after_its_replies_arrived_is_named_and_changes_nothing(trio):
+    """Its plan's replies were read, then it died: asking it for its metrics finds it gone."""
+    bob, alice, carol, carol_proc = trio
+    x, y = numbered(18)
+    fds = sy.BaseDataset(x / 18, y, name="dies_after_replies").federate((bob, alice, carol))
+    model = net()
+    fl = sy.federated.FedAvg(model, fds, lr=0.2, batch_size=4, plans=True)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    ask = carol.submit_request
+
+    def dies_first(msg, *args, **kwargs):
+        if msg.get("c") == "fetch":
+            carol_proc.kill()
+        return ask(msg, *args, **kwargs)
+
+    carol.submit_request = dies_first
+    with pytest.raises(sy.federated.FederatedRoundError,
+                       match="round 1: worker 'carol' failed during local training: .*global model is unchanged"):
+        fl.round(progress=False)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    retry = fl.round(clients=["bob", "alice"], progress=False)
+    assert retry.round == 1 and set(retry.clients) == {"bob", "alice"}
