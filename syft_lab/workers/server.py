@@ -567,7 +567,11 @@ class WorkerServer:
                         reply = self._follow(conn, msg)
                     else:
                         reply, then = self.service.handle(msg, session)
-                    await self._send(conn, encode(reply))
+                    encoded = encode(reply)
+                    if not self._send_now(conn, encoded):
+                        await self._send(conn, encoded)
+                    elif ws.paused or ws.transport.is_closing():
+                        await ws.drain()  # what ws.send waits for after a write
                     continue
                 if self._queued == 0 and self.quick_command(msg):
                     # known to take a moment, with the command thread idle: run here, saving
@@ -577,7 +581,10 @@ class WorkerServer:
                     encoded, then = await asyncio.wrap_future(
                         self._on_command_thread(self._execute, msg, session, decoder))
                 try:
-                    await self._send(conn, encoded)
+                    if not self._send_now(conn, encoded):
+                        await self._send(conn, encoded)
+                    elif ws.paused or ws.transport.is_closing():
+                        await ws.drain()  # what ws.send waits for after a write
                 except BaseException:
                     if then is not None and then.failed is not None:
                         self._submit(then.failed)
@@ -595,6 +602,20 @@ class WorkerServer:
             if session is not None:
                 rcvd = ws.protocol.close_rcvd
                 self._leave(session, clean=rcvd is not None and rcvd.code in CLEAN_CLOSE_CODES)
+
+    @staticmethod
+    def _send_now(conn, encoded) -> bool:
+        """Write a one-frame reply at once if nothing else is owed first (no follower's pushes,
+        no other sender on this connection): what ``ws.send`` does for it (the protocol's frame,
+        the transport's write), without its async context and coroutine (a small op's reply).
+        False: nothing was written, ``_send`` sends it."""
+        ws = conn.ws
+        if (conn.subscriber is not None or len(encoded.frames) != 1 or conn.lock.locked()
+                or ws.protocol.state is not State.OPEN or ws.send_in_progress is not None):
+            return False
+        ws.protocol.send_binary(encoded.frames[0])
+        ws.send_data()
+        return True
 
     async def _send(self, conn, encoded):
         """Send a reply (``encoded``; None: only the pushes owed). The events a follower is owed

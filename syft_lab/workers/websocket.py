@@ -34,13 +34,14 @@ import secrets
 import select
 import socket
 import ssl as ssl_module
+import struct
 import threading
 import time
 import weakref
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
-from websockets.frames import Opcode
+from websockets.frames import Opcode, apply_mask
 from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.uri import parse_uri
@@ -55,6 +56,9 @@ CLOSE_DONE, CLOSE_RECONNECT = 1000, 4000
 CLOSE_TIMEOUT = 2.0  # seconds close() waits for the worker's closing handshake
 KEEPALIVE = 10.0  # seconds between an idle connection's reads of the worker's pings (it pings every 20 s)
 RECV_BYTES = 64 * 2**10  # bytes read from the socket at a time (larger reads allocate by mmap: slower)
+MASK_POOL = 4096  # bytes of os.urandom taken at a time for the frames' masking keys (4 bytes each)
+ONE_WRITE = 64 * 2**10  # a frame up to this size goes out in one write (header and payload joined)
+_TIMEVAL = struct.Struct("@ll")
 
 
 class _LeanConnection:
@@ -108,6 +112,15 @@ class _LeanConnection:
             sock.close()
             raise
         self._timeout = -1.0  # the socket's current timeout (set only when it changes)
+        # A plain TCP socket stays in blocking mode and its timeouts are the kernel's
+        # (SO_RCVTIMEO / SO_SNDTIMEO): with a Python socket timeout every send and recv is a
+        # poll() and then the call; a zero-wait read is one recv with MSG_DONTWAIT, not a
+        # select() first. TLS keeps Python's timeouts (its reads may need writes).
+        self._plain = not wsuri.secure
+        if self._plain:
+            sock.settimeout(None)
+            self._set_timeout(open_timeout)  # until the first read sets the caller's
+        self._masks, self._mask_at = b"", MASK_POOL
         self._broken = False
         self.io = threading.Lock()
         self._closed = threading.Event()
@@ -143,18 +156,38 @@ class _LeanConnection:
                 self._messages.append(b"".join(self._parts))
                 self._parts = None
 
+    def _set_timeout(self, timeout) -> None:
+        """The socket's timeout for reads and writes (seconds; None: none), set when it changes."""
+        self._timeout = timeout
+        sock = self.socket
+        if not self._plain:
+            sock.settimeout(timeout)
+            return
+        if timeout is None:
+            tv = _TIMEVAL.pack(0, 0)  # no timeout
+        else:
+            us = max(int(timeout * 1e6), 1)  # (0 would mean none)
+            tv = _TIMEVAL.pack(us // 1_000_000, us % 1_000_000)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+
     def _read(self, timeout) -> None:
         """Read once from the socket (``timeout``: seconds, None forever, 0 only what is there)."""
-        if timeout == 0:
-            sock = self.socket
-            if not (getattr(sock, "pending", lambda: 0)() or select.select([sock], [], [], 0)[0]):
-                raise TimeoutError
-            timeout = None  # readable: the read returns at once
-        if timeout != self._timeout:
-            self.socket.settimeout(timeout)
-            self._timeout = timeout
+        sock = self.socket
         try:
-            data = self.socket.recv(RECV_BYTES)
+            if timeout == 0:
+                if self._plain:
+                    data = sock.recv(RECV_BYTES, socket.MSG_DONTWAIT)
+                else:
+                    if not (sock.pending() or select.select([sock], [], [], 0)[0]):
+                        raise TimeoutError
+                    if self._timeout is not None:
+                        self._set_timeout(None)  # readable: the read returns at once
+                    data = sock.recv(RECV_BYTES)
+            else:
+                if timeout != self._timeout:
+                    self._set_timeout(timeout)
+                data = sock.recv(RECV_BYTES)
         except (ssl_module.SSLWantReadError, BlockingIOError):
             raise TimeoutError from None
         except (socket.timeout, TimeoutError):
@@ -178,13 +211,34 @@ class _LeanConnection:
         return ConnectionError(f"the connection is closed (code {code})" if code else "the connection is closed")
 
     # --- what the transport calls ----------------------------------------------------------
+    def _mask(self) -> bytes:
+        """A fresh masking key (RFC 6455 5.3: unpredictable; from os.urandom, taken in bulk)."""
+        at = self._mask_at
+        if at >= MASK_POOL:
+            self._masks, at = os.urandom(MASK_POOL), 0
+        self._mask_at = at + 4
+        return self._masks[at:at + 4]
+
     def send(self, data) -> None:
+        """Send one binary message as one frame (the frame built here, as the protocol would:
+        FIN, binary, masked; a complete data frame changes none of the protocol's state)."""
         with self.io:
             if self._broken or self.protocol.state is not State.OPEN:
                 raise self._closed_error()
+            n = data.nbytes if type(data) is memoryview else len(data)
+            if n < 126:
+                head = bytes((0x82, 0x80 | n))
+            elif n < 65536:
+                head = bytes((0x82, 0xFE)) + n.to_bytes(2, "big")
+            else:
+                head = bytes((0x82, 0xFF)) + n.to_bytes(8, "big")
+            mask = self._mask()
             try:
-                self.protocol.send_binary(data)
-                self._flush()
+                if n <= ONE_WRITE:  # one write, one segment
+                    self.socket.sendall(b"".join((head, mask, apply_mask(data, mask))))
+                else:  # no copy of a large payload joined to its header
+                    self.socket.sendall(head + mask)
+                    self.socket.sendall(apply_mask(data, mask))
             except OSError:
                 self._broken = True
                 raise
