@@ -2,6 +2,11 @@
 
     .venv/bin/python benchmarks/run.py            # full run, about 15 minutes on 2 cores (bench_flower ~9 of them)
     .venv/bin/python benchmarks/run.py --quick    # short mode (--smoke: the fewest samples, part of scripts/test)
+    .venv/bin/python benchmarks/run.py --only bench_plans --merge   # re-run some modules, keep the others' rows
+
+With ``--merge`` the modules run replace their rows in the existing results.json/results.md and
+the other modules' rows stay, each module's commit, date and load named under the table (the
+figures of one module are always from one run, side by side).
 
 results.md names the commit it measured, and says so when the working tree had uncommitted
 changes to tracked files (dirty): quote figures only from a clean run of the current commit.
@@ -92,6 +97,19 @@ def print_table(results):
     print(table(results))
 
 
+def _merged(previous: dict, results: list[dict], ran: dict) -> tuple[list[dict], dict]:
+    """The previous run's rows with the modules of this run replaced (in MODULES order), and
+    each module's run: its source, date, load and seconds."""
+    old_runs = previous.get("runs") or {name: {"source": previous["source"], "date": previous["machine"]["date"],
+                                               "load_average": previous["machine"]["load_average"][0],
+                                               "seconds": secs} for name, secs in previous.get("seconds", {}).items()}
+    runs = {**old_runs, **ran}
+    rows = [r for r in previous.get("results", []) if r.get("module") not in ran] + results
+    order = {name: i for i, name in enumerate(MODULES)}
+    rows.sort(key=lambda r: order.get(r.get("module"), len(order)))  # stable: a module's rows keep their order
+    return rows, {name: runs[name] for name in sorted(runs, key=lambda n: order.get(n, len(order)))}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="short mode: fewer samples, smaller sizes")
@@ -100,6 +118,8 @@ def main(argv=None) -> int:
                          "its figures are not measurements")
     ap.add_argument("--out", type=Path, default=HERE, help="folder for results.md and results.json")
     ap.add_argument("--only", nargs="*", help="run only these modules")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --only: keep the other modules' rows of the existing results (full mode only)")
     args = ap.parse_args(argv)
     if args.smoke:
         args.quick = common.SMOKE = True
@@ -122,18 +142,32 @@ def main(argv=None) -> int:
     info = machine()
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "results.smoke" if args.smoke else "results.quick" if args.quick else "results"
+    ran = {name: {"source": src, "date": info["date"], "load_average": info["load_average"][0],
+                  "seconds": seconds[name]} for name in seconds}
+    runs = ran
+    if args.merge and (args.out / f"{stem}.json").is_file():
+        results, runs = _merged(json.loads((args.out / f"{stem}.json").read_text()), results, ran)
     mode = " (smoke mode: the fewest samples, not measurements)" if args.smoke else " (quick mode)" if args.quick else ""
+    seconds = {name: r["seconds"] for name, r in runs.items()}
     (args.out / f"{stem}.json").write_text(json.dumps({"machine": info, "source": src, "quick": args.quick,
-                                                       "smoke": args.smoke,
-                                                       "seconds": seconds, "results": results}, indent=2))
+                                                       "smoke": args.smoke, "seconds": seconds, "runs": runs,
+                                                       "results": results}, indent=2))
+    several = (len({r["source"]["commit"] for r in runs.values()}) > 1
+               or any(r["date"] != info["date"] for r in runs.values()))
     md = [f"# Benchmark results{mode}", "",
-          source_line(src), "",
+          f"Source: several runs, one per module (listed below the table); the latest: "
+          f"{source_line(src)[len('Source: '):]}" if several else source_line(src), "",
           f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}, torch {info['torch']} "
           f"({info['torch_threads']} thread(s)), {info['platform']}; load average at the end "
           f"{info['load_average'][0]}; run {info['date']}, {sum(seconds.values()):.0f} s.", "",
           "Ratios are timings of syft_lab and its peer or floor taken side by side, in turns, in one run "
           "(medians; CPU time of the thread for in-process figures, wall time for round trips).", "",
           table(results), ""]
+    if several:
+        md += ["Modules measured in different runs (each module's figures come from one run):", ""]
+        md += [f"- {name}: {source_line(r['source'])[len('Source: '):]} run {r['date']}, {r['seconds']:.0f} s, "
+               f"load average at its end {r['load_average']}" for name, r in runs.items()]
+        md.append("")
     (args.out / f"{stem}.md").write_text("\n".join(md))
     print("\n".join(md))
     return 1 if any("error" in r for r in results) else 0
