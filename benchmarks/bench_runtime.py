@@ -178,9 +178,28 @@ def pointer_cost(quick: bool) -> list[dict]:
         r = bob.transport.exchange({"c": "run", "op": add, "a": [ref, ref], "k": None})
         bob.service.release_one(session, r.id)
 
-    t = interleaved({"plain": lambda: a + a, "floor": lambda: fa + fa, "pointer": lambda: p + p,
-                     "core": core_only, "lean": worker_lean, "message": worker_message},
-                    number=number, repeat=repeat, clock=cpu_clock)
+    from syft_lab.workers import core as core_module
+
+    checks = core_module.check_call, core_module.check_result
+
+    def _nothing(*args):
+        return None
+
+    def with_checks():  # the pointer op again, beside the same op with the worker's op checks off
+        core_module.check_call, core_module.check_result = checks
+        p + p
+
+    def without_checks():  # (as bench_op_policy.py: the allow-list's check_call and check_result)
+        core_module.check_call = core_module.check_result = _nothing
+        p + p
+
+    try:
+        t = interleaved({"plain": lambda: a + a, "floor": lambda: fa + fa, "pointer": lambda: p + p,
+                         "core": core_only, "lean": worker_lean, "message": worker_message,
+                         "checks_on": with_checks, "checks_off": without_checks},
+                        number=number, repeat=repeat, clock=cpu_clock)
+    finally:
+        core_module.check_call, core_module.check_result = checks
     big = torch.ones(1000, 1000)
 
     def clone_twice():
@@ -201,6 +220,12 @@ def pointer_cost(quick: bool) -> list[dict]:
                     f"the worker's part (op and release, no pointer): lean in-process path {t['lean'] * 1e6:.2f} us, "
                     f"as a run message through the transport {t['message'] * 1e6:.2f} us",
                ratio=t["pointer"] / t["plain"]),
+        figure("pointer op: the worker's op checks per op, side by side (checks on vs off, VirtualWorker)",
+               (t["checks_on"] - t["checks_off"]) * 1e6, "us", None,
+               peer=f"the pointer op with the checks {t['checks_on'] * 1e6:.2f} us ({t['checks_on'] / t['plain']:.1f}x "
+                    f"plain), without them {t['checks_off'] * 1e6:.2f} us ({t['checks_off'] / t['plain']:.1f}x plain): "
+                    f"check_call and check_result swapped for a no-op in turns, as bench_op_policy.py does",
+               ratio=t["checks_on"] / t["checks_off"]),
         figure("send + get of 1000x1000 (VirtualWorker)", tb["send_get"] * 1e3, "ms", 3.0,
                peer=f"t.clone() twice {tb['clone2'] * 1e3:.2f} ms", ratio=tb["send_get"] / tb["clone2"]),
     ]

@@ -638,6 +638,32 @@ def _probed(cls, func, args, kwargs):
     return out
 
 
+# ``p + q``, ``p * 2``, ...: torch's operator (C++) parses its arguments, finds the pointer among
+# them and calls ``PointerTensor.__torch_function__`` with the method it stands for (``p + q``:
+# ``TensorBase.add``) and ``types`` (PointerTensor,): ~1 us of a ~8 us pointer op. These make that
+# call themselves when it is the one torch would make: the operands are pointers of this very class
+# and Python numbers, torch function is on (no ``DisableTorchFunction(Subclass)``) and no torch
+# function mode is active (a mode is called first), and no Python-level runner (composite.py) is
+# registered for the method (one may read its caller's frame). Anything else is torch's operator.
+_TYPES = (None,)  # (PointerTensor,), set below
+_torch_function_enabled = torch._C._is_torch_function_enabled
+_function_mode_enabled = torch._C._is_torch_function_mode_enabled
+
+
+def _binary_operator(name: str, func):
+    torch_operator = getattr(_Tensor, name)
+
+    def operator(self, other):
+        if (type(self) is PointerTensor and (type(other) is PointerTensor or type(other) in _scalars)
+                and _torch_function_enabled() and not _function_mode_enabled() and func not in PYTHON_LEVEL):
+            return PointerTensor.__torch_function__(func, _TYPES, (self, other))
+        return torch_operator(self, other)
+
+    operator.__name__ = operator.__qualname__ = name
+    operator.__doc__ = torch_operator.__doc__
+    return operator
+
+
 def _refuse_value(what: str):
     def refuse(self, *args, **kwargs):
         raise _value_error(what, self.location)
@@ -668,6 +694,12 @@ def _torch_read(what: str, cast):
     read.__name__ = read.__qualname__ = f"__{what}__"
     return read
 
+
+_TYPES = (PointerTensor,)
+# (not ``/``: torch.masked's division reads its caller's frame, composite.py, which a Python
+# operator would move one frame down; its every call runs there anyway, never the direct path)
+for _name, _func in (("__add__", _Tensor.add), ("__sub__", _Tensor.sub), ("__mul__", _Tensor.mul)):
+    setattr(PointerTensor, _name, _binary_operator(_name, _func))
 
 PointerTensor.__bool__ = _torch_read("bool", bool)
 PointerTensor.__float__ = _torch_read("float", float)

@@ -83,6 +83,7 @@ _strided = torch.strided
 _NUMBERS = (int, float, bool)
 _UNRUN = object()  # (in_process_ops: the op has not run yet)
 _HELD_DTYPES, _VIEW_IDS = allowlist._HELD_DTYPES, allowlist._VIEW_IDS
+_check_call, _function_mode = allowlist.check_call, allowlist.function_mode_enabled
 
 
 def scrub(message: str) -> str:
@@ -697,6 +698,7 @@ class WorkerService:
                 # in this one frame (~10% of a pointer op), the same checks in the same order;
                 # anything else (a missing or non-plain object, a constant) is core.run's.
                 resolved = []
+                numbers = False
                 for a in args:
                     if isinstance(a, Ref):
                         obj = objects.get(a.id)
@@ -705,29 +707,46 @@ class WorkerService:
                         resolved.append(obj)
                     elif type(a) in _NUMBERS:
                         resolved.append(a)
+                        numbers = True
                     else:
                         break
                 else:
-                    _core.check_call(op, resolved, None)  # (the module's: bench_op_policy turns it off)
+                    if _core.check_call is _check_call:  # check_call's pointwise bound, inline (its plan is here)
+                        product = 1
+                        for x in resolved:
+                            if type(x) is _Tensor:
+                                product *= x.numel()
+                        if product > op_cost.MAX_OP_WORK:
+                            op_cost.check_pointwise(plan.name, resolved)
+                    else:  # (bench_op_policy and bench_runtime swap the module's check for their figures)
+                        _core.check_call(op, resolved, None)
+                    # torch's own binding of the op where it is the same overload (allowlist.fast_call)
+                    call = op._op if numbers or _function_mode() else (
+                        plan.calls.get(len(resolved)) or allowlist.fast_call(plan, resolved))
                     try:
-                        out = op._op(*resolved)
+                        out = call(*resolved)
                     except SyftError:
                         raise
                     except Exception as e:  # the op's own error, reported without a traceback
                         raise RemoteError(core.id, type(e).__name__, str(e)) from None
-                    if (type(out) is _Tensor and not out.is_meta and out.layout is _strided
-                            and out.dtype in _HELD_DTYPES and id(op) not in _VIEW_IDS):
+                    dtype = out.dtype if type(out) is _Tensor else None
+                    if (dtype is not None and not out.is_meta and out.layout is _strided
+                            and dtype in _HELD_DTYPES and id(op) not in _VIEW_IDS):
                         shape = out.shape  # (WorkerCore.run's inline store)
-                        if len(shape) > MAX_DIMS or (shape and max(shape) > MAX_DIM_SIZE) or any(
-                                out is x for x in resolved):
+                        if len(shape) > MAX_DIMS or (shape and max(shape) > MAX_DIM_SIZE):
                             result = core.finish(op, out, resolved, args)
                         else:
-                            obj_id = _new_id() or 1
-                            objects[obj_id] = out
-                            refcounts[obj_id] = 1
-                            if events._subscribers:
-                                events.emit("stored", core.id, obj_id)
-                            result = NewObject(obj_id, shape, out.dtype)
+                            for x in resolved:
+                                if out is x:  # an argument written in place
+                                    result = core.finish(op, out, resolved, args)
+                                    break
+                            else:
+                                obj_id = _new_id() or 1
+                                objects[obj_id] = out
+                                refcounts[obj_id] = 1
+                                if events._subscribers:
+                                    events.emit("stored", core.id, obj_id)
+                                result = NewObject(obj_id, shape, dtype)
                     else:
                         result = core.finish(op, out, resolved, args)
                     nbytes = 0  # (ids and numbers: no tensor travels)
