@@ -158,22 +158,47 @@ def test_a_training_step_over_a_worker_process_matches_the_same_steps_run_here()
         remote.close()
 
 
-def test_quick_plans_keep_the_quota_error_type_over_a_worker_process():
-    """A refusal on the event loop is the same typed error as on the command thread."""
+def test_quick_plans_keep_the_quota_error_type_over_a_worker_process(tmp_path):
+    """A refusal on the event loop is the same typed error as on the command thread: a plan
+    run past the worker's object limit is a QuotaExceededError, another shape a SyftError
+    naming the build, and the worker goes on."""
+    import subprocess
+    import sys
+
+    from syft_lab.errors import SyftError
+    from syft_lab.workers.websocket import WebSocketWorker
+
     sy.hook()
-    remote = sy.start_worker("quick_quota")
+    token_file = tmp_path / "token"
+    token_file.write_text("quick-quota-token")
+    proc = subprocess.Popen([sys.executable, "-m", "syft_lab.worker", "--id", "quick_quota", "--port", "0",
+                             "--threads", "1", "--max-objects", "3", "--token-file", str(token_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    remote = None
     try:
+        line = proc.stdout.readline()
+        assert "listening on" in line, line
+        remote = WebSocketWorker(line.split("listening on")[1].strip(), id="quick_quota",
+                                 token="quick-quota-token", progress=False)
         plan = sy.plan(lambda x: x * 2 + 1).build(torch.zeros(4))
         pp = plan.send(remote)
         x = torch.ones(4).send(remote)
-        for _ in range(3):
+        for _ in range(3):  # replays learned: the next runs are quick (on the event loop)
             assert torch.equal(pp(x).get(), torch.full((4,), 3.0))
-        with pytest.raises(Exception) as e:
-            pp(torch.ones(5).send(remote))  # another shape: refused, whichever thread would run it
-        assert "built for" in str(e.value)
-        assert not isinstance(e.value, QuotaExceededError)
+        held = pp(x)  # the plan, x and this result: the worker's 3 objects
+        with pytest.raises(QuotaExceededError, match="objects"):
+            pp(x)
+        assert torch.equal(held.get(), torch.full((4,), 3.0))
+        five = torch.ones(5).send(remote)
+        with pytest.raises(SyftError, match="built for float32\\[4\\], got float32\\[5\\]"):
+            pp(five)  # another shape: refused before it runs
+        del five
+        assert torch.equal(pp(x).get(), torch.full((4,), 3.0))  # the worker goes on
     finally:
-        remote.close()
+        if remote is not None:
+            remote.close()
+        proc.kill()
+        proc.wait(10)
 
 
 # --- issue 28.4: a pointer op bounded by its sizes runs on the event loop too ------------------
