@@ -35,6 +35,7 @@ _MAX_SHAPE_VALUE = 2 ** 62  # shape arithmetic stays far from bignums
 _SIZE_TEXT = re.compile(r"[0-9N+\-*/() ]{1,64}")  # an op output's size that depends on N, e.g. "3*N"
 _LEARNED_SIGNATURES = 16  # per graph: the input metadata whose checks a replay remembers
 _RECHECK_EVERY = 8  # a replay of learned ops rechecks the time budget at least every this many ops
+_UNKEYED = object()  # (run's ``key``: not given, compute it)
 
 _LAYOUTS = {"strided": torch.strided}
 _MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format, "preserve_format": torch.preserve_format,
@@ -315,7 +316,7 @@ class PlanGraph:
         return self._program
 
     def run(self, inputs: list, guard=None, check=None, generator: torch.Generator | None = None,
-            learn=None, recheck=None) -> list:
+            learn=None, recheck=None, admit=None, key=_UNKEYED) -> list:
         """Replay the graph on real values; returns the output values in order.
 
         Each node's value is dropped after its last use, so a long chain holds only what is
@@ -334,6 +335,14 @@ class PlanGraph:
         (a view or an in-place op makes none: the memory held cannot grow there). The other
         ops are checked every time.
 
+        ``admit(peak_bytes, outputs)`` (with ``recheck``): called once before a replay whose every
+        op was learned, with the most memory the replay holds at once (the learned sizes, values
+        freed after their last use) and the most tensors one op makes. It returns None (then
+        ``recheck`` runs as above) or ``(deadline, clock)`` once the worker has counted that peak
+        as held (its quota holds for the whole replay): then no op needs a quota recheck, and
+        before each op ``clock()`` is compared with ``deadline`` (None: no time budget); past it,
+        ``recheck`` is called (it raises). ``key``: ``_metadata_key(inputs)``, if the caller has it.
+
         Random ops draw from ``generator`` (a worker's own), or from the process's default
         generator; a plan that seeds (``torch.manual_seed`` inside it) seeds only its replay:
         the generator it drew from is as before afterwards."""
@@ -341,10 +350,10 @@ class PlanGraph:
             raise SyftError(f"plan {self.name!r} takes {len(self.inputs)} values (state and inputs), "
                             f"got {len(inputs)}")
         if self.random and (generator is not None or self.seeded):
-            return self._run_on_generator(inputs, guard, check, generator, learn, recheck)
-        return self._replay(inputs, guard, check, learn, recheck)
+            return self._run_on_generator(inputs, guard, check, generator, learn, recheck, admit, key)
+        return self._replay(inputs, guard, check, learn, recheck, admit, key)
 
-    def _run_on_generator(self, inputs, guard, check, generator, learn, recheck):
+    def _run_on_generator(self, inputs, guard, check, generator, learn, recheck, admit, key):
         """Replay with the default generator standing for ``generator`` (aten's random ops take
         no generator argument of their own), then put both back."""
         default = torch.default_generator
@@ -352,31 +361,43 @@ class PlanGraph:
         if generator is not None:
             default.set_state(generator.get_state())
         try:
-            out = self._replay(inputs, guard, check, learn, recheck)
+            out = self._replay(inputs, guard, check, learn, recheck, admit, key)
             if generator is not None and not self.seeded:  # a seeded plan leaves the worker's stream alone
                 generator.set_state(default.get_state())
             return out
         finally:
             default.set_state(saved)
 
-    def _replay(self, inputs, guard, check, learn=None, recheck=None) -> list:
+    def _replay(self, inputs, guard, check, learn=None, recheck=None, admit=None, key=_UNKEYED) -> list:
         program, outputs = self._program or self._compile()
         slots = [*inputs, *self.constants, *([None] * len(program))]
         sizes = [0] * len(program) if guard is not None else None
-        known = learning = data = key = None
+        known = learning = data = None
+        deadline = clock = None
+        admitted = False
         if learn is not None and guard is not None and self._learnable:
-            key = _metadata_key(inputs)
+            if key is _UNKEYED:
+                key = _metadata_key(inputs)
             if key is not None:
                 entry = self._learned.get(key)
                 if entry is not None and entry[0] is learn:
                     known = entry[1]
-                    if recheck is None and entry[2]:
-                        # every op's checks passed and follow from this metadata, and nothing
-                        # changes between calls that a recheck would see: a plain replay
-                        guard = check = sizes = None
+                    if entry[2]:
+                        if recheck is None:
+                            # every op's checks passed and follow from this metadata, and nothing
+                            # changes between calls that a recheck would see: a plain replay
+                            guard = check = sizes = None
+                        elif admit is not None:
+                            # the quota for the whole replay at once (its peak), the clock per op
+                            admitted = admit(entry[3], entry[4])
+                            if admitted is not None:
+                                deadline, clock = admitted
+                                admitted = True
                 else:  # this replay checks every op and notes which verdicts a later one may reuse
                     learning, data = [None] * len(program), [False] * len(slots)
-        live = rechecked = 0
+        else:
+            key = None
+        live = rechecked = peak = 0
         started = time.perf_counter() if key is not None else None
         grad = torch.is_grad_enabled() and not self.mutated_inputs
         with torch.set_grad_enabled(grad):
@@ -399,7 +420,10 @@ class PlanGraph:
                 if guard is not None and is_op:
                     verdict = known[k] if known is not None else None
                     if verdict is not None:  # checked once for these inputs' metadata
-                        if recheck is not None and (verdict[0] or k - rechecked >= _RECHECK_EVERY):
+                        if admitted:  # the quota is held for the whole replay: the time budget only
+                            if deadline is not None and clock() > deadline:
+                                recheck(fn, verdict[0], verdict[1], live)  # (it raises)
+                        elif recheck is not None and (verdict[0] or k - rechecked >= _RECHECK_EVERY):
                             recheck(fn, verdict[0], verdict[1], live)
                             rechecked = k
                         sizes[k] = verdict[0]
@@ -408,6 +432,8 @@ class PlanGraph:
                     else:
                         sizes[k] = guard(fn, args, kw, live)
                         live += sizes[k]
+                        if live > peak:
+                            peak = live
                         out = call(*args, **kw)
                         if check is not None:
                             _check_outputs(check, fn, out)
@@ -435,7 +461,9 @@ class PlanGraph:
                 self._learned.clear()
                 self._timed.clear()
             every = all(v is not None for v, step in zip(learning, program) if step[2])
-            self._learned[key] = (learn, learning, every)
+            # (the most bytes held at once and the most tensors one op makes: ``admit``'s figures)
+            most = max((v[1] for v in learning if v is not None), default=0)
+            self._learned[key] = (learn, learning, every, peak, most)
             if every:
                 self._timed[key] = time.perf_counter() - started
             else:
@@ -444,13 +472,15 @@ class PlanGraph:
             self._timed[key] = time.perf_counter() - started
         return [slots[v] if is_ref else v for is_ref, v in outputs]
 
-    def replay_seconds(self, inputs: list, learn) -> float | None:
+    def replay_seconds(self, inputs: list, learn, key=_UNKEYED) -> float | None:
         """How long the last replay on inputs of this metadata took, when a replay under the
         token ``learn`` (see ``run``) found that every op's checks follow from that metadata
         alone: its ops' sizes, and so their work, are then the same on every such call. None
         otherwise (never run on such inputs, an op whose sizes or checks follow the data).
-        A worker runs a plan known to take a moment without a hop to its command thread."""
-        key = _metadata_key(inputs)
+        A worker runs a plan known to take a moment without a hop to its command thread.
+        ``key``: ``_metadata_key(inputs)``, if the caller has it."""
+        if key is _UNKEYED:
+            key = _metadata_key(inputs)
         entry = self._learned.get(key) if key is not None else None
         if entry is None or entry[0] is not learn:
             return None
@@ -699,13 +729,17 @@ class PlanBuilds:
     def latest(self) -> PlanGraph:
         return self.graphs[-1]
 
-    def find(self, values: list, strict: bool = False) -> PlanGraph | None:
+    def find(self, values: list, strict: bool = False, key=None) -> PlanGraph | None:
         """The graph for these inputs: by shape and dtype, preferring one built with the same
-        inputs requiring grad (``strict``: only such a one)."""
-        try:
-            key = (tuple([(v.shape, v.dtype, v.requires_grad) for v in values]), strict)
-        except AttributeError:  # not all tensors: check_inputs says what is wrong
-            key = None
+        inputs requiring grad (``strict``: only such a one). ``key``: the inputs'
+        ``_metadata_key`` if the caller has it (it holds their shapes, dtypes and requires_grad)."""
+        if key is not None:
+            key = (key, strict, "metadata")
+        else:
+            try:
+                key = (tuple([(v.shape, v.dtype, v.requires_grad) for v in values]), strict)
+            except AttributeError:  # not all tensors: check_inputs says what is wrong
+                key = None
         graph = self._found.get(key)
         if graph is None:
             fits = [g for g in self.graphs if g.matches(values)]
@@ -716,9 +750,10 @@ class PlanBuilds:
                 self._found[key] = graph
         return graph
 
-    def select(self, values: list) -> PlanGraph:
-        """The graph for these inputs, or an error that names the signatures there are."""
-        graph = self.find(values)
+    def select(self, values: list, key=None) -> PlanGraph:
+        """The graph for these inputs, or an error that names the signatures there are
+        (``key``: as ``find``'s)."""
+        graph = self.find(values, key=key)
         if graph is not None:
             return graph
         if len(self.graphs) == 1:

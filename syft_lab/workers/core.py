@@ -22,6 +22,7 @@ from ..commands import NewObject, Ref, SameAsArg, current_holder
 from ..errors import ObjectNotFoundError, OpCancelledError, QuotaExceededError, RemoteError, SyftError
 from ..ids import ID_BITS, new_id
 from ..ids import _rand as _id_random
+from ..plans.graph import _UNKEYED, _metadata_key
 from ..plans.plan import StoredPlan
 from ..tensors import nodes
 from ..tensors.pointer import PointerTensor
@@ -68,6 +69,7 @@ class WorkerCore:
         # workers in one process never share the notebook's default generator.
         self.generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
         self._graph_deadline = None  # (monotonic deadline, budget, plan name) while a graph runs
+        self._replay_held = 0  # bytes a running replay holds in the budget (_admit_replay)
 
     # --- store -------------------------------------------------------------------------
     def store(self, obj, obj_id: int | None = None, refcount: int = 1, held: bool = False) -> int:
@@ -343,15 +345,27 @@ class WorkerCore:
                 self.decref(i)
             raise
 
-    def run_plan(self, plan_id: int, arg_ids: list[int], state_ids: list[int] | None = None) -> list:
-        """Run a stored plan on stored objects; its outputs are stored. One command, whole plan."""
+    def run_plan(self, plan_id: int, arg_ids: list[int], state_ids: list[int] | None = None, hint=None) -> list:
+        """Run a stored plan on stored objects; its outputs are stored. One command, whole plan.
+
+        ``hint``: (stored plan, values, metadata key, graph) as ``WorkerService.quick`` found them
+        a moment ago for this very message, nothing run since: used if the plan and the values
+        looked up now are those very objects (and autograd's mode is the key's)."""
         stored = self.lookup(plan_id)
         if not isinstance(stored, StoredPlan):
             raise SyftError(f"object {plan_id} on worker {self.id!r} is not a plan")
         values = [self.lookup(i) for i in (stored.state_ids if state_ids is None else state_ids)]
         values += [self.lookup(i) for i in arg_ids]
-        graph = stored.builds.select(values)  # the graph built for these inputs' shapes and dtypes
-        return self._run_graph(graph, values, None, learn=True)
+        graph = None
+        if hint is not None:
+            h_stored, h_values, key, graph = hint
+            if not (h_stored is stored and key is not None and key[0] == torch.is_grad_enabled()
+                    and len(h_values) == len(values) and all(a is b for a, b in zip(h_values, values))):
+                graph = None
+        if graph is None:
+            key = _metadata_key(values)  # (once: the graph's choice and its learned checks both read it)
+            graph = stored.builds.select(values, key)  # the graph built for these inputs' shapes and dtypes
+        return self._run_graph(graph, values, None, learn=True, key=key)
 
     def run_graph(self, graph, input_ids: list[int], output_ids: list[int], drawn=()) -> list:
         """Run a one-off graph (a recorded ``sy.batch``) and store its outputs under the given ids;
@@ -364,7 +378,7 @@ class WorkerCore:
                             f"nothing ran")
         return self._run_graph(graph, values, output_ids)
 
-    def _run_graph(self, graph, values, output_ids, learn: bool = False):
+    def _run_graph(self, graph, values, output_ids, learn: bool = False, key=_UNKEYED):
         """``learn``: a stored plan, replayed again and again: its ops are checked on its first run
         for some input metadata, then only what changes between calls (PlanGraph.run)."""
         limits = self.limits
@@ -376,13 +390,17 @@ class WorkerCore:
         try:
             outs = graph.run(values, guard=self._guard_node, check=check_result, generator=self.generator,
                              learn=(_NO_LIMITS if limits is None else limits) if learn else None,
-                             recheck=None if limits is None else self._recheck_node)
+                             recheck=None if limits is None else self._recheck_node,
+                             admit=None if limits is None else self._admit_replay, key=key)
         except SyftError:
             raise
         except Exception as e:
             raise RemoteError(self.id, type(e).__name__, str(e)) from None
         finally:
             self._graph_deadline = None
+            if self._replay_held:  # the replay's peak, held while it ran (_admit_replay)
+                self.budget.release(self._replay_held)
+                self._replay_held = 0
         for out in outs:
             _check_carriable(f"plan {graph.name!r}", out, "nothing was stored")
         results = []
@@ -404,6 +422,20 @@ class WorkerCore:
         if self.limits is None:
             return 0
         return self._check_quota(op, args, kwargs, live_bytes, travels=False)  # its values stay here
+
+    def _admit_replay(self, peak_bytes: int, outputs: int):
+        """Before a replay of a stored plan whose every op's checks passed for these inputs'
+        metadata: the quota for the whole replay at once. If the most it holds at once
+        (``peak_bytes``) fits beside what the worker holds, that memory is counted as held (in
+        flight: a message arriving meanwhile sees it) until the replay ends, and no op needs a
+        quota recheck; and the ops' most tensors (``outputs``) must fit the object limit. Returns
+        (deadline, clock) for the per-op time check, or None: then every op is rechecked as
+        before (``_recheck_node``: the refusal names the op that does not fit)."""
+        if len(self.objects) + outputs > self.limits.max_objects or not self.budget.try_hold(peak_bytes):
+            return None
+        self._replay_held = peak_bytes
+        d = self._graph_deadline
+        return (None, None) if d is None else (d[0], time.monotonic)
 
     def _recheck_node(self, op, new_bytes: int, outputs: int, live_bytes: int) -> None:
         """Before an op of a stored plan whose checks passed for these inputs' metadata (its

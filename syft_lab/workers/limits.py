@@ -298,6 +298,14 @@ class MemoryBudget:
                     f"fetch smaller pieces, or start the worker with a larger --max-memory")
             self.reserved += nbytes
 
+    def try_hold(self, nbytes: int) -> bool:
+        """Count ``nbytes`` as held if they fit the limit with what is held now; False if not."""
+        with self._lock:
+            if self.ledger.bytes + self.reserved + nbytes > self.limits.max_bytes:
+                return False
+            self.reserved += nbytes
+            return True
+
     def hold(self, nbytes: int) -> None:
         """Count memory that exists already (an object taken out of the store, still being sent)."""
         with self._lock:

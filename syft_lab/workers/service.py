@@ -31,6 +31,7 @@ import copy
 import json
 import re
 import secrets
+import threading
 
 import torch
 
@@ -38,7 +39,7 @@ from .. import events
 from ..commands import NewObject, Ref
 from ..events import current_cell as _current_cell
 from ..errors import ObjectNotFoundError, RemoteError, SyftError
-from ..plans.graph import PlanBuilds, PlanGraph
+from ..plans.graph import PlanBuilds, PlanGraph, _metadata_key
 from ..plans.plan import StoredPlan
 from ..tensors.base import ChainLayer
 from ..tensors.pointer import PointerSpec, PointerTensor
@@ -81,7 +82,8 @@ _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-+~]+){2,}")
 _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
 _strided = torch.strided
 _NUMBERS = (int, float, bool)
-_UNRUN = object()  # (in_process_ops: the op has not run yet)
+_UNRUN = object()
+_thread_id = threading.get_ident  # (in_process_ops: the op has not run yet)
 _HELD_DTYPES, _VIEW_IDS = allowlist._HELD_DTYPES, allowlist._VIEW_IDS
 _check_call, _function_mode = allowlist.check_call, allowlist.function_mode_enabled
 
@@ -254,6 +256,9 @@ class WorkerService:
         self.sessions_with_refs: set[Session] = set()
         self._default_session = None
         self._graphs: dict = {}  # run_graph's validated graphs by their JSON text (_one_off_graph)
+        # (msg, stored plan, values, metadata key, graph, thread) of the run_plan ``quick`` said yes
+        # to: the ``call`` of that very message, next on that thread, reuses them (``_run_plan``)
+        self._quick_hint = self._plan_hint = None
         # what this worker saw and what left it (ledger.py); its token lets a client read every
         # session's part (the server that serves this worker sets it: None, each session its own)
         self.ledger = Ledger()
@@ -273,6 +278,10 @@ class WorkerService:
     def call(self, msg: dict, session: Session):
         """Run one command; returns ``(result, then)`` (``then``: a Then or None) and raises
         what the command raised. The in-process path: no reply dict, the exception itself."""
+        hint = self._quick_hint
+        if hint is not None:  # one use, by the very message quick saw, next on its thread
+            self._quick_hint = None
+            self._plan_hint = hint if hint[0] is msg and hint[5] == _thread_id() else None
         rel = msg.get("rel")
         if rel is not None:
             self.release(session, rel)
@@ -294,6 +303,7 @@ class WorkerService:
         core = self.core
         if msg.get("c") == "run_graph" and core.limits is not None:
             return self._quick_graph(msg)
+        self._quick_hint = None
         if msg.get("c") != "run_plan" or core.limits is None:
             return False
         rel = msg.get("rel")
@@ -314,11 +324,15 @@ class WorkerService:
                 return False
             values.append(v)
         try:
-            graph = stored.builds.find(values)
-            seconds = None if graph is None else graph.replay_seconds(values, core.limits)
+            key = _metadata_key(values)  # (once: the graph's choice and its timing both read it)
+            graph = stored.builds.find(values, key=key)
+            seconds = None if graph is None else graph.replay_seconds(values, core.limits, key)
         except Exception:  # a hint only: whatever is wrong, the command thread's run says so
             return False
-        return seconds is not None and seconds < QUICK_SECONDS
+        if seconds is None or seconds >= QUICK_SECONDS:
+            return False
+        self._quick_hint = (msg, stored, values, key, graph, _thread_id())
+        return True
 
     def _quick_graph(self, msg: dict) -> bool:
         """``quick`` for a ``run_graph``: small (QUICK_GRAPH_TEXT, QUICK_GRAPH_BYTES read and made,
@@ -875,7 +889,13 @@ class WorkerService:
     def _run_plan(self, msg, session):
         args, state = _ids(msg, "a"), msg.get("s")
         plan_id = _int(msg, "id")
-        out = self._claim(session, self.core.run_plan(plan_id, args, None if state is None else _ids(msg, "s")))
+        hint = self._plan_hint
+        if hint is not None:
+            self._plan_hint = None
+            hint = hint[1:5] if hint[0] is msg else None  # (the graph and key quick found: WorkerCore.run_plan)
+        state = None if state is None else _ids(msg, "s")
+        out = self._claim(session, self.core.run_plan(plan_id, args, state) if hint is None
+                          else self.core.run_plan(plan_id, args, state, hint=hint))
         plan = self.core.objects.get(plan_id)
         name = getattr(getattr(plan, "builds", None), "name", None)
         self.ledger.add("plan run", "in", session, 0, message_cell(msg), plan_id,
