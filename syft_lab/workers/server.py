@@ -44,7 +44,8 @@ from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 
 from websockets.asyncio.server import ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
+from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
 import torch
@@ -82,6 +83,8 @@ QUICK_RELEASES = 64  # releases a quick message may carry (each a decref, maybe 
 QUICK_ARGS = 64  # tensors a quick op's arguments may name (each looked up on the loop)
 _QUICK_LITERALS = (int, float, bool, str, type(None))
 _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
+
+_DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
@@ -241,6 +244,21 @@ class _GuardedConnection(ServerConnection):
         super().__init__(*args, **kwargs)
         self._guard = guard
         self._handshake_bytes = 0
+        # set by the server's handler while it waits for a message with none queued: a small
+        # complete binary message goes to it at once (WorkerServer._inline); True: done with
+        self.inline = None
+
+    def process_event(self, event):
+        inline = self.inline
+        if inline is not None and type(event) is Frame and event.opcode in _DATA_OPCODES:
+            # only while the handler's read waits on an empty queue (websockets' assembler):
+            # then nothing received before this frame is still to be handled
+            waiting = getattr(getattr(self.recv_messages, "frames", None), "get_waiter", None) is not None
+            if (waiting and event.opcode is Opcode.BINARY and event.fin and len(event.data) <= OFFLOAD_DECODE
+                    and inline(event.data)):
+                return
+            self.inline = None  # this frame waits in the queue: so do the ones after it
+        super().process_event(event)
 
     def connection_made(self, transport):
         super().connection_made(transport)
@@ -267,12 +285,24 @@ class _GuardedConnection(ServerConnection):
 
 
 class _Connection:
-    """One client connection: its websocket, its sender lock, and its event subscription."""
+    """One client connection: its websocket, its sender lock, its event subscription, its
+    decoder and session, and what ``WorkerServer._inline`` handed to its handler."""
 
-    __slots__ = ("ws", "lock", "subscriber", "pushing")
+    __slots__ = ("ws", "lock", "subscriber", "pushing", "decoder", "session", "later")
 
     def __init__(self, ws):
         self.ws, self.lock, self.subscriber, self.pushing = ws, asyncio.Lock(), None, False
+        self.decoder, self.session = None, None
+        self.later = collections.deque()  # decoded messages (or errors, replies) for the handler, in order
+
+
+class _Failed:
+    """An exception _inline met after decoding a message: the handler raises it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
 
 
 class WorkerServer:
@@ -528,15 +558,90 @@ class WorkerServer:
             return False
         return est.outputs > 0 and est.uncarriable is None and est.new_bytes <= QUICK_BYTES
 
+    def _session(self, conn, msg) -> Session:
+        """The session a message of this connection works in (a hello may name one)."""
+        if msg.get("c") == "hello":
+            conn.session = self._attach(msg, conn.session)
+        if conn.session is None:
+            conn.session = Session()
+            conn.session.connections = 1
+        return conn.session
+
+    def _inline(self, conn, data) -> bool:
+        """A small message, from the connection's ``data_received`` while its handler waits
+        for the next one (nothing queued before it): decoded, and if it is answered on the
+        event loop anyway (hello, ping, a quick command with the command thread idle, the
+        reply one frame, nothing owed before it) run and answered here, which saves the
+        handler's wake-up (a turn of the event loop) per message. Anything else is handed to
+        the handler as decoded (or as its decoding error, or its reply still to send): returns
+        False, and the frame goes on to the handler's queue, in order, as a token for it."""
+        ws, later = conn.ws, conn.later
+        try:
+            msg = conn.decoder.feed(data)
+        except WireError as e:  # (RejectedMessage too) the handler answers
+            later.append(e)
+            return False
+        if msg is None:
+            return True  # streamed buffers still arriving: the decoder holds them
+        try:
+            cmd = msg.get("c")
+            if (conn.subscriber is not None or cmd in _READS_ACROSS_SESSIONS or ws.paused or conn.lock.locked()
+                    or ws.protocol.state is not State.OPEN or ws.send_in_progress is not None):
+                later.append(msg)
+                return False
+            if cmd in ("hello", "ping") and "rel" not in msg:
+                session = self._session(conn, msg)
+                conn.decoder.release()
+                reply, then = self.service.handle(msg, session)
+                encoded = encode(reply)
+                then = None
+            elif cmd != "subscribe" and self._queued == 0 and self.quick_command(msg):
+                encoded, then = self._execute(msg, self._session(conn, msg), conn.decoder)
+            else:
+                later.append(msg)
+                return False
+            if not self._send_now(conn, encoded):  # a streamed reply: the handler sends it
+                later.append((encoded, then))
+                return False
+            self._sent(then)
+            return True
+        except Exception as e:  # the handler raises it (the connection ends, as from the handler)
+            later.append(_Failed(e))
+            return False
+
+    def _sent(self, then) -> None:
+        if then is not None and then.sent is not None:
+            self._submit(then.sent)
+        self.service.reply_done(then)
+
     async def _handler(self, ws):
         loop = asyncio.get_running_loop()
         decoder = Decoder(self.max_message_size, budget=self.service.core.budget)
         conn = _Connection(ws)
-        session = None
+        conn.decoder = decoder
+        later = conn.later
+        inline = (lambda data: self._inline(conn, data)) if isinstance(ws, _GuardedConnection) else None
         try:
-            async for data in ws:
+            while True:
+                if not later:  # waiting with nothing queued: the next small message may be run at once
+                    ws.inline = inline
                 try:
-                    if len(data) > OFFLOAD_DECODE:  # a large header decodes for long: off the event loop
+                    data = await ws.recv()
+                except ConnectionClosedOK:
+                    return
+                finally:
+                    ws.inline = None
+                encoded = None
+                try:
+                    if later:  # a message _inline decoded (the frame is its token)
+                        msg = later.popleft()
+                        if type(msg) is tuple:
+                            encoded, then = msg
+                        elif isinstance(msg, BaseException):
+                            raise msg
+                        elif type(msg) is _Failed:
+                            raise msg.error
+                    elif len(data) > OFFLOAD_DECODE:  # a large header decodes for long: off the event loop
                         msg = await loop.run_in_executor(self._decoding, decoder.feed, data)
                     else:
                         msg = decoder.feed(data)
@@ -547,39 +652,36 @@ class WorkerServer:
                     await self._send(conn, encode(error_reply(0, e)))
                     await ws.close(CLOSE_POLICY, "malformed message")
                     return
-                if msg is None:
-                    continue  # streamed buffers still arriving
-                cmd = msg.get("c")
-                if cmd in _READS_ACROSS_SESSIONS:
-                    # a connection that closed a moment ago may not have run its handler's end yet
-                    # (the closing handshake is answered before it): one turn of the loop lets it
-                    # queue its session's release, so a read sees what the closed client stored gone
-                    await asyncio.sleep(0)
-                if cmd == "hello":
-                    session = self._attach(msg, session)
-                if session is None:
-                    session = Session()
-                    session.connections = 1
-                if cmd in ("hello", "ping", "subscribe") and "rel" not in msg:
-                    # answered on the event loop: never queued behind a long op
-                    decoder.release()
-                    if cmd == "subscribe":
-                        reply = self._follow(conn, msg)
+                if encoded is None:
+                    if msg is None:
+                        continue  # streamed buffers still arriving
+                    cmd = msg.get("c")
+                    if cmd in _READS_ACROSS_SESSIONS:
+                        # a connection that closed a moment ago may not have run its handler's end yet
+                        # (the closing handshake is answered before it): one turn of the loop lets it
+                        # queue its session's release, so a read sees what the closed client stored gone
+                        await asyncio.sleep(0)
+                    session = self._session(conn, msg)
+                    if cmd in ("hello", "ping", "subscribe") and "rel" not in msg:
+                        # answered on the event loop: never queued behind a long op
+                        decoder.release()
+                        if cmd == "subscribe":
+                            reply = self._follow(conn, msg)
+                        else:
+                            reply, then = self.service.handle(msg, session)
+                        encoded = encode(reply)
+                        if not self._send_now(conn, encoded):
+                            await self._send(conn, encoded)
+                        elif ws.paused or ws.transport.is_closing():
+                            await ws.drain()  # what ws.send waits for after a write
+                        continue
+                    if self._queued == 0 and self.quick_command(msg):
+                        # known to take a moment, with the command thread idle: run here, saving
+                        # the two thread wake-ups of the hand-over (quick_command)
+                        encoded, then = self._execute(msg, session, decoder)
                     else:
-                        reply, then = self.service.handle(msg, session)
-                    encoded = encode(reply)
-                    if not self._send_now(conn, encoded):
-                        await self._send(conn, encoded)
-                    elif ws.paused or ws.transport.is_closing():
-                        await ws.drain()  # what ws.send waits for after a write
-                    continue
-                if self._queued == 0 and self.quick_command(msg):
-                    # known to take a moment, with the command thread idle: run here, saving
-                    # the two thread wake-ups of the hand-over (quick_command)
-                    encoded, then = self._execute(msg, session, decoder)
-                else:
-                    encoded, then = await asyncio.wrap_future(
-                        self._on_command_thread(self._execute, msg, session, decoder))
+                        encoded, then = await asyncio.wrap_future(
+                            self._on_command_thread(self._execute, msg, session, decoder))
                 try:
                     if not self._send_now(conn, encoded):
                         await self._send(conn, encoded)
@@ -590,15 +692,16 @@ class WorkerServer:
                         self._submit(then.failed)
                     self.service.reply_done(then)
                     raise
-                if then is not None and then.sent is not None:
-                    self._submit(then.sent)
-                self.service.reply_done(then)
+                self._sent(then)
         except ConnectionClosed:
             pass
         finally:
+            ws.inline = None
             self._unfollow(conn)
             decoder.close()  # a half-received message goes with it (and its budget): nothing partial is stored
             del decoder
+            conn.decoder = None
+            session = conn.session
             if session is not None:
                 rcvd = ws.protocol.close_rcvd
                 self._leave(session, clean=rcvd is not None and rcvd.code in CLEAN_CLOSE_CODES)
