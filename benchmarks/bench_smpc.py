@@ -273,18 +273,20 @@ def _in_process(sy, quick):
         from syft_lab.smpc import ring
 
         t = interleaved({"shared": lambda: sx @ sw, "plain": lambda: x @ w, "int64": lambda: xi @ wi,
-                         "limbs": lambda: ring.matmul(xi, wi)},
+                         "limbs": lambda: ring.limb_matmul(xi, wi)},
                         number=2 if quick else 5, repeat=5 if quick else 15, clock=cpu_clock)
         del sx, sw
     finally:
         for v in (alice, bob, carol):
             v.close()
-    # a shared product is 5 ring matmuls (the dealer's c = a b, pooled; per party c_i + e b_i, here on
-    # float64 limbs, and x_i d on the party, int64) plus the protocol's ops
+    # a shared product is 5 ring matmuls' work (the dealer's c = a b, pooled; per party
+    # [e | a_i] @ [b_i (+ d); d], here) plus the protocol's ops; each ring product runs on whichever of
+    # the int64 kernel and the float64 limbs is the faster in this process (ring._dispatch)
     return [figure("shared 100x100 matmul in process (VirtualWorkers) vs a plain float32 matmul", t["shared"] * 1e3,
                    "ms", 20.0, ratio=t["shared"] / t["plain"],
                    peer=f"plain {t['plain'] * 1e6:.0f} us; one ring 100x100 matmul: torch int64 {t['int64'] * 1e6:.0f} us, "
-                        f"float64 limbs (ring.matmul) {t['limbs'] * 1e6:.0f} us")]
+                        f"float64 limbs (ring.limb_matmul) {t['limbs'] * 1e6:.0f} us; ring.matmul took "
+                        f"{'the limbs' if ring.prefer_limbs() else 'int64'}")]
 
 
 def _randomness(sy, quick):

@@ -152,9 +152,13 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
     if f is aten.mm.default and dealer.rows is None:  # every party's z_i here in two ring products
         pieces = [dealer.local(item, i) for i in range(n)]  # (a_i, b_i, c_i)
         m, r = delta.shape[1], eps.shape[0]
-        eb = ring.matmul(eps, torch.cat([pc[1] + delta if i == 0 else pc[1] for i, pc in enumerate(pieces)], 1))
-        ad = ring.matmul(torch.cat([pc[0] for pc in pieces], 0), delta)
-        stacked = [eb[:, i * m:(i + 1) * m] + ad[i * r:(i + 1) * r] for i in range(n)]
+        if 2 * eps.shape[1] <= ring.LIMB_K:  # per party one ring product [e | a_i] @ [b_i (+ d); d]
+            stacked = [ring.matmul_sum([(eps, pc[1] + delta if i == 0 else pc[1]), (pc[0], delta)])
+                       for i, pc in enumerate(pieces)]
+        else:
+            eb = ring.matmul(eps, torch.cat([pc[1] + delta if i == 0 else pc[1] for i, pc in enumerate(pieces)], 1))
+            ad = ring.matmul(torch.cat([pc[0] for pc in pieces], 0), delta)
+            stacked = [eb[:, i * m:(i + 1) * m] + ad[i * r:(i + 1) * r] for i in range(n)]
     for i, p in enumerate(progs2):
         _, b, c = dealer.part(item, i)
         ceil_here = div != 1 and n == 2 and i == 1 and isinstance(c, torch.Tensor)

@@ -445,10 +445,11 @@ def keep_refill(refill) -> None:
 def _ring_mm(p, a, b, sa, sb, batched: bool = False):
     """c = a @ b mod 2^64 (``batched``: bmm) recorded on the provider's program ``p``: on float64
     limbs (ring.matmul's method: 22-bit limbs, six exact float64 products on BLAS) when the inner
-    dimension allows it (k <= ring.LIMB_K), else the int64 kernel (no BLAS: ~3x slower at 100x100)."""
+    dimension allows it (k <= ring.LIMB_K), else the int64 kernel (no BLAS); an in-process provider
+    takes the int64 kernel while ring.matmul measures it the faster here."""
     mm, acc = (aten.bmm.default, aten.baddbmm.default) if batched else (aten.mm.default, aten.addmm.default)
-    if len(sa) != 2 or len(sb) != 2 or sa[1] > ring.LIMB_K:
-        return p.op(mm, a, b)
+    if len(sa) != 2 or len(sb) != 2 or sa[1] > ring.LIMB_K or (p.local and not ring.prefer_limbs()):
+        return p.op(mm, a, b)  # in process: the int64 kernel where it is the faster here (ring._dispatch)
     bits = ring.LIMB_BITS
 
     def limbs(t):
