@@ -290,6 +290,7 @@ class PlanGraph:
             if isinstance(o, Value) and o.kind == "node":
                 last_use[o.index] = n_nodes  # outputs live on
         frees = [[] for _ in self.nodes]
+        bound = {}  # node -> its OpOverload's call, where the program calls torch's binding instead
         for k, at in enumerate(last_use):
             if at < n_nodes:
                 frees[at].append(k)
@@ -307,11 +308,20 @@ class PlanGraph:
             kw_fills = [(name, slot(v)) for name, v in node.kwargs.items() if isinstance(v, Value)]
             fn = _getitem if node.op == "getitem" else node.op
             is_op = type(fn) is torch._ops.OpOverload  # not getitem, shape arithmetic or a seed
-            # an op runs through its C++ overload packet: OpOverload.__call__ is a Python frame
-            call = fn._op if is_op else fn
+            # an op runs through its C++ overload packet: OpOverload.__call__ is a Python frame;
+            # or through torch's own binding of that very overload where one is seen to be it
+            call = (_binding(self, node) or fn._op) if is_op else fn
+            if is_op and call is not fn._op:
+                bound[k] = fn._op
             dead = [(base["node"] + d, d) for d in frees[k]]
-            program.append((fn, call, is_op, args, fills, dict(node.kwargs), kw_fills, base["node"] + k, dead))
+            # (a reference inside a list argument, ``cat([a, b])``: that list is copied too; else the
+            # template's own lists are passed as they are, read only, and one shallow copy will do)
+            nested = any(j is not None for _, j, _ in fills)
+            program.append((fn, call, is_op, args, fills, dict(node.kwargs), kw_fills, base["node"] + k, dead, nested))
         outputs = [(True, slot(o)) if isinstance(o, Value) else (False, o) for o in self.outputs]
+        # (the same program with every op's own overload call: a replay under a torch function mode,
+        # which must see the OpOverload as before)
+        self._unbound = [(step[0], bound[k]) + step[2:] if k in bound else step for k, step in enumerate(program)]
         self._program = program, outputs
         return self._program
 
@@ -370,6 +380,8 @@ class PlanGraph:
 
     def _replay(self, inputs, guard, check, learn=None, recheck=None, admit=None, key=_UNKEYED) -> list:
         program, outputs = self._program or self._compile()
+        if _function_mode():
+            program = self._unbound
         slots = [*inputs, *self.constants, *([None] * len(program))]
         sizes = [0] * len(program) if guard is not None else None
         known = learning = data = None
@@ -401,9 +413,9 @@ class PlanGraph:
         started = time.perf_counter() if key is not None else None
         grad = torch.is_grad_enabled() and not self.mutated_inputs
         with torch.set_grad_enabled(grad):
-            for k, (fn, call, is_op, template, fills, kwargs, kw_fills, at, dead) in enumerate(program):
+            for k, (fn, call, is_op, template, fills, kwargs, kw_fills, at, dead, nested) in enumerate(program):
                 if fills:
-                    args = [list(a) if type(a) is list else a for a in template]
+                    args = [list(a) if type(a) is list else a for a in template] if nested else template.copy()
                     for i, j, src in fills:
                         if j is None:
                             args[i] = slots[src]
@@ -869,6 +881,83 @@ def _check_shape_op_args(k, name, args, kwargs, takes_tensor, scalar_nodes) -> N
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+# --- torch's own binding of a node's op ------------------------------------------------------
+# ``op._op`` converts its arguments by the schema and calls the kernel boxed: ~0.5 us a call more
+# than torch's own binding of the same overload (``torch.mm``: the Python argument parser, the
+# unboxed call), on every node of every replay. A node whose arguments are its tensor values and
+# fixed constants (no keywords, no value inside a list) calls the binding of its op's name if,
+# run once on meta tensors of the node's shapes under a dispatch mode that records, that binding
+# reaches exactly this overload with exactly these arguments (the tensors themselves, the constants
+# equal and of their type) and nothing else: the same kernel, autograd and errors.
+
+_VF = torch._C._VariableFunctions
+_BUILTIN = type(_VF.add)
+_function_mode = torch._C._is_torch_function_mode_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+
+
+def _meta_value(graph, v: Value):
+    if v.kind == "const":
+        t = graph.constants[v.index]
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta") \
+            if type(t) is torch.Tensor else None
+    if v.kind == "input":
+        spec = graph.inputs[v.index]
+        shape, dtype = spec["shape"], spec["dtype"]
+    else:
+        outs = graph.nodes[v.index].outputs
+        if len(outs) != 1 or graph.nodes[v.index].op == "getitem" or not graph.nodes[v.index].is_op:
+            return None
+        shape, dtype = outs[0]
+    if not all(type(n) is int and n >= 0 for n in shape):
+        return None  # a batch-generic size
+    try:
+        return torch.empty(shape, dtype=parse_dtype(dtype), device="meta")
+    except Exception:
+        return None
+
+
+def _binding(graph, node):
+    from ..wire.allowlist import _Recorder  # (the lean path's recorder; allowlist imports no plans)
+
+    if node.kwargs or _dispatch_modes() or _function_mode():
+        return None
+    fn = getattr(_VF, node.op._schema.name.split("::")[-1], None)
+    if fn is None or type(fn) is not _BUILTIN:
+        return None
+    margs = []
+    for a in node.args:
+        if isinstance(a, Value):
+            m = _meta_value(graph, a)
+            if m is None:
+                return None
+            margs.append(m)
+        elif type(a) in (list, tuple) and any(isinstance(b, Value) for b in a):
+            return None
+        elif isinstance(a, torch.Tensor):
+            return None
+        else:
+            margs.append(a)
+    rec = _Recorder()
+    try:
+        with rec:
+            fn(*margs)
+    except Exception:
+        return None
+    if len(rec.seen) != 1:
+        return None
+    func, seen, seen_kwargs = rec.seen[0]
+    if func is not node.op or seen_kwargs or len(seen) != len(margs):
+        return None
+    for x, m in zip(seen, margs):
+        if isinstance(m, torch.Tensor):
+            if x is not m:
+                return None
+        elif not (type(x) is type(m) and x == m) and not (type(m) in (list, tuple) and list(x) == list(m)):
+            return None
+    return fn
 
 
 def _metadata_key(values: list) -> tuple | None:

@@ -356,11 +356,14 @@ def fast_call(plan: _Plan, args):
     ``op._op``; remembered in ``plan.calls`` by the number of arguments (read it there first)."""
     fn = plan.calls.get(len(args))
     if fn is None:
+        if _dispatch_modes():  # (a user's dispatch mode would see the meta run: learn another time)
+            return plan.op._op
         fn = plan.calls[len(args)] = _learn_binding(plan, args) or plan.op._op
     return fn
 
 
 function_mode_enabled = torch._C._is_torch_function_mode_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
 # --- the meta run ------------------------------------------------------------------------------
