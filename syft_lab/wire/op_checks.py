@@ -206,6 +206,51 @@ def _dist_backward(name, a: _Args):
         raise OpNotAllowedError(f"{name}: grad and the forward result must have shape {list(shape)}")
 
 
+def _fused_optimizer(name, a: _Args):
+    """Fused optimizer steps walk their tensor lists together, element by element, unchecked (a
+    param and its grad of different shapes killed a worker): one length, the i-th of one shape."""
+    lists = {k: a[k] for k in a.pos if type(a[k]) in (list, tuple) and a[k] and isinstance(a[k][0], torch.Tensor)}
+    lengths = {len(v) for v in lists.values()}
+    if len(lengths) > 1:
+        raise OpNotAllowedError(f"{name}: its tensor lists must have one length, got "
+                                f"{', '.join(f'{k}: {len(v)}' for k, v in lists.items())}")
+    for t in lists.pop("state_steps", ()):  # a step count per param
+        if _tensor(name, t, "each step").numel() != 1:
+            raise OpNotAllowedError(f"{name}: each of state_steps must hold one element")
+    for i, tensors in enumerate(zip(*lists.values())):
+        shapes = {tuple(_tensor(name, t, "each list element").shape) for t in tensors}
+        if len(shapes) > 1:
+            raise OpNotAllowedError(f"{name}: the tensors at position {i} of its lists must have one shape, got "
+                                    f"{', '.join(str(list(s)) for s in shapes)}")
+    for key in ("grad_scale", "found_inf"):
+        v = a[key] if key in a else None
+        if v is not None and _tensor(name, v, key).numel() != 1:
+            raise OpNotAllowedError(f"{name}: {key} must hold one element")
+
+
+def _weight_norm_backward(name, a: _Args):
+    """weight_norm's backward reads saved_g and saved_norms with the sizes saved_v implies."""
+    grad, v = _tensor(name, a["grad_w"], "grad_w"), _tensor(name, a["saved_v"], "saved_v")
+    g, norms = _tensor(name, a["saved_g"], "saved_g"), _tensor(name, a["saved_norms"], "saved_norms")
+    dim = _int(a["dim"], name)
+    if v.dim() == 0 or not -v.dim() <= dim < v.dim():
+        raise OpNotAllowedError(f"{name}: dim must index a dimension of saved_v")
+    dim %= v.dim()
+    shape = tuple(v.shape[d] if d == dim else 1 for d in range(v.dim()))
+    if grad.shape != v.shape or tuple(g.shape) != shape or tuple(norms.shape) != shape:
+        raise OpNotAllowedError(f"{name}: grad_w must have saved_v's shape {list(v.shape)}, saved_g and "
+                                f"saved_norms the shape {list(shape)}")
+
+
+def _transform_bias_rescale_qkv(name, a: _Args):
+    """Multi-head attention's fast-path internal splits qkv [B, T, 3*D] into num_heads heads unchecked."""
+    qkv, bias = _tensor(name, a["qkv"], "qkv"), _tensor(name, a["qkv_bias"], "qkv_bias")
+    heads = _int(a["num_heads"], name)
+    if (qkv.dim() != 3 or bias.dim() != 1 or bias.shape[0] != qkv.shape[2] or heads < 1
+            or qkv.shape[2] % (3 * heads)):
+        raise OpNotAllowedError(f"{name}: qkv must be [B, T, 3*D], qkv_bias [3*D] and num_heads divide D")
+
+
 # --- index tensors that kernels use unchecked ------------------------------------------------------
 
 def _pool_backward(dims: int):
@@ -260,9 +305,33 @@ FAMILIES = (
      r"|bitwise_left_shift_|bitwise_right_shift_)$", _shift, "an integer shift amount, a scalar one in 0..63"),
     (r"^_(c|p)dist_backward$", _dist_backward, "grad and the forward result of the shape the inputs imply"),
     (r"^_unsafe_view$", _unsafe_view, "the new size holds exactly the input's elements"),
+    (r"^_fused_(sgd|adam|adamw|adagrad)_?$", _fused_optimizer,
+     "tensor lists of one length, the i-th tensors of one shape (a step count: one element); grad_scale and "
+     "found_inf one element"),
+    (r"^_weight_norm_interface_backward$", _weight_norm_backward,
+     "grad_w of saved_v's shape, saved_g and saved_norms of the shape dim implies"),
+    (r"^_transform_bias_rescale_qkv$", _transform_bias_rescale_qkv, "qkv [B, T, 3*D], its bias [3*D], heads divide D"),
 )
 _FAMILY_RES = [(re.compile(p), check, what) for p, check, what in FAMILIES]
 FOREACH_RULE = "every tensor and scalar list of one length"
+FIXED_LIST_RULE = ("internals (`_*`) and backward kernels (`*_backward`), which trust the lists autograd gives "
+                   "them: an `int[N]` argument (N > 1) holds 1 or N integers (an empty one read past its end); a "
+                   "pooling kernel's `stride` may be empty (its default: the kernel size)")
+
+
+def trusts_fixed_lists(base: str) -> bool:
+    return base.startswith("_") or base.endswith("_backward")
+
+
+def _fixed_lengths(sized, empty_ok=()):
+    """``sized``: (argument name, N) of the schema's int[N] arguments; ``empty_ok``: the names an
+    empty list means a default for (a pooling kernel's stride: its kernel size)."""
+    def check(name, a: _Args):
+        for key, n in sized:
+            v = a[key]
+            if type(v) in (list, tuple) and len(v) not in (1, n) and not (v == [] and key in empty_ok):
+                raise OpNotAllowedError(f"{name}: {key} must hold 1 or {n} integers, got {len(v)}")
+    return check
 VIEW_RULE = "ops taking `size` and `stride` lists: non-negative, and the view's last element " \
             "(offset + sum((size-1)*stride)) inside the input's storage (factories: non-negative, same length)"
 
@@ -294,6 +363,11 @@ def check_for(name: str, op):
     if base.startswith("_foreach_"):
         checks.append(_same_lengths([a.name for a in op._schema.arguments if str(a.real_type).startswith("List[")
                                      and ("Tensor" in str(a.real_type) or "number" in str(a.real_type))]))
+    if trusts_fixed_lists(base):
+        sized = [(a.name, a.N) for a in op._schema.arguments if a.N is not None and a.N > 1
+                 and str(a.real_type).startswith("List[") and ("int" in str(a.real_type) or "SymInt" in str(a.real_type))]
+        if sized:
+            checks.append(_fixed_lengths(sized, ("stride",) if "pool" in base else ()))
     kind = _view_kind(base, set(names))
     if kind is not None:
         checks.append(_view_check(kind))

@@ -45,6 +45,9 @@ def tables() -> str:
     lines.append(f"| `size` and `stride` arguments | {_cell(op_checks.VIEW_RULE)} | {views} |")
     foreach = sum(1 for name in allowed if name.split(".")[1].startswith("_foreach_"))
     lines.append(f"| `^_foreach_` | {_cell(op_checks.FOREACH_RULE)} | {foreach} |")
+    fixed = sum(1 for name, op in allowed.items() if op_checks.trusts_fixed_lists(name.split(".")[1])
+                and any(a.N is not None and a.N > 1 and "int" in str(a.real_type).lower() for a in op._schema.arguments))
+    lines.append(f"| `int[N]` arguments | {_cell(op_checks.FIXED_LIST_RULE)} | {fixed} |")
     for pattern, _, what in op_checks.FAMILIES:
         n = sum(1 for name in allowed if op_checks.re.search(pattern, name.split(".")[1]))
         lines.append(f"| `{_cell(pattern)}` | {_cell(what)} | {n} |")

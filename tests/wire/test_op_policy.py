@@ -174,3 +174,39 @@ def test_kernels_the_fuzzer_crashed_are_checked_or_denied():
     for name in allowlist.FUZZ_CRASHES:
         with pytest.raises(OpNotAllowedError, match="crashed the fuzzer"):
             allowlist.resolve(name)
+
+
+def test_the_long_fuzz_runs_crashes_are_refused_and_their_ordinary_calls_pass():
+    """benchmarks/fuzz_ops.py's long run (96 cases per overload) killed a worker with each of these;
+    the calls training makes of the same kernels still pass."""
+    f34, f3, f2345, empty = torch.randn(3, 4), torch.randn(3), torch.randn(2, 3, 4, 5), torch.empty(0)
+    sgd = dict(weight_decay=0.5, momentum=0.5, lr=0.5, dampening=0.5, nesterov=False, maximize=False,
+               is_first_step=False)
+    refused = [
+        (aten._slow_conv2d_backward.output_mask, [f2345, f3, f3, [2], [], [2], [True, True, True]], None,
+         "stride must hold 1 or 2 integers, got 0"),
+        (aten._slow_conv2d_backward.output_mask, [f2345, f3, f3, [2], [2], [], [True, True, True]], None,
+         "padding must hold 1 or 2 integers, got 0"),
+        (aten.reflection_pad1d_backward.default, [f34, f34, []], None, "padding must hold 1 or 2 integers"),
+        (aten._transform_bias_rescale_qkv.default, [f2345, f3, 0], None, r"qkv must be \[B, T, 3\*D\]"),
+        (aten._weight_norm_interface_backward.default, [empty, f34, f34, f34, 1], None, "grad_w must have"),
+        (aten._weight_norm_interface_backward.default, [f34, f34, empty, f34, 1], None, "saved_g and saved_norms"),
+        (aten._fused_sgd.default, [[torch.randn(1, 3, 8, 8)] * 2, [f34, f34], [f34, f34]], sgd,
+         r"position 0 of its lists must have one shape, got \[1, 3, 8, 8\], \[3, 4\]"),
+        (aten._fused_sgd.default, [[f34], [f34], [f34]], dict(sgd, grad_scale=f2345, found_inf=f3),
+         "grad_scale must hold one element"),
+    ]
+    for op, args, kwargs, match in refused:
+        with pytest.raises(OpNotAllowedError, match=match):
+            check_call(op, args, kwargs)
+    # what autograd and torch.optim pass the same kernels
+    x = torch.randn(1, 2, 6)
+    check_call(aten.reflection_pad1d_backward.default, [torch.randn(1, 2, 8), x, [1, 1]], None)
+    v, g = torch.randn(4, 3), torch.randn(4, 1)
+    norms = v.norm(dim=1, keepdim=True)
+    check_call(aten._weight_norm_interface_backward.default, [torch.randn(4, 3), v, g, norms, 0], None)
+    check_call(aten._transform_bias_rescale_qkv.default, [torch.randn(2, 5, 12), torch.randn(12), 2], None)
+    params, grads = [f34, torch.randn(5)], [torch.randn(3, 4), torch.randn(5)]
+    check_call(aten._fused_adam_.default, [params, grads, [torch.zeros(3, 4), torch.zeros(5)],
+                                           [torch.zeros(3, 4), torch.zeros(5)], [], [torch.tensor(1.0)] * 2],
+               dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False))
