@@ -86,7 +86,12 @@ _scratch = threading.local()
 _SCRATCH_KEYS = 8
 
 
+SCRATCH_MAX = 2**20  # elements (8 MB): a larger buffer is made for its product and let go
+
+
 def _buffer(role: str, numel: int, dtype) -> torch.Tensor:
+    if numel > SCRATCH_MAX:
+        return torch.empty(numel, dtype=dtype)
     cache = getattr(_scratch, "bufs", None)
     if cache is None:
         cache = _scratch.bufs = {}

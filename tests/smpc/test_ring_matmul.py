@@ -107,3 +107,16 @@ def test_a_shared_matmul_gives_the_product_whichever_kernel_is_faster(monkeypatc
     finally:
         for v in (alice, bob, carol):
             v.close()
+
+
+def test_a_product_past_the_scratch_size_is_exact_and_not_kept(monkeypatch):
+    monkeypatch.setattr(ring, "SCRATCH_MAX", 100)
+    monkeypatch.setattr(ring._scratch, "bufs", {}, raising=False)
+    g = torch.Generator().manual_seed(5)
+    a = torch.randint(*WORDS, (30, 40), generator=g, dtype=torch.int64)
+    b = torch.randint(*WORDS, (40, 20), generator=g, dtype=torch.int64)
+    assert torch.equal(ring.limb_matmul(a, b), a @ b)
+    assert ring._scratch.bufs == {}  # nothing kept past SCRATCH_MAX
+    small = torch.ones((2, 3), dtype=torch.int64)
+    assert torch.equal(ring.limb_matmul(small, small.T.contiguous()), small @ small.T)
+    assert len(ring._scratch.bufs) == 4  # int64 and float64 limbs of each operand, kept for the next
