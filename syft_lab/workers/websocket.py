@@ -108,6 +108,13 @@ class _LeanConnection:
                         self._take(event)
             if protocol.handshake_exc is not None:
                 raise protocol.handshake_exc
+            # bytes given to the protocol since the handshake, and those its frames accounted
+            # for (a frame's header by its minimal length form, as a worker sends it) less what
+            # its reader held already: equal, the protocol waits for the start of a frame (see
+            # _read); a worker that sent a longer form than needed only turns the short way off
+            left = getattr(getattr(protocol, "reader", None), "buffer", None)
+            self._fed, self._in_step = 0, (-len(left) if left is not None else -2**62)
+            self._max_size = max_size if max_size is not None else 2**62
         except BaseException:
             sock.close()
             raise
@@ -200,9 +207,27 @@ class _LeanConnection:
             self._broken = True
             protocol.receive_eof()
             raise ConnectionError("the worker closed the connection")
+        n = len(data)
+        if (self._in_step == self._fed and n >= 2 and data[0] == 0x82 and protocol.current_size is None
+                and protocol.state is State.OPEN):
+            # in step (every byte given to the protocol so far made whole frames): one whole
+            # unfragmented binary frame from the worker, the usual reply, taken as it is (what
+            # the protocol would do with it: no state of its own changes for a data frame)
+            size = data[1]
+            head = 2 if size < 126 else 4 if size == 126 else 0
+            if head == 4 and n >= 4:
+                size = (data[2] << 8) | data[3]
+            if head and n == head + size and size <= self._max_size:
+                self._messages.append(data[head:])
+                return
+        self._fed += n
         protocol.receive_data(data)
+        used = 0
         for frame in protocol.events_received():
+            k = len(frame.data)
+            used += k + (2 if k < 126 else 4 if k < 65536 else 10)
             self._take(frame)
+        self._in_step += used
         self._flush()  # pongs, the closing handshake
 
     def _closed_error(self) -> ConnectionError:
