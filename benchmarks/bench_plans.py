@@ -160,6 +160,57 @@ def in_process(quick: bool) -> list[dict]:
     ]
 
 
+def server_side(quick: bool) -> list[dict]:
+    """What a worker process does for one plan call, without its transport: ``quick`` and
+    ``handle`` of the run_plan message on a WorkerService with the default quotas (the learned
+    checks: the quota once for the replay's peak, the time budget per op), and the release of
+    its result, beside the bare replay of the same graph on the same stored tensors (no_grad, no
+    checks) and the eager step, in turns (issue 23: the server's part of a plan round trip)."""
+    import syft_lab as sy
+    from syft_lab.workers.protocol import WorkerClient
+    from syft_lab.workers.service import WorkerService
+    from syft_lab.workers.virtual import InProcessTransport
+
+    sy.hook()
+    model, X, Y, train_step = _step()
+    step = sy.plan(train_step, state=model).build(X, Y)
+    _, _, _, step_eager = _step()
+    service = WorkerService("bench_plans_server_side")
+    client = WorkerClient("bench_plans_server_side", InProcessTransport(service))
+    x, y = X.send(client), Y.send(client)
+    model.send(client)
+    pp = step.send(client)
+    msg = {"c": "run_plan", "id": pp._ref.id, "a": [x._ref.id, y._ref.id], "s": [r.id for r in pp._state_refs()]}
+    session = client.transport.session
+    core = service.core
+    values = [core.objects[i] for i in msg["s"] + msg["a"]]
+    graph = core.objects[pp._ref.id].builds.select(values)
+    quick_seen = []
+
+    def served():
+        m = dict(msg)
+        quick_seen.append(service.quick(m))
+        reply, _ = service.handle(m, session)
+        for r in reply["ok"]:
+            service.release_one(session, r.id)
+
+    def replay():
+        with torch.no_grad():
+            graph.run(values)
+
+    for _ in range(3):
+        served()
+    t = interleaved({"served": served, "replay": replay, "eager": lambda: step_eager(X, Y)},
+                    number=10 if quick else 40, repeat=11 if quick else 41, clock=cpu_clock)
+    del x, y, pp
+    return [figure("plan call on a worker service with quotas (quick + handle + release, no transport) vs its bare replay",
+                   t["served"] * 1e6, "us", None,
+                   peer=f"bare replay (no checks, no_grad) {t['replay'] * 1e6:.0f} us; the service's part outside it "
+                        f"{(t['served'] - t['replay']) * 1e6:.0f} us; eager step {t['eager'] * 1e6:.0f} us; quick said "
+                        f"{'yes' if all(quick_seen[3:]) else 'no'}",
+                   ratio=t["served"] / t["replay"])]
+
+
 def over_websocket(quick: bool) -> list[dict]:
     """A plan call on a worker process vs one bare websockets echo plus the step's eager compute."""
     import subprocess
@@ -218,7 +269,7 @@ def over_websocket(quick: bool) -> list[dict]:
 
 
 def run(quick: bool = False) -> list[dict]:
-    return in_process(quick) + over_websocket(quick) + first_build(quick)
+    return in_process(quick) + server_side(quick) + over_websocket(quick) + first_build(quick)
 
 
 if __name__ == "__main__":

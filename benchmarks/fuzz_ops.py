@@ -188,6 +188,47 @@ def all_cases(limit: int) -> list[tuple[str, list, dict]]:
     return [(name, args, kwargs) for name, op in sorted(ALLOWED.items()) for args, kwargs in cases_for(op, limit)]
 
 
+def random_cases(op, count: int, rng) -> list[tuple[list, dict]]:
+    """``count`` cases of one overload with 2 or 3 arguments varied at once (the schedule above
+    varies one at a time: kernels that check each argument alone but not their combination show
+    up here), from the plain or the channel baseline, drawn with ``rng`` (reproducible by seed)."""
+    schema_args = op._schema.arguments
+    pools = [pool_for(str(a.real_type)) for a in schema_args]
+    if len(schema_args) < 2:
+        return []
+    tensor_args = [i for i, a in enumerate(schema_args) if "Tensor" in str(a.real_type)
+                   and "List" not in str(a.real_type)]
+    channel = {i: SLOTS["f2345" if k == 0 else "f3"] for k, i in enumerate(tensor_args)}
+    out = []
+    for _ in range(count):
+        values = dict(channel) if channel and rng.random() < 0.5 else {}
+        for i in rng.sample(range(len(pools)), min(len(pools), rng.choice((2, 3)))):
+            if pools[i]:
+                values[i] = rng.choice(pools[i])
+        args, kwargs = [], {}
+        for i, a in enumerate(schema_args):
+            if i in values:
+                v = values[i]
+            elif not a.has_default_value():
+                p = pools[i]
+                v = p[1] if (p and p[0] is None and len(p) > 1) else (p[0] if p else None)
+            else:
+                continue
+            if a.kwarg_only or len(args) != i:
+                kwargs[a.name] = v
+            else:
+                args.append(v)
+        out.append((args, kwargs))
+    return out
+
+
+def all_random_cases(count: int, seed: int) -> list[tuple[str, list, dict]]:
+    import random
+
+    rng = random.Random(seed)
+    return [(name, args, kwargs) for name, op in sorted(ALLOWED.items()) for args, kwargs in random_cases(op, count, rng)]
+
+
 def bind(value, refs: dict):
     """A case's value with its slots bound to this batch's stored tensors."""
     if type(value) is Slot:
@@ -328,12 +369,14 @@ def describe(case) -> str:
     return f"{name}{tuple(args)}{' ' + str(kwargs) if kwargs else ''}"[:300]
 
 
-def report(summary: dict, limit: int) -> str:
+def report(summary: dict, limit: int, random_cases: int = 0, seed: int = 0) -> str:
     lines = [
         "# Op fuzz report",
         "",
         "Written by `python benchmarks/fuzz_ops.py` (docs/op-allowlist.md, \"Testing: the fuzzer\"): every allowed",
-        f"overload, up to {limit} cases each, as raw `run` commands to a worker process under a "
+        f"overload, up to {limit} cases each"
+        + (f" plus {random_cases} varying 2 or 3 arguments at once (seed {seed})" if random_cases else "")
+        + ", as raw `run` commands to a worker process under a "
         f"{MEMORY_LIMIT // 2**30} GiB RLIMIT_AS, pinged after every batch of {BATCH}.",
         "",
         "| | |",
@@ -362,8 +405,13 @@ def main(argv=None) -> int:
     parser.add_argument("--cases-per-op", type=int, default=96)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "fuzz_report.md"))
     parser.add_argument("--only", default=None, help="a substring of the op names to fuzz")
+    parser.add_argument("--random-cases", type=int, default=0,
+                        help="per overload, this many more cases varying 2 or 3 arguments at once")
+    parser.add_argument("--seed", type=int, default=0, help="the random cases' seed")
     options = parser.parse_args(argv)
     cases = all_cases(options.cases_per_op)
+    if options.random_cases:
+        cases += all_random_cases(options.random_cases, options.seed)
     if options.only:
         cases = [c for c in cases if options.only in c[0]]
     token = secrets.token_urlsafe(24)
@@ -385,7 +433,7 @@ def main(argv=None) -> int:
                                                                    flush=True))
         finally:
             proc.kill()
-    text = report(summary, options.cases_per_op)
+    text = report(summary, options.cases_per_op, options.random_cases, options.seed)
     if not options.only:
         Path(options.out).write_text(text)
     print(text)

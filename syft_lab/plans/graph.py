@@ -21,7 +21,7 @@ import torch
 
 from ..dtypes import DTYPES, dtype_name, parse_dtype
 from ..errors import SyftError
-from ..wire.allowlist import decided_by_metadata, resolve
+from ..wire.allowlist import OverloadRecorder, decided_by_metadata, resolve
 
 _Tensor = torch.Tensor
 
@@ -920,8 +920,6 @@ def _meta_value(graph, v: Value):
 
 
 def _binding(graph, node):
-    from ..wire.allowlist import _Recorder  # (the lean path's recorder; allowlist imports no plans)
-
     if node.kwargs or _dispatch_modes() or _function_mode():
         return None
     fn = getattr(_VF, node.op._schema.name.split("::")[-1], None)
@@ -940,7 +938,7 @@ def _binding(graph, node):
             return None
         else:
             margs.append(a)
-    rec = _Recorder()
+    rec = OverloadRecorder()
     try:
         with rec:
             fn(*margs)

@@ -320,7 +320,9 @@ def _check_typed(plan: _Plan, args, kwargs) -> None:
 _VF = torch._C._VariableFunctions
 
 
-class _Recorder(TorchDispatchMode):
+class OverloadRecorder(TorchDispatchMode):
+    """Records the aten overloads (and their arguments) that a call reaches, running each."""
+
     def __init__(self):
         super().__init__()
         self.seen = []
@@ -335,7 +337,7 @@ def _learn_binding(plan: _Plan, args):
     if fn is None or type(fn) is not type(_VF.add):
         return None
     margs = [torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META) for a in args]
-    rec = _Recorder()
+    rec = OverloadRecorder()
     try:
         with rec:
             fn(*margs)

@@ -245,7 +245,8 @@ class _GuardedConnection(ServerConnection):
         self._guard = guard
         self._handshake_bytes = 0
         # set by the server's handler while it waits for a message with none queued: a small
-        # complete binary message goes to it at once (WorkerServer._inline); True: done with
+        # complete binary message goes to it at once (WorkerServer._inline), which returns
+        # True if it handled the message, False if the frame goes on to the handler's queue
         self.inline = None
 
     def process_event(self, event):
