@@ -33,7 +33,7 @@ import torch
 from ..errors import SyftError
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from . import ring
-from .provider import Dealer, keep_refill, made_ahead, pooled_triple, refill_ahead, take_made_ahead
+from .provider import SQUARE, Dealer, keep_refill, made_ahead, pooled_triple, refill_ahead, take_made_ahead
 from .runtime import Program, run
 
 aten = torch.ops.aten
@@ -125,13 +125,15 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
     """[f(x, y, *extra)] for a bilinear op f; ``div``: divided by that public integer too."""
     n = len(x.shares)
     trunc_item = refill = None
+    square = f is aten.mul.Tensor and x is y and not extra  # x * x: a square pair, e alone opened
+    kind = SQUARE if square else f
     if f in _POOLED and not extra and (div == 1 or n == 2):  # the offline phase: a triple made ahead
-        dealer, item = pooled_triple(_provider(x), x.parties, f, tuple(x.shape), tuple(y.shape))
+        dealer, item = pooled_triple(_provider(x), x.parties, kind, tuple(x.shape), tuple(y.shape))
         # the pool used up: the next pool's dealer program rides in this product's opening round
-        refill = refill_ahead(_provider(x), x.parties, f, tuple(x.shape), tuple(y.shape))
+        refill = refill_ahead(_provider(x), x.parties, kind, tuple(x.shape), tuple(y.shape))
     else:
         dealer = Dealer(_provider(x), n)
-        item = dealer.arith_triple(f, tuple(x.shape), tuple(y.shape), *extra)
+        item = dealer.arith_triple(kind, tuple(x.shape), tuple(y.shape), *extra)
     if div != 1 and n > 2:
         zshape = tuple(f(torch.empty(x.shape, dtype=torch.int64, device="meta"),
                          torch.empty(y.shape, dtype=torch.int64, device="meta"), *extra).shape)
@@ -139,13 +141,18 @@ def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
         trunc_item = dealer.trunc_pair(zshape, div)
     dealer.generate(x.parties)
     progs = _programs(x)
-    for i, p in enumerate(progs):  # open e = x - a and d = y - b
+    for i, p in enumerate(progs):  # open e = x - a and d = y - b (a square: e alone, d = e)
         a, b, _ = dealer.part(item, i)
-        p.open_all([p.op(aten.sub.Tensor, x.shares[i], a), p.op(aten.sub.Tensor, y.shares[i], b)])
+        p.open_all([p.op(aten.sub.Tensor, x.shares[i], a)] if square else
+                   [p.op(aten.sub.Tensor, x.shares[i], a), p.op(aten.sub.Tensor, y.shares[i], b)])
     run(progs + ([refill[1].program_ahead()] if refill is not None else []))  # the next pool: not waited for
     if refill is not None:
         keep_refill(refill)
-    eps, delta = _sum_parts(progs, 0)
+    if square:
+        (eps,) = _sum_parts(progs, 0)
+        delta = eps
+    else:
+        eps, delta = _sum_parts(progs, 0)
     progs2 = _programs(x)
     fused = _FUSED.get(f)
     stacked = None

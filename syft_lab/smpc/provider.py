@@ -174,7 +174,10 @@ class Dealer:
 
     # --- items --------------------------------------------------------------------------------
     def arith_triple(self, f, sa, sb, *extra) -> int:
-        """A Beaver triple for ``c = f(a, b, *extra)``; returns the item's index."""
+        """A Beaver triple for ``c = f(a, b, *extra)``; returns the item's index. ``f`` SQUARE:
+        a square pair (a, a^2), its item (a, a, a^2) so the product's formula is unchanged."""
+        if f is SQUARE:
+            return self.arith_triples(SQUARE, sa, sb, 1)[0]
         p, n = self.prog, self.n
         A, B = self._rand([n, *sa]), self._rand([n, *sb])
         a, b = p.op(aten.sum.dim_IntList, A, [0]), p.op(aten.sum.dim_IntList, B, [0])
@@ -189,6 +192,15 @@ class Dealer:
         """``count`` Beaver triples for ``f`` (mm or elementwise mul) drawn at once: one randint
         per operand and one batched product (bmm, or a broadcast mul) for all of them."""
         p, n = self.prog, self.n
+        if f is SQUARE:  # x * x: (a, a^2), one opened value (e = x - a) instead of two
+            A = self._rand([n, count, *sa])
+            a = p.op(aten.sum.dim_IntList, A, [0])
+            C = self._additive(p.op(aten.mul.Tensor, a, a), (count, *sa))
+            pa, pc = self._pieces(A, sa, count), self._pieces(C, sa, count)
+            first = len(self.items)
+            self.items.extend([pa[k], pa[k], pc[k]] for k in range(count))
+            self._count("Beaver square (mul)", count)
+            return list(range(first, first + count))
         A, B = self._rand([n, count, *sa]), self._rand([n, count, *sb])
         a, b = p.op(aten.sum.dim_IntList, A, [0]), p.op(aten.sum.dim_IntList, B, [0])
         if f is aten.mm.default:
@@ -324,7 +336,8 @@ class Dealer:
         pieces = self.local(item, party)
         if self.parties is not None and (item, party) not in self._told:  # inline in its next program
             self._told.add((item, party))
-            expect(self.parties[party], "dealer", self.provider.id, sum(t.numel() * 8 for t in pieces))
+            unique = {id(entry): t for entry, t in zip(self.items[item], pieces)}  # a square's a is its b
+            expect(self.parties[party], "dealer", self.provider.id, sum(t.numel() * 8 for t in unique.values()))
         return pieces
 
     def local(self, item: int, party: int) -> list[torch.Tensor]:
@@ -334,6 +347,12 @@ class Dealer:
                     for shape, k, _, sub in self.items[item]]
         row = self.packed[party]
         return [row[off:off + numel].view(shape) for shape, off, numel, _ in self.items[item]]
+
+
+# A product of a shared value with itself (exp's squarings, x ** 2): a square pair (a, a^2) for
+# ``f``, whose item is (a, a, a^2): Beaver's formula with b = a opens e = x - a alone (d = e), half
+# the opened words and two thirds of the dealer's.
+SQUARE = "square"
 
 
 # --- the offline phase: Beaver triples made ahead of need -----------------------------------------
@@ -395,8 +414,11 @@ def _pool_key(provider, parties, f, sa, sb):
 
 def _new_pool(provider, parties, f, sa, sb):
     """A dealer with the next pool's triples recorded (its program not run yet) and their items."""
-    meta = f(torch.empty(sa, dtype=torch.int64, device="meta"), torch.empty(sb, dtype=torch.int64, device="meta"))
-    per = 8 * (_numel(sa) + _numel(sb) + meta.numel())
+    if f is SQUARE:
+        per = 8 * 2 * _numel(sa)
+    else:
+        meta = f(torch.empty(sa, dtype=torch.int64, device="meta"), torch.empty(sb, dtype=torch.int64, device="meta"))
+        per = 8 * (_numel(sa) + _numel(sb) + meta.numel())
     count = max(1, min(POOL_MAX, POOL_BYTES // max(per, 1)))
     dealer = Dealer(provider, len(parties))
     return dealer, dealer.arith_triples(f, tuple(sa), tuple(sb), count)
@@ -410,7 +432,7 @@ def _keep_pool(key, dealer, parties, items):
 
 
 def pooled_triple(provider, parties, f, sa, sb) -> tuple:
-    """(dealer, item) of a fresh Beaver triple for ``f`` (mm or mul) of shapes sa, sb."""
+    """(dealer, item) of a fresh Beaver triple for ``f`` (mm, mul, or SQUARE: x * x) of shapes sa, sb."""
     key = _pool_key(provider, parties, f, sa, sb)
     entry = _pool.get(key)
     if entry is None or not _usable(entry, provider, parties):
@@ -476,6 +498,8 @@ def _ring_mm(p, a, b, sa, sb, batched: bool = False):
 
 def _op_label(f) -> str:
     """mul, mm, convolution: the name of the op a triple serves."""
+    if f is SQUARE:
+        return "mul"
     return getattr(f, "_opname", None) or getattr(f, "__name__", "op")
 
 

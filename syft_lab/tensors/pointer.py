@@ -124,6 +124,15 @@ class _LiveRefs:
 _live_refs = _LiveRefs()
 
 
+def newest_live_refs():
+    """Every live RemoteRef, newest first (the order they were made, reversed): a scan for the
+    refs made since some known one stops at it (widget/tracker.py)."""
+    for w in reversed(list(_live.values())):
+        ref = w()
+        if ref is not None:
+            yield ref
+
+
 def mark_left(location, obj_id: int, how: str | None = None, to: str | None = None) -> None:
     """The object left ``location`` (get or move): every pointer to it is stale now, not only
     the one that was used, and none of them may release it again. ``how`` ("fetched",

@@ -34,7 +34,7 @@ import weakref
 from ..inspection.model import (Names, _notebook_namespace, finish_entry, gone_lane, lane_header, lane_is_down,
                                 lane_of, local_pointer_entry, local_pointers, mark_dangling, mark_plan_state)
 from ..tensors.nodes import LOCAL_OWNER, is_edge, live_edge
-from ..tensors.pointer import _live as _live_pointer_refs  # every live ref, oldest first
+from ..tensors.pointer import newest_live_refs
 from ..workers.registry import all_workers
 from . import diff
 
@@ -293,14 +293,13 @@ class WorldTracker:
 
     def _new_refs(self, objs: dict) -> list:
         """The notebook's live pointer refs that have no row in "me" yet, in id order. Refs are
-        kept in the order they were made (tensors/pointer.py ``_live``), so the scan goes from
+        kept in the order they were made (tensors/pointer.py ``newest_live_refs``), so the scan goes from
         the newest back to the first one that has its row: one made since the last update is
         after it. A released ref no name holds has no row (``local_pointers``)."""
         fresh = []
         bound = self.names.bound
-        for w in reversed(list(_live_pointer_refs.values())):
-            r = w()
-            if r is None or r.owner_id != LOCAL_OWNER:
+        for r in newest_live_refs():
+            if r.owner_id != LOCAL_OWNER:
                 continue
             if r.pointer_id in objs:
                 break

@@ -25,17 +25,18 @@ def _new(worker, since):
 def test_what_alice_saw_in_a_secure_product(parties2, cell):
     alice, bob, carol = parties2
     provider.clear_pool()  # this product's dealer round makes its triples
-    x = torch.tensor([0.5, -1.25, 2.0])
+    x, w = torch.tensor([0.5, -1.25, 2.0]), torch.tensor([3.0, 0.25, -1.5])
     sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
+    sw = w.fix_precision().share(alice, bob, crypto_provider=carol)
     marks = {w.id: len(w.ledger()) for w in (alice, bob, carol)}
     cell(5)
-    y = sx * sx
+    y = sx * sw
     saw = _new(alice, marks["alice"])
     # the dealer's rows (a, b, c of one Beaver triple: 3 pieces of 3 words) came from carol
     dealer = [r for r in saw if r["kind"] == "dealer material"]
     assert [(r["direction"], r["peer"], r["peer_kind"], r["bytes"]) for r in dealer] == [
         ("in", "carol", "crypto provider", 72)]
-    # she opened her masked shares of x - a and x - b (3 words each) and received their sums
+    # she opened her masked shares of x - a and w - b (3 words each) and received their sums
     opened_out = [r for r in saw if (r["kind"], r["direction"]) == ("opened value", "out")]
     assert [r["bytes"] for r in opened_out] == [24, 24] and {r["peer"] for r in opened_out} == {"me"}
     opened_in = [r for r in saw if (r["kind"], r["direction"]) == ("opened value", "in")]
@@ -49,7 +50,32 @@ def test_what_alice_saw_in_a_secure_product(parties2, cell):
     assert lanes["carol"]["ledger"]["material"] == {"Beaver triple (mul)": provider.POOL_MAX}
     assert lanes["carol"]["objects"] == []  # she keeps nothing: her record is where her part shows
     assert "material made: 16 Beaver triple (mul)" in repr(sy.world({"sx": sx}))
+    assert torch.allclose(y.get().float_precision(), x * w, atol=2e-3)
+
+
+def test_a_secure_square_opens_one_masked_value_and_takes_a_square_pair(parties2, cell):
+    """x * x (exp's squarings) takes a square pair (a, a^2) from the dealer: each party opens
+    x - a alone (CrypTen's Beaver square), half a product's words, and the result is x^2."""
+    alice, bob, carol = parties2
+    provider.clear_pool()
+    x = torch.tensor([0.5, -1.25, 2.0])
+    sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
+    marks = {w.id: len(w.ledger()) for w in (alice, bob, carol)}
+    cell(6)
+    y = sx * sx
+    saw = _new(alice, marks["alice"])
+    dealer = [r for r in saw if r["kind"] == "dealer material"]
+    assert [(r["direction"], r["bytes"]) for r in dealer] == [("in", 48)]  # a and a^2: 2 pieces of 3 words
+    opened_out = [r["bytes"] for r in saw if (r["kind"], r["direction"]) == ("opened value", "out")]
+    opened_in = [r["bytes"] for r in saw if (r["kind"], r["direction"]) == ("opened value", "in")]
+    assert (opened_out, opened_in) == ([24], [24])
+    lanes = {w["id"]: w for w in sy.world({"sx": sx, "y": y}).to_dict()["workers"]}
+    assert lanes["carol"]["ledger"]["material"] == {"Beaver square (mul)": provider.POOL_MAX}
     assert torch.allclose(y.get().float_precision(), x * x, atol=2e-3)
+    # the same pool serves the next squares of that shape, each pair once, each square right
+    for _ in range(provider.POOL_MAX + 1):
+        assert torch.allclose((sx * sx).get().float_precision(), x * x, atol=2e-3)
+    provider.clear_pool()
 
 
 def test_what_left_bob_is_his_share_when_the_secret_is_reconstructed(parties2, cell):

@@ -211,6 +211,9 @@ def test_pooled_triples_are_used_once_and_stay_exact_across_a_refill(parties2):
     dealer, item = provider.pooled_triple(carol, [alice, bob], torch.ops.aten.mm.default, (2, 3), (3, 4))
     a, b, c = (ring_sum(dealer, item, k) for k in range(3))
     assert torch.equal(a @ b, c)  # the batched dealer (bmm) makes valid matmul triples
+    dealer, item = provider.pooled_triple(carol, [alice, bob], provider.SQUARE, (3,), (3,))
+    a, b, c = (ring_sum(dealer, item, k) for k in range(3))
+    assert torch.equal(a, b) and torch.equal(a * a, c)  # a square pair: (a, a, a^2)
     provider.clear_pool()
 
 
