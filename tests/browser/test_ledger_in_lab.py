@@ -40,7 +40,7 @@ def test_each_lane_opens_its_record_and_a_shared_value_explains_its_reconstructi
     world.locator(".syft-lane").first.wait_for()
     alice = world.locator(".syft-lane[data-worker='alice']")
     toggle = alice.locator(".syft-ledger-toggle")
-    expect(toggle).to_have_text("record ↓6 ↑2")  # stored, 3 ops, dealer rows, opened sums; 2 opened values (its result share of the product is computed from its own pieces and stored: one op)
+    expect(toggle).to_have_text("record ↓5 ↑1")  # stored, 2 ops, dealer rows, opened sum; 1 opened value: x - a (x * x takes a square pair) (its result share of the product is computed from its own pieces and stored: one op)
     expect(alice.locator(".syft-ledger")).to_have_count(0)
     toggle.click()
     panel = alice.locator(".syft-ledger")
@@ -49,16 +49,16 @@ def test_each_lane_opens_its_record_and_a_shared_value_explains_its_reconstructi
     expect(dealer).to_have_count(1)
     expect(dealer).to_contain_text("↓ from")
     expect(dealer.locator(".syft-ledger-peer")).to_have_text("carol")
-    expect(dealer.locator(".syft-ledger-bytes")).to_have_text("72 B")
+    expect(dealer.locator(".syft-ledger-bytes")).to_have_text("48 B")  # a and a^2
     expect(dealer.locator(".syft-ledger-cell")).to_have_text("[2]")  # the cell of y = sx * sx
     opened = panel.locator(".syft-ledger-out[data-kind='opened value']")
-    expect(opened).to_have_count(2)
+    expect(opened).to_have_count(1)
     expect(opened.first.locator(".syft-ledger-peer")).to_have_text("me")
     expect(panel.locator(".syft-ledger-in[data-kind='opened value']")).to_have_count(1)
     carol = world.locator(".syft-lane[data-worker='carol']")
     carol.locator(".syft-ledger-toggle").click()
-    expect(carol.locator(".syft-ledger-material")).to_have_text("material made: 16 Beaver triple (mul)")
-    expect(carol.locator(".syft-ledger-out[data-kind='dealer material']")).to_have_count(3)
+    expect(carol.locator(".syft-ledger-material")).to_have_text("material made: 16 Beaver square (mul)")
+    expect(carol.locator(".syft-ledger-out[data-kind='dealer material']")).to_have_count(2)  # the a and a^2 blocks
     world.screenshot(path=str(artifacts / "world-ledger.png"))
     update_readme_image(artifacts / "world-ledger.png", "world-ledger.png")
     # the record stays open and current when the world changes (a lane patch, not a fresh render)
@@ -66,7 +66,7 @@ def test_each_lane_opens_its_record_and_a_shared_value_explains_its_reconstructi
         const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
         await k.requestExecute({code: "z = sx + sx"}).done; }""")
     nb.wait_idle()
-    expect(toggle).to_have_text("record ↓7 ↑2")
+    expect(toggle).to_have_text("record ↓6 ↑1")
     expect(alice.locator(".syft-ledger .syft-ledger-rec").first).to_contain_text("add")
     toggle.click()
     expect(alice.locator(".syft-ledger")).to_have_count(0)

@@ -241,18 +241,18 @@ def test_ledgers_of_worker_processes_in_a_secure_product(remote_parties):
         assert records[0]["kind"] == "stored" and records[0]["peer"] == "me" and records[0]["bytes"] == 24
         dealer = [r for r in records if r["kind"] == "dealer material"]
         assert [(r["direction"], r["peer"], r["peer_kind"], r["bytes"], r["cell"]) for r in dealer] == [
-            ("in", "carol", "crypto provider", 72, 12)]
+            ("in", "carol", "crypto provider", 48, 12)]  # x * x: a square pair (a, a^2), 2 pieces of 3 words
         opened = [(r["direction"], r["bytes"], r["cell"]) for r in records if r["kind"] == "opened value"]
-        assert opened == [("out", 48, 12), ("in", 48, 12)]  # her masked x - a, y - b; their public sums
+        assert opened == [("out", 24, 12), ("in", 24, 12)]  # her masked x - a alone; its public sum
         assert [r["kind"] for r in records if r["direction"] == "out"] == ["opened value", "fetched"]  # y's share
         assert all(r["mine"] and r["session"] == "me" for r in records)
     made = [r for r in carol.ledger() if r["seq"] >= start["carol"]]
     [material] = [r for r in made if r["kind"] == "dealer material"]
-    assert material["direction"] == "out" and material["items"] == {"Beaver triple (mul)": provider.POOL_MAX}
+    assert material["direction"] == "out" and material["items"] == {"Beaver square (mul)": provider.POOL_MAX}
     assert material["cell"] == 12
     lanes = {w["id"]: w for w in sy.world({"sx": sx}).to_dict()["workers"]}
     assert lanes["carol"]["ledger"]["scope"] == "session"
-    assert lanes["carol"]["ledger"]["material"]["Beaver triple (mul)"] >= provider.POOL_MAX
+    assert lanes["carol"]["ledger"]["material"]["Beaver square (mul)"] >= provider.POOL_MAX
     assert "271828" not in json.dumps([w.ledger() for w in (alice, bob, carol)])
 
 
