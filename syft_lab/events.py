@@ -32,7 +32,18 @@ def set_current_cell(number: int | None) -> None:
     cell's execution count; ``None`` when no cell runs."""
     if number is not None and (type(number) is not int or number < 0):
         raise ValueError(f"a cell number is a non-negative int, got {number!r}")
+    if cell_ends and number != current_cell.number:
+        for fn in list(cell_ends):
+            try:
+                fn()
+            except Exception:  # (a worker gone: its next request says so)
+                pass
     current_cell.number = number
+
+
+# Called when the current cell changes, before it does: what a cell started is sent while that
+# cell is still the one its messages name (smpc/runtime.py: the rounds it held back).
+cell_ends: list[Callable[[], None]] = []
 
 _subscribers: list[Callable[[dict], None]] = []
 

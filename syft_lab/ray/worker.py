@@ -344,6 +344,8 @@ class RayWorker(FramedWorker):
     def _receive_from(self, source, obj_id, requires_grad, keep_source=False):
         if not isinstance(source, RayWorker) or source.state in (CLOSED, DEAD):
             return super()._receive_from(source, obj_id, requires_grad, keep_source)
+        if source.before_request is not None:  # a round held back for the source goes first
+            source._send_held()
         ref = source.transport.call_ref({"c": "fetch", "id": obj_id, "keep": True})
         try:
             new_id, shape, dtype = self._request({"c": "store", "src": (source, ref)},

@@ -11,11 +11,14 @@ process sends along. ``run(programs)`` executes them:
   sent without waiting (``WorkerClient.submit_request``); every request of a round is in flight
   at once, on every worker, so a round costs about one round trip, not one per party. A round
   that opens nothing (a protocol's last step, an add, a view) is not waited for at all: its
-  outputs' ids are chosen here (the graph's ``o``), so their pointers exist before the reply,
-  and a worker runs its messages in order, so the next round (or any request) finds them. Its
-  replies are read with the next ones on the same connection; an error in one is raised by the
-  next ``run`` (or ``flush``). Such a round costs no round trip: ``stats["rounds"]`` counts the
-  round trips waited for.
+  outputs' ids are chosen here (the graph's ``o``), so their pointers exist at once. It is not
+  even sent on its own: it is held back and becomes the first ops of its worker's next program
+  (one graph, one message: a product's last step and the next product's first step travel
+  together), or is sent just before any other request to that worker (``before_request``), or
+  by ``flush``; a worker runs its messages in order, so whatever comes next finds its values.
+  Its replies are read with the next ones on the same connection; an error in one is raised by
+  the next ``run`` (or ``flush``). Such a round costs no round trip: ``stats["rounds"]`` counts
+  the round trips waited for, ``stats["messages"]`` the messages sent.
 
 Values a program ``keep``s stay on its worker as pointers (the next round's inputs); values it
 ``open``s come back here (masked values only: a protocol never opens a share).
@@ -27,6 +30,8 @@ pieces it is sent ("opened value" and "dealer material", in: ``expect``), the cr
 material leaving it, counted by item. Counts and sizes only, never a value.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -164,6 +169,15 @@ class Program:
         # when the material is first used (``finish``), so the round does not wait for the dealer
         self.deferred = False
         self._pending: list = []
+        # a round held back for this worker and sent with this one (``_after``): how this
+        # program's recorded node indices move, the held round's outputs, its ledger carries
+        self._node_offset = 0
+        self._prefix_outputs: tuple = ([], [])
+        self._held_carries: list = []
+        self._made: dict = {}
+        self._held = False  # held back (``_hold_back``), waiting for the next request to its worker
+        self._out_values: list = []
+        self._out_ids: list = []
 
     # --- recording ------------------------------------------------------------------------
     def _arg(self, a):
@@ -274,7 +288,7 @@ class Program:
         packing ops), from a remote worker they come as one value of the reply (stacked when
         their shapes agree, else flattened and concatenated)."""
         vals = list(vals)
-        if self.local:
+        if self.local or len(vals) == 1:  # one value (a square's e) comes as it is: no stack
             self._groups.append(("each", [self.open(v) for v in vals]))
         elif len({tuple(v.shape) for v in vals}) == 1:
             self._groups.append(("stacked", self.open(self.op(aten.stack.default, vals)), len(vals)))
@@ -299,13 +313,15 @@ class Program:
         return out
 
     # --- running ------------------------------------------------------------------------------
-    def _note(self) -> dict:
+    def _note(self, carries=None) -> dict:
         """The ledger note of this program's message: what its opened values and carried public
-        values are (counts and sizes only)."""
+        values are (counts and sizes only); ``carries`` given: those (a held round's), else
+        what its worker's next program was said to carry (``expect``)."""
         note = {"why": "dealer" if self.role == "dealer" else "opened"}
         if self.items:
             note["items"] = dict(self.items)
-        carries = _carries(self.worker)
+        if carries is None:
+            carries = _carries(self.worker)
         if carries:
             note["carries"] = carries
         return note
@@ -321,25 +337,80 @@ class Program:
             note = {"why": note["why"]}  # the item counts go with the first value only
             ref.released = True
 
-    def _submit(self) -> list:
-        """Send this program (one run_graph, its opened values in the reply) without waiting;
-        returns the requests in flight. Its kept values' pointers are made here, from the ids
-        the message names and the shapes recorded (``self.kept``): they exist before the reply."""
+    def _prepare(self) -> bool:
+        """Choose the ids of this program's outputs and make its kept values' pointers from them
+        and the shapes recorded (``self.kept``): they exist before the message is sent. False if
+        it has nothing to keep or open (and so nothing to send)."""
         kept_vals = [v for v in self._keep if isinstance(v, Val)]
         outs = kept_vals + self._open
-        if not outs:
+        pre_vals, pre_ids = self._prefix_outputs
+        if not outs and not pre_ids:
             self.kept = list(self._keep)
-            return []
+            return False
         w = self.worker
-        # the public values travel as raw tensor bytes beside the JSON graph (``cv``), which lists
-        # empty placeholders for them
-        stubs = [_STUBS.setdefault(c.dtype, torch.empty(0, dtype=c.dtype)) for c in self.constants]
-        graph = PlanGraph("smpc", self.inputs, stubs, self.nodes, [_value(v) for v in outs], False)
         ids = [new_id() for _ in outs]
         made = iter(wrap_result(PointerTensor, NewObject(i, v.shape, v.dtype), w)
                     for i, v in zip(ids, kept_vals))
         self.kept = [next(made) if isinstance(v, Val) else v for v in self._keep]
-        opened = ids[len(kept_vals):]
+        values = [self._shifted(_value(v)) for v in outs]
+        self._made.update(zip(ids, values[:len(kept_vals)]))  # obj id -> its value in this graph
+        self._out_values, self._out_ids = pre_vals + values, pre_ids + ids
+        return True
+
+    def _shifted(self, value: Value) -> Value:
+        """``value`` (of this program's own recording) in the graph after a held round's ops."""
+        off = self._node_offset
+        return Value("node", value.index + off) if off and value.kind == "node" else value
+
+    def _after(self, held: "Program") -> None:
+        """Run this program's ops after those of ``held`` (a round held back for the same worker,
+        ``_hold_back``), in one message: one graph of both, its inputs the union of both programs',
+        a value ``held`` keeps read in place (the pointer made for it names an object not made
+        yet) and ``held``'s kept values stored under the ids already given to their pointers."""
+        off_n, off_c = len(held.nodes), len(held.constants)
+        inputs, input_ids, index = list(held.inputs), list(held.input_ids), dict(held._input_index)
+        remap = {}
+        for j, ref_id in enumerate(self.input_ids):
+            v = held._made.get(ref_id)
+            if v is None:
+                k = index.get(ref_id)
+                if k is None:
+                    k = index[ref_id] = len(inputs)
+                    inputs.append(dict(self.inputs[j], name=f"in{k}"))
+                    input_ids.append(ref_id)
+                v = Value("input", k)
+            remap[j] = v
+
+        def moved(a):
+            if type(a) is Value:
+                if a.kind == "input":
+                    return remap[a.index]
+                return Value(a.kind, a.index + (off_n if a.kind == "node" else off_c))
+            if type(a) in (list, tuple):
+                return type(a)(moved(b) for b in a)
+            return a
+
+        self.nodes = held.nodes + [Node(n.op, moved(n.args), {k: moved(v) for k, v in n.kwargs.items()}
+                                        if n.kwargs else n.kwargs, n.outputs) for n in self.nodes]
+        self.inputs, self.input_ids, self._input_index = inputs, input_ids, index
+        self.constants = held.constants + self.constants
+        self._const_src = held._const_src + self._const_src
+        self._hold = held._hold + self._hold
+        self._node_offset = off_n
+        self._prefix_outputs = (held._out_values, held._out_ids)
+        self._made = dict(held._made)
+        self._held_carries = held._held_carries
+
+    def _send(self) -> list:
+        """Send this program (prepared: one run_graph, its opened values in the reply) without
+        waiting; returns the requests in flight."""
+        w = self.worker
+        # the public values travel as raw tensor bytes beside the JSON graph (``cv``), which lists
+        # empty placeholders for them
+        stubs = [_STUBS.setdefault(c.dtype, torch.empty(0, dtype=c.dtype)) for c in self.constants]
+        graph = PlanGraph("smpc", self.inputs, stubs, self.nodes, self._out_values, False)
+        ids = self._out_ids
+        opened = ids[len(ids) - len(self._open):] if self._open else []
         msg = {"c": "run_graph", "g": graph.to_json(), "i": list(self.input_ids), "o": ids}
         if self.constants:
             msg["cv"] = list(self.constants)
@@ -348,12 +419,30 @@ class Program:
             totals["random_words"] += sum(_numel(spec["shape"]) for spec in self.inputs[-len(self.draw_bits):])
         if opened:  # the opened values come back in the reply (never stored on the worker)
             msg["ret"] = opened
-        note = self._note()
+        if self._held:  # sent alone, ahead of another request: what it carried when it was held
+            note = self._note(self._held_carries)
+        else:
+            note = self._note()
+            if self._held_carries:
+                note["carries"] = self._held_carries + note.get("carries", [])
         if not opened:
             note.pop("why")
         msg["note"] = note
         stats["messages"] += 1
-        return [w.submit_request(_cell(msg))]
+        # a held value dropped before this message: its release, queued, must follow the message
+        # that makes it (a release rides on the next request and is applied before its command)
+        releases = w._releases
+        late = [i for i in self._made if i in releases] if releases and self._made else ()
+        for i in late:
+            releases.remove(i)
+        try:
+            return [w.submit_request(_cell(msg))]
+        finally:
+            releases.extend(late)
+
+    def _submit(self) -> list:
+        """Send this program without waiting; returns the requests in flight."""
+        return self._send() if self._prepare() else []
 
     def finish(self) -> None:
         """Read the reply of a deferred program (``deferred``) sent with an earlier round."""
@@ -392,15 +481,66 @@ def _check_unread(wait: bool = False) -> None:
         raise first
 
 
+# Rounds held back (remote workers only): a round that opens nothing is not sent at once but
+# with its worker's next program, as the first ops of the same graph (``Program._after``), so a
+# protocol's last step and the next op's first step are one message, not two; any other request
+# to that worker sends it first (``WorkerClient.before_request``), as does ``flush``. Its kept
+# values' pointers exist from the start (their ids chosen here), as for a round not waited for.
+_held: dict = {}  # id(worker) -> Program
+
+
+def _hold_back(p: Program) -> None:
+    p._held = True
+    p._held_carries = p._held_carries + _carries(p.worker)
+    _held[id(p.worker)] = p
+    p.worker.before_request = functools.partial(_send_held, p.worker)
+
+
+def _send_held(worker) -> None:
+    """Send the round held back for ``worker`` (if any) as a message of its own."""
+    p = _held.pop(id(worker), None)
+    if p is None or _closed(worker):
+        return
+    if worker.before_request is not None:
+        worker.before_request = None
+    _unread.extend(p._send())
+    p._hold = []
+
+
+def _take_held(p: Program) -> None:
+    """Before ``p`` is sent: the round held for its worker goes first, inside ``p`` where it can."""
+    held = _held.pop(id(p.worker), None)
+    if held is None:
+        return
+    p.worker.before_request = None
+    if p.draw_bits or p.deferred or held.draw_bits or _closed(p.worker):  # (never a party's round)
+        _held[id(p.worker)] = held
+        _send_held(p.worker)
+        return
+    held._held = False
+    p._after(held)
+
+
+def send_held() -> None:
+    """Send every round held back, without waiting (at the end of a cell: its messages name it)."""
+    for held in list(_held.values()):
+        _send_held(held.worker)
+
+
+events.cell_ends.append(send_held)
+
+
 def flush() -> None:
-    """Wait for every request of a round not waited for; raise the first error among them."""
+    """Send every round held back, wait for every request of a round not waited for; raise the
+    first error among them."""
+    send_held()
     _check_unread(wait=True)
 
 
 def run(programs) -> None:
     """Execute one round: every program; remote ones all at once (every request of the round is
     in flight before the first reply is read, so the round costs about one round trip). A round
-    that opens nothing is sent and not waited for (the module docstring)."""
+    that opens nothing is held back and sent with the next (the module docstring)."""
     programs = [p for p in programs if p is not None]
     if any(p._keep or p._open for p in programs):  # as remotely: a program with no output sends nothing
         totals["rounds"] += 1
@@ -408,6 +548,26 @@ def run(programs) -> None:
         if p.local:
             p._execute_local()
     remote = [p for p in programs if not p.local]
+    if _held:
+        for p in remote:
+            _take_held(p)
+    waited = [p for p in remote if not p.deferred]
+    if waited and not any(p._open for p in waited):  # nothing comes back: held for the next message
+        held_any = False
+        for p in waited:
+            if p._prepare():
+                _hold_back(p)
+                held_any = True
+            else:
+                p._hold = []
+            p.opened = []
+        if held_any:
+            stats["unwaited"] += 1
+        for p in remote:
+            if p.deferred:
+                p._pending = p._submit()
+        _check_unread()
+        return
     sent = [(p, p._submit()) for p in remote]
     if any(p.deferred for p in remote):  # read later (Program.finish): the round does not wait for them
         for p, pending in sent:
@@ -415,15 +575,6 @@ def run(programs) -> None:
                 p._pending = pending
         sent = [(p, pending) for p, pending in sent if not p.deferred]
         remote = [p for p in remote if not p.deferred]
-    if remote and not any(p._open for p in remote):  # nothing comes back: the next round reads the replies
-        if any(pending for _, pending in sent):
-            stats["unwaited"] += 1
-        for p, pending in sent:
-            p._hold = []
-            p.opened = []
-            _unread.extend(pending)
-        _check_unread()
-        return
     if remote:
         stats["rounds"] += 1
     errors = []

@@ -584,6 +584,9 @@ class WorkerClient(BaseWorker):
         self._owner = None  # the thread inside a request (re-entrance would corrupt the stream)
         self._restarted = False
         self._pushes: collections.deque = collections.deque()  # pushed records not emitted yet
+        # a function sending what must reach the worker before any other request (a protocol
+        # round held back to travel with the next one: smpc/runtime.py), called once, by the next request
+        self.before_request = None
         self.id = "?"  # for error messages until the service tells its id
         if worker_id is not None:
             BaseWorker.__init__(self, worker_id)
@@ -655,6 +658,8 @@ class WorkerClient(BaseWorker):
             if self._waiting:
                 return self._submit(msg, detach, label).result()
             return self.transport.exchange(msg, detach=detach, label=label)
+        if self.before_request is not None:
+            self._send_held()
         if self._owner == threading.get_ident():
             raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
         try:
@@ -693,6 +698,8 @@ class WorkerClient(BaseWorker):
 
     def _submit(self, msg, detach=False, label=None, wrap=None) -> Pending:
         """Send a request without waiting; its reply waits in the returned Pending."""
+        if self.before_request is not None:
+            self._send_held()
         p = Pending(self, wrap)
         lock = self._lock
         if lock is None:
@@ -799,8 +806,15 @@ class WorkerClient(BaseWorker):
         if self._pushes:
             self._emit_pushes()
 
+    def _send_held(self) -> None:
+        """Send what ``before_request`` holds back, once, ahead of the request being made."""
+        send, self.before_request = self.before_request, None
+        send()
+
     def _request_with(self, fn):
         """``fn()`` (a transport's own request, such as ``follow``) as one request of this client."""
+        if self.before_request is not None:
+            self._send_held()
         lock = self._lock
         if self._owner == threading.get_ident():
             raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")

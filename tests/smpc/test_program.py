@@ -36,12 +36,52 @@ def test_a_program_gives_the_same_values_in_process_and_on_a_worker_process(remo
             kept, opened, stats = _program_values(worker)
             assert [k.get().tolist() for k in kept] == [[11, 18, 33], [3, -6, 9]]
             assert opened.tolist() == [14, 12, 42]
-            if worker is alice:  # the keep-only round was sent and not waited for; the open was one round trip
-                assert (stats["rounds"], stats["unwaited"], stats["messages"]) == (1, 1, 2)
+            if worker is alice:  # the keep-only round was held back and went in the open's message: one round trip
+                assert (stats["rounds"], stats["unwaited"], stats["messages"]) == (1, 1, 1)
             else:
                 assert stats["messages"] == 0  # in process: no message
     finally:
         local.close()
+
+
+def test_held_rounds_go_first_whatever_the_next_request_and_their_dropped_values_are_released(remote_parties):
+    """A round that opens nothing is held back: chained held rounds and the open after them are one
+    message; a .get() of a held value, or any other request, sends the held round first; a held
+    value dropped before its message leaves nothing on the worker."""
+    alice = remote_parties[0]
+    ptr = torch.tensor([1, 2, 3], dtype=torch.int64).send(alice)
+    runtime.flush()
+    runtime.reset_stats()
+    one = runtime.Program(alice)
+    one.keep(one.op(aten.mul.Tensor, ptr, 2))
+    runtime.run([one])
+    two = runtime.Program(alice)
+    two.keep(two.op(aten.add.Tensor, one.kept[0], ptr))  # reads a value of the held round
+    runtime.run([two])
+    assert runtime.stats["messages"] == 0  # both held: nothing sent yet
+    three = runtime.Program(alice)
+    three.open(three.op(aten.mul.Tensor, two.kept[0], one.kept[0]))
+    runtime.run([three])
+    assert three.opened[0].tolist() == [6, 24, 54]  # (3x) * (2x)
+    assert runtime.stats["messages"] == 1 and runtime.stats["rounds"] == 1
+    assert one.kept[0].get().tolist() == [2, 4, 6]  # stored under the id its pointer was given
+    # a held round, then a plain request: the held round goes first
+    four = runtime.Program(alice)
+    four.keep(four.op(aten.sub.Tensor, ptr, 1))
+    runtime.run([four])
+    assert four.kept[0].get().tolist() == [0, 1, 2]
+    # a held value dropped before its round was sent: released after the message that makes it
+    five = runtime.Program(alice)
+    five.keep(five.op(aten.neg.default, ptr))
+    runtime.run([five])
+    kept_id = five.kept[0].id_at_location
+    sent = runtime.stats["messages"]
+    del five  # its pointer's release is queued before its round is sent
+    runtime.flush()
+    assert runtime.stats["messages"] == sent + 1  # flush sent the held round
+    alice.flush()  # the queued release goes now, after the round that made the value
+    objects = alice.objects
+    assert ptr.id_at_location in objects and kept_id not in objects  # made, then released: nothing left
 
 
 def test_an_error_in_a_round_not_waited_for_is_raised_by_flush(remote_parties):
