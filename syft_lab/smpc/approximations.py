@@ -213,32 +213,45 @@ def _nll_loss(func, args, kwargs):
     x, target, weight, reduction, ignore_index = args[:5]
     onehot, total = _onehot(x, target, weight, ignore_index)
     picked = x * -onehot
+    total_out = total if isinstance(total, FPT) else torch.tensor(total)
     if reduction == 0:  # none
-        return picked.sum(1), torch.tensor(total)
+        return picked.sum(1), total_out
     s = picked.sum()
-    return (s / total if reduction == 1 else s), torch.tensor(total)
+    return (s / total if reduction == 1 else s), total_out
 
 
 def _onehot(x, target, weight, ignore_index):
     """(the one-hot of the targets, the count of targets taken). Shared targets: (target == c) for
     every class c, shared; each of the N rows counts (an ignored index matches no class, so its
-    row is 0, but it cannot be left out of the count without opening it)."""
+    row is 0, but it cannot be left out of the count without opening it). Class weights (public,
+    one per class, as torch's ``weight=``): the one-hot times the weights, and the total their sum
+    over the targets (shared for shared targets: the mean is then a division by a shared value)."""
     if x.dim() != 2:
         raise SyftError("nll_loss on fixed precision tensors takes (N, C) log-probabilities and class indices "
                         "(public, or shared as fixed precision values)")
-    if weight is not None:
-        raise SyftError("nll_loss takes no class weights on fixed precision tensors")
+    if weight is not None and (isinstance(weight, FPT) or not isinstance(weight, torch.Tensor)
+                               or not weight.is_floating_point() or tuple(weight.shape) != (x.shape[1],)):
+        raise SyftError(f"nll_loss's class weights on fixed precision tensors are a public float tensor of one "
+                        f"weight per class ({x.shape[1]}), got "
+                        f"{type(weight).__name__ if not isinstance(weight, torch.Tensor) else list(weight.shape)}")
     if isinstance(target, FPT):
         if tuple(target.shape) != (x.shape[0],):
             raise SyftError(f"nll_loss takes one class index per row: targets of shape {list(target.shape)} for "
                             f"{list(x.shape)} log-probabilities")
         classes = torch.arange(x.shape[1], dtype=torch.float32)
-        return target.unsqueeze(1) == classes, float(x.shape[0])
+        onehot = target.unsqueeze(1) == classes
+        if weight is None:
+            return onehot, float(x.shape[0])
+        weighted = onehot * weight.detach().float()
+        return weighted, weighted.sum()
     t = target.long()
     keep = t != ignore_index
     onehot = torch.zeros(tuple(x.shape), dtype=torch.int64)
     onehot[torch.arange(x.shape[0])[keep], t[keep]] = 1
-    return onehot, float(onehot.sum())
+    if weight is None:
+        return onehot, float(onehot.sum())
+    weighted = onehot.double() * weight.detach().double()
+    return weighted.float(), float(weighted.sum())
 
 
 def _nll_loss_backward(func, args, kwargs):
@@ -247,7 +260,9 @@ def _nll_loss_backward(func, args, kwargs):
     if reduction == 0:
         return grad_out.unsqueeze(1) * g
     out = grad_out * g
-    return out / float(total_weight) if reduction == 1 else out
+    if reduction != 1:
+        return out
+    return out / (total_weight if isinstance(total_weight, FPT) else float(total_weight))
 
 
 def _reduce(loss, reduction):

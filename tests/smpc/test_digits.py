@@ -104,6 +104,33 @@ def test_cross_entropy_and_nll_loss_with_shared_and_public_targets(parties):
     del shared_idx, shared_onehot, summed
 
 
+def test_class_weights_of_cross_entropy_and_nll_loss_with_shared_and_public_targets(parties):
+    """torch's weight=: -sum_n w[t_n] x[n, t_n] / sum_n w[t_n] (mean), forward and backward against
+    plaintext for public and shared class indices and every reduction; the weights are public (a
+    shared total divides by a shared value); anything else is a clear error."""
+    ws, provider = parties
+    torch.manual_seed(6)
+    logits = torch.round(torch.randn(5, 4) * 2000) / 1000
+    target = torch.tensor([0, 3, 1, 2, 3])
+    weight = torch.tensor([1.0, 2.0, 0.5, 1.5])
+    shared_idx = target.float().fix_precision().share(*ws, crypto_provider=provider)
+    for reduction in ("mean", "sum", "none"):
+        ll = logits.clone().requires_grad_(True)
+        want = F.cross_entropy(ll, target, weight=weight, reduction=reduction)
+        want.sum().backward()
+        for name, tgt in (("public indices", target), ("shared indices", shared_idx)):
+            sl = logits.fix_precision().share(*ws, crypto_provider=provider, requires_grad=True)
+            loss = F.cross_entropy(sl, tgt, weight=weight, reduction=reduction)
+            loss.sum().backward()
+            got = loss.get().float_precision()
+            assert torch.allclose(got, want.detach(), rtol=0.01, atol=2e-2), (reduction, name)
+            assert torch.allclose(sl.grad.get().float_precision(), ll.grad, atol=1e-2), (reduction, name)
+            del sl, loss
+    with pytest.raises(sy.SyftError, match="one weight per class"):
+        F.nll_loss(F.log_softmax(logits.fix_precision(), 1), target, weight=torch.ones(3))
+    del shared_idx
+
+
 def test_binary_cross_entropy(parties):
     """F.binary_cross_entropy (probabilities in [0.05, 0.95]: the logs' domain) and
     F.binary_cross_entropy_with_logits, forward and backward, shared and public targets."""
