@@ -313,8 +313,11 @@ def _randomness(sy, quick):
 
 def _commit() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "syft_lab", "benchmarks"],
-                           capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    from run import is_output
+
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "syft_lab", "benchmarks"],
+                            capture_output=True, text=True, cwd=ROOT).stdout
+    dirty = [line for line in status.splitlines() if line and not is_output(line[3:])]
     return f"{out or 'unknown'}{' plus uncommitted changes' if dirty else ' (clean)'}"
 
 

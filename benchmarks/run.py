@@ -38,6 +38,12 @@ MODULES = ["bench_runtime", "bench_plans", "bench_transport", "bench_widget", "b
            "bench_flower"]
 
 
+def is_output(path: str) -> bool:
+    """A file the benchmarks write themselves (results.md, smpc_results.json, flower_results.raw.json,
+    plans/results.md...): changed by an earlier run, it says nothing of the code measured."""
+    return path.startswith("benchmarks/") and "results" in path.rsplit("/", 1)[-1]
+
+
 def source() -> dict:
     """The commit measured and whether tracked files differed from it (a dirty tree)."""
     def git(*args):
@@ -45,7 +51,8 @@ def source() -> dict:
 
     try:
         # porcelain lines are "XY path": the status columns may be blank, so no strip() before [3:]
-        changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines() if line]
+        changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()
+                   if line and not is_output(line[3:])]
         return {"commit": git("rev-parse", "HEAD").strip() or None, "dirty": bool(changed), "changed": changed}
     except OSError:  # no git here
         return {"commit": None, "dirty": None, "changed": []}
