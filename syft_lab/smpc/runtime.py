@@ -175,7 +175,6 @@ class Program:
         self._prefix_outputs: tuple = ([], [])
         self._held_carries: list = []
         self._made: dict = {}
-        self._held = False  # held back (``_hold_back``), waiting for the next request to its worker
         self._out_values: list = []
         self._out_ids: list = []
 
@@ -395,15 +394,18 @@ class Program:
         self.inputs, self.input_ids, self._input_index = inputs, input_ids, index
         self.constants = held.constants + self.constants
         self._const_src = held._const_src + self._const_src
-        self._hold = held._hold + self._hold
+        # the held round's own pointers too: alive until this message has gone, so a release of one
+        # the user dropped meanwhile follows the message that makes its object (as any release does)
+        self._hold = held._hold + [k for k in held.kept if isinstance(k, PointerTensor)] + self._hold
         self._node_offset = off_n
         self._prefix_outputs = (held._out_values, held._out_ids)
         self._made = dict(held._made)
         self._held_carries = held._held_carries
 
-    def _send(self) -> list:
+    def _send(self, alone: bool = False) -> list:
         """Send this program (prepared: one run_graph, its opened values in the reply) without
-        waiting; returns the requests in flight."""
+        waiting; returns the requests in flight. ``alone``: a held round sent ahead of another
+        request (its ledger note: what it carried when it was held, nothing of the next one's)."""
         w = self.worker
         # the public values travel as raw tensor bytes beside the JSON graph (``cv``), which lists
         # empty placeholders for them
@@ -419,7 +421,7 @@ class Program:
             totals["random_words"] += sum(_numel(spec["shape"]) for spec in self.inputs[-len(self.draw_bits):])
         if opened:  # the opened values come back in the reply (never stored on the worker)
             msg["ret"] = opened
-        if self._held:  # sent alone, ahead of another request: what it carried when it was held
+        if alone:
             note = self._note(self._held_carries)
         else:
             note = self._note()
@@ -429,16 +431,7 @@ class Program:
             note.pop("why")
         msg["note"] = note
         stats["messages"] += 1
-        # a held value dropped before this message: its release, queued, must follow the message
-        # that makes it (a release rides on the next request and is applied before its command)
-        releases = w._releases
-        late = [i for i in self._made if i in releases] if releases and self._made else ()
-        for i in late:
-            releases.remove(i)
-        try:
-            return [w.submit_request(_cell(msg))]
-        finally:
-            releases.extend(late)
+        return [w.submit_request(_cell(msg))]
 
     def _submit(self) -> list:
         """Send this program without waiting; returns the requests in flight."""
@@ -490,7 +483,6 @@ _held: dict = {}  # id(worker) -> Program
 
 
 def _hold_back(p: Program) -> None:
-    p._held = True
     p._held_carries = p._held_carries + _carries(p.worker)
     _held[id(p.worker)] = p
     p.worker.before_request = functools.partial(_send_held, p.worker)
@@ -499,26 +491,21 @@ def _hold_back(p: Program) -> None:
 def _send_held(worker) -> None:
     """Send the round held back for ``worker`` (if any) as a message of its own."""
     p = _held.pop(id(worker), None)
-    if p is None or _closed(worker):
-        return
-    if worker.before_request is not None:
-        worker.before_request = None
-    _unread.extend(p._send())
-    p._hold = []
+    worker.before_request = None
+    if p is not None and not _closed(worker):
+        _unread.extend(p._send(alone=True))
+        p._hold = []  # (a held program keeps its input and kept pointers alive until sent)
 
 
 def _take_held(p: Program) -> None:
     """Before ``p`` is sent: the round held for its worker goes first, inside ``p`` where it can."""
-    held = _held.pop(id(p.worker), None)
-    if held is None:
+    if id(p.worker) not in _held:
         return
-    p.worker.before_request = None
-    if p.draw_bits or p.deferred or held.draw_bits or _closed(p.worker):  # (never a party's round)
-        _held[id(p.worker)] = held
+    if p.draw_bits or p.deferred or _closed(p.worker):  # a dealer's program (never a party's round)
         _send_held(p.worker)
         return
-    held._held = False
-    p._after(held)
+    p.worker.before_request = None
+    p._after(_held.pop(id(p.worker)))
 
 
 def send_held() -> None:

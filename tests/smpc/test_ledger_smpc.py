@@ -22,16 +22,22 @@ def _new(worker, since):
     return [r for r in worker.ledger() if r["seq"] >= since]
 
 
+def _during(cell, number, workers, fn):
+    """fn()'s result, run as cell ``number``, and each worker's ledger records made by it."""
+    marks = {w.id: len(w.ledger()) for w in workers}
+    cell(number)
+    out = fn()
+    return out, {w.id: _new(w, marks[w.id]) for w in workers}
+
+
 def test_what_alice_saw_in_a_secure_product(parties2, cell):
     alice, bob, carol = parties2
     provider.clear_pool()  # this product's dealer round makes its triples
     x, w = torch.tensor([0.5, -1.25, 2.0]), torch.tensor([3.0, 0.25, -1.5])
     sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
     sw = w.fix_precision().share(alice, bob, crypto_provider=carol)
-    marks = {w.id: len(w.ledger()) for w in (alice, bob, carol)}
-    cell(5)
-    y = sx * sw
-    saw = _new(alice, marks["alice"])
+    y, seen = _during(cell, 5, (alice, carol), lambda: sx * sw)
+    saw = seen["alice"]
     # the dealer's rows (a, b, c of one Beaver triple: 3 pieces of 3 words) came from carol
     dealer = [r for r in saw if r["kind"] == "dealer material"]
     assert [(r["direction"], r["peer"], r["peer_kind"], r["bytes"]) for r in dealer] == [
@@ -44,7 +50,7 @@ def test_what_alice_saw_in_a_secure_product(parties2, cell):
     assert {r["cell"] for r in saw} == {5}
     assert not any(r["kind"] == "fetched" for r in saw)  # no share of hers left her
     # carol's lane: the material she made, by item, and what left her (to the notebook, never a party's share)
-    material = _new(carol, marks["carol"])
+    material = seen["carol"]
     assert all(r["direction"] == "in" or r["kind"] == "dealer material" for r in material)
     lanes = {w["id"]: w for w in sy.world({"sx": sx, "y": y}).to_dict()["workers"]}
     assert lanes["carol"]["ledger"]["material"] == {"Beaver triple (mul)": provider.POOL_MAX}
@@ -60,10 +66,8 @@ def test_a_secure_square_opens_one_masked_value_and_takes_a_square_pair(parties2
     provider.clear_pool()
     x = torch.tensor([0.5, -1.25, 2.0])
     sx = x.fix_precision().share(alice, bob, crypto_provider=carol)
-    marks = {w.id: len(w.ledger()) for w in (alice, bob, carol)}
-    cell(6)
-    y = sx * sx
-    saw = _new(alice, marks["alice"])
+    y, seen = _during(cell, 6, (alice,), lambda: sx * sx)
+    saw = seen["alice"]
     dealer = [r for r in saw if r["kind"] == "dealer material"]
     assert [(r["direction"], r["bytes"]) for r in dealer] == [("in", 48)]  # a and a^2: 2 pieces of 3 words
     opened_out = [r["bytes"] for r in saw if (r["kind"], r["direction"]) == ("opened value", "out")]

@@ -82,6 +82,18 @@ def test_held_rounds_go_first_whatever_the_next_request_and_their_dropped_values
     alice.flush()  # the queued release goes now, after the round that made the value
     objects = alice.objects
     assert ptr.id_at_location in objects and kept_id not in objects  # made, then released: nothing left
+    # the same inside the next message: a held value dropped, then the round that takes it in
+    six = runtime.Program(alice)
+    six.keep(six.op(aten.neg.default, ptr))
+    runtime.run([six])
+    dropped = six.kept[0].id_at_location
+    del six
+    seven = runtime.Program(alice)
+    seven.open(seven.op(aten.add.Tensor, ptr, 1))
+    runtime.run([seven])  # the held round travels inside this message
+    assert seven.opened[0].tolist() == [2, 3, 4]
+    alice.flush()
+    assert dropped not in alice.objects  # its release followed the message that made it
 
 
 def test_an_error_in_a_round_not_waited_for_is_raised_by_flush(remote_parties):
