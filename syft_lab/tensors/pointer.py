@@ -46,6 +46,30 @@ _no_torch_function = torch._C._disabled_torch_function_impl
 _MISSING = object()
 aten = torch.ops.aten
 
+# The worker's op runs inside this class's __torch_dispatch__ when the worker is in process
+# (VirtualWorker): there torch excludes every dispatch key above Python, the Conjugate,
+# Negative and ZeroTensor keys among them, whose fallbacks materialise a tensor's lazy bits
+# (``x.conj()``, ``_neg_view``) before a kernel that does not read them. A worker's own tensor
+# with such a bit (``aten._conj`` of a stored tensor) then reached such a kernel as its raw
+# memory: ``torch.fft.hfftn`` (``_fft_c2r`` of a conjugate view) was wrong by up to 15.6. The
+# worker's call runs with those keys included again, as it would in a worker process; the
+# other keys (autograd, functionalization, vmap) stay as they are.
+_LAZY_BIT_KEYS = (torch._C.DispatchKey.Conjugate, torch._C.DispatchKey.Negative, torch._C.DispatchKey.ZeroTensor)
+_tls_excluded = torch._C._dispatch_tls_local_exclude_set
+_tls_included = torch._C._dispatch_tls_local_include_set
+_ForceKeys = torch._C._ForceDispatchKeyGuard
+_LAZY_SHOWN: dict = {}  # an excluded key set's raw bits -> it without the lazy-bit keys (a handful of sets)
+
+
+def _show_lazy_bits(excluded):
+    shown = excluded
+    for k in _LAZY_BIT_KEYS:
+        shown = shown.remove(k)
+    if len(_LAZY_SHOWN) < 64:
+        _LAZY_SHOWN[excluded.raw_repr()] = shown
+    return shown
+
+
 # Ops whose result is a Python value computed from the data: they would move values off the
 # worker behind the user's back.
 _VALUE_OPS = {aten._local_scalar_dense.default, aten.equal.default, aten.is_nonzero.default}
@@ -452,7 +476,9 @@ class PointerTensor(ChainLayer, RemoteHandle):
                     wire_kwargs[k] = v
             if id(func) in _VALUE_OP_IDS:
                 raise _value_error(func, loc)
-            out = loc._run(func, wire_args, wire_kwargs)
+            excluded = _tls_excluded()
+            with _ForceKeys(_tls_included(), _LAZY_SHOWN.get(excluded.raw_repr()) or _show_lazy_bits(excluded)):
+                out = loc._run(func, wire_args, wire_kwargs)
             key = tuple(key)
             try:
                 desc = _memo_get(key, _MISSING)
@@ -797,7 +823,19 @@ def wrap_result(cls, out, loc, args=(), desc=None):
         if type(desc) is not tuple or len(desc) != len(out):
             desc = (None,) * len(out)
         return type(out)(wrap_result(cls, o, loc, args, d) for o, d in zip(out, desc))
+    if isinstance(out, (_Tensor, tuple, list)):  # a tensor, or a named tuple (torch.return_types) of them
+        raise _unstored_error(out, loc)
     return out
+
+
+def _unstored_error(out, loc) -> SyftError:
+    """Every tensor an op on a pointer returns is a pointer: a reply that carries a tensor's data
+    (or a container type the worker did not describe as its results) is refused, never handed
+    back: the worker's values would have left it without ``.get()``."""
+    return SyftError(
+        f"worker {loc.id!r} answered an op with a {type(out).__module__}.{type(out).__name__} instead of "
+        f"stored results: its values never leave the worker without .get(), so nothing is returned "
+        f"(a defect of the worker's reply path: report it)")
 
 
 def _restride(p: PointerTensor, desc: TensorMeta) -> None:
