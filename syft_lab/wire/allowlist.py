@@ -212,8 +212,7 @@ class _Plan:
         self.fast = self.arg_check is None and self.family is op_cost.LINEAR and torch.Tag.pointwise in op.tags \
             and all(_TENSOR_OR_SCALAR.match(str(a.real_type)) for a in args)
         # arguments checked by type: (position, keyword, kind)
-        self.typed = tuple((i, a.name, kind) for i, a in enumerate(args)
-                           for kind in [_type_kind(str(a.real_type), a.name)] if kind)
+        self.typed = _typed_arguments(op)
         self.meta = None if self.fast else _meta_source(op)
         self.writes = tuple(i for i, a in enumerate(args) if a.alias_info is not None and a.alias_info.is_write
                             and "Tensor" in str(a.type) and "[]" not in str(a.type))
@@ -261,6 +260,7 @@ def _meta_source(op) -> str:
 
 
 def _type_kind(t: str, name: str) -> str | None:
+    """How an argument of schema type ``t`` is checked (None: not by its type)."""
     if name == "unsafe" and t == "bool":
         return "unsafe"
     if "Device" in t:
@@ -269,9 +269,28 @@ def _type_kind(t: str, name: str) -> str | None:
         return "layout"
     if "ScalarType" in t:
         return "dtype"
+    if "MemoryFormat" in t:  # (torch casts any int to the C++ enum: -1 segfaults clone on meta tensors)
+        return "memory_format"
     if "Generator" in t:
         return "generator"
     return None
+
+
+def _typed_arguments(op) -> tuple:
+    """``(position, name, kind, legal values)`` of every argument checked by its type: devices,
+    layouts, dtypes, memory formats, generators, ``unsafe`` flags (legal values: None) and the
+    int arguments that name a C++ enum (``op_checks.int_enums``: reduction codes, modes...)."""
+    enums = op_checks.int_enums(op)
+    typed = []
+    for i, a in enumerate(op._schema.arguments):
+        legal = enums.get(a.name)
+        if legal is not None:
+            typed.append((i, a.name, "enum", legal))
+            continue
+        kind = _type_kind(str(a.real_type), a.name)
+        if kind:
+            typed.append((i, a.name, kind, None))
+    return tuple(typed)
 
 
 _plans: dict[int, _Plan] = {}  # id(op) -> plan; the plan holds the op, so its id is never reused
@@ -285,19 +304,35 @@ def _plan(op) -> _Plan:
     return plan
 
 
+_MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1, torch.channels_last: 2,
+                   torch.channels_last_3d: 3}  # (and their C++ codes, which torch also takes as ints)
+_MEMORY_FORMAT_CODES = frozenset(_MEMORY_FORMATS.values())
+
+
 def _check_typed(plan: _Plan, args, kwargs) -> None:
-    for i, key, kind in plan.typed:
+    """Every enum-typed argument against its legal values, before anything (a meta run included)
+    sees it: torch casts an int to a C++ enum unchecked, and some kernels switch on it blindly."""
+    for i, key, kind, legal in plan.typed:
         v = args[i] if i < len(args) else (kwargs.get(key) if kwargs else None)
         if v is None:
             continue
-        if kind == "device":
-            if not isinstance(v, torch.device) or v.type != "cpu":
+        tp = type(v)
+        if kind == "enum":
+            if tp is not int or v not in legal[0]:
+                raise OpNotAllowedError(f"{plan.name}: {key}={v!r:.40} is not one of its legal values: {legal[1]}")
+        elif kind == "memory_format":
+            if not (v in _MEMORY_FORMATS if tp is torch.memory_format else tp is int and v in _MEMORY_FORMAT_CODES):
+                raise OpNotAllowedError(f"{plan.name}: {key}={v!r:.40} is not a memory format (torch.contiguous_format, "
+                                        f"preserve_format, channels_last or channels_last_3d)")
+        elif kind == "device":
+            if tp is not torch.device or v.type != "cpu" or v.index not in (None, 0):
                 raise OpNotAllowedError(f"{plan.name}: a worker makes tensors on its CPU only (device={v!r:.40})")
         elif kind == "layout":
             if v is not torch.strided:
-                raise OpNotAllowedError(f"{plan.name}: only strided (dense) tensors are made on a worker")
+                raise OpNotAllowedError(f"{plan.name}: only strided (dense) tensors are made on a worker "
+                                        f"({key}={v!r:.40})")
         elif kind == "dtype":
-            if v not in _HELD_DTYPES:
+            if tp is not torch.dtype or v not in _HELD_DTYPES:
                 raise OpNotAllowedError(f"{plan.name}: dtype {v!r:.40} is not one a worker holds "
                                         f"({', '.join(DTYPES)})")
         elif kind == "unsafe":
@@ -540,8 +575,8 @@ def decided_by_metadata(op, args, kwargs, out) -> bool:
     a tensor, a backward kernel's indices), when the outputs follow the data (nonzero, unique,
     item), or when the meta run could not tell their sizes."""
     plan = _plans.get(id(op))
-    if plan is None or not _DATA_TAGS.isdisjoint(op.tags) or plan.family.data_sized:
-        return False
+    if plan is None or not _DATA_TAGS.isdisjoint(op.tags) or plan.family.data_sized or id(op) in _UNINITIALISED_IDS:
+        return False  # (uninitialised results: check_result zero-fills them, on every call)
     outs = out if type(out) in (list, tuple) else (out,)
     if not all(type(o) is _Tensor or type(o) is _Parameter for o in outs):
         return False  # a number or flag made from the data, or a chain layer (a Parameter: an in-place update's)
@@ -566,10 +601,17 @@ def decided_by_metadata(op, args, kwargs, out) -> bool:
 
 
 _Tensor, _Parameter, _strided = torch.Tensor, torch.nn.Parameter, torch.strided  # read on every result
-# ops returning a view of an input (not an in-place result): their results are bounds-checked
+# Ops returning uninitialised memory: whatever a freed tensor (another client's, taken back with
+# .get()) left in the allocator's pages. Their results are zero-filled (check_result) before any
+# client sees them. (resize_, set_ and the out= overloads, which may hand back grown storage, are
+# refused outright: allowlist's DENIED and structural_refusal.)
+UNINITIALISED = re.compile(r"^(new_)?empty(_like|_strided|_permuted)?$|^_empty_|^_?new_empty_")
+_UNINITIALISED_IDS = frozenset(id(op) for name, op in ALLOWED.items() if UNINITIALISED.search(name.split(".")[1]))
+# ops whose results check_result must see (a worker's fast paths skip it for the rest): the ops
+# returning a view of an input (not an in-place result), bounds-checked, and the ones above
 _VIEW_IDS = frozenset(id(op) for op in ALLOWED_OPS
                       if any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
-                      or torch.Tag.inplace_view in op.tags)
+                      or torch.Tag.inplace_view in op.tags) | _UNINITIALISED_IDS
 
 
 def _in_bounds(t: torch.Tensor) -> bool:
@@ -589,7 +631,8 @@ def _in_bounds(t: torch.Tensor) -> bool:
 def check_result(op, t) -> None:
     """Refuse a result that no worker should hold: a meta, sparse or non-CPU tensor, a dtype a
     worker does not hold, or a view that reaches outside its storage (a backstop behind the
-    argument checks). A chain layer is judged by its innermost tensor; a pointer (meta by
+    argument checks); zero-fill the result of an op that returns uninitialised memory
+    (``UNINITIALISED``). A chain layer is judged by its innermost tensor; a pointer (meta by
     design) holds no data here."""
     while type(t) is not _Tensor and type(t) is not _Parameter:
         t = getattr(t, "__dict__", {}).get("child")
@@ -601,6 +644,9 @@ def check_result(op, t) -> None:
         raise OpNotAllowedError(f"{op} made a {t.layout} tensor: a worker holds dense tensors only")
     if t.dtype not in _HELD_DTYPES:
         raise OpNotAllowedError(f"{op} made a {t.dtype} tensor: a worker holds {', '.join(DTYPES)} only")
-    if id(op) in _VIEW_IDS and not _in_bounds(t):
-        raise OpNotAllowedError(f"{op} made a view outside its storage: refused")
+    if id(op) in _VIEW_IDS:
+        if id(op) in _UNINITIALISED_IDS:
+            t.untyped_storage().fill_(0)  # (every byte of it: a strided result may skip some)
+        elif not _in_bounds(t):
+            raise OpNotAllowedError(f"{op} made a view outside its storage: refused")
 

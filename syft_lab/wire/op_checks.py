@@ -41,6 +41,31 @@ def _storage_elements(t: torch.Tensor) -> int:
     return t.untyped_storage().nbytes() // t.element_size()
 
 
+def distinct_elements(t: torch.Tensor) -> torch.Tensor:
+    """The view of ``t`` without its broadcast dimensions (stride 0): the same values, each
+    stored element once. A check that reads values reads this: a pass over an ``expand`` to
+    2**31 elements of one number, or an ``abs()`` of it (8 GiB), is what the check must prevent."""
+    stride = t.stride()
+    if 0 not in stride:
+        return t
+    return t.as_strided([1 if s == 0 else n for n, s in zip(t.shape, stride)], stride, t.storage_offset())
+
+
+def value_range(t: torch.Tensor) -> tuple:
+    """``(min, max)`` of a non-empty real tensor's values, without materialising a broadcast
+    view or allocating a copy (aminmax reduces in place)."""
+    lo, hi = torch.aminmax(distinct_elements(t))
+    return lo.item(), hi.item()
+
+
+def _indices_within(indices: torch.Tensor, n: int) -> bool:
+    """Every index in [0, n) (an empty tensor's none)."""
+    if not indices.numel():
+        return True
+    lo, hi = value_range(indices)
+    return 0 <= lo and hi < n
+
+
 def _tensor(name, v, what) -> torch.Tensor:
     if not isinstance(v, torch.Tensor):
         raise OpNotAllowedError(f"{name}: {what} must be a tensor")
@@ -264,7 +289,7 @@ def _pool_backward(dims: int):
             raise OpNotAllowedError(f"{name}: indices must be int64 with grad_output's shape, and grad_output must "
                                     f"match self in all but the last {dims} dimensions")
         plane = math.prod(x.shape[-dims:])
-        if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= plane):
+        if not _indices_within(indices, plane):
             raise OpNotAllowedError(f"{name}: an index lies outside the input plane of {plane} elements")
     return check
 
@@ -274,7 +299,7 @@ def _embedding_backward(name, a: _Args):
     indices, n = a["indices"], _int(a["num_weights"], name)
     if not isinstance(indices, torch.Tensor) or indices.is_floating_point() or indices.is_complex():
         raise OpNotAllowedError(f"{name}: indices must be an integer tensor")
-    if n < 0 or (indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= n)):
+    if n < 0 or not _indices_within(indices, n):
         raise OpNotAllowedError(f"{name}: every index must lie in [0, num_weights={n})")
 
 
@@ -286,6 +311,43 @@ def _shift(name, a: _Args):
         return
     if type(amount) is not int or not 0 <= amount < 64:
         raise OpNotAllowedError(f"{name}: a shift amount is an integer in 0..63, got {amount!r:.40}")
+
+
+# --- int arguments that name a C++ enum -------------------------------------------------------------
+# Their schema type is a plain int, so only their names tell (torch casts any int to the enum:
+# a grid sampler's mode 9 or an fft's normalization 9 runs silently on garbage, other kernels
+# assert or read out of bounds). (pattern on the base name, argument, legal values, what they mean)
+INT_ENUMS = (
+    (r"", "reduction", (0, 1, 2), "0 none, 1 mean, 2 sum: at::Reduction"),
+    (r"grid_sampler", "interpolation_mode", (0, 1, 2), "0 bilinear, 1 nearest, 2 bicubic"),
+    (r"grid_sampler", "padding_mode", (0, 1, 2), "0 zeros, 1 border, 2 reflection"),
+    (r"^_fft_", "normalization", (0, 1, 2), "0 none, 1 by sqrt(n), 2 by n"),
+    (r"embedding_bag", "mode", (0, 1, 2), "0 sum, 1 mean, 2 max"),
+    (r"^_pad_enum$", "mode", (0, 1, 2, 3), "0 constant, 1 reflect, 2 replicate, 3 circular"),
+    (r"^hash_tensor$", "mode", (0,), "0 xor_sum"),
+    (r"", "mask_type", (0, 1, 2), "0 an L x L mask, 1 a B x L padding mask, 2 a generic one"),
+    (r"cdist", "compute_mode", (0, 1, 2), "0 by the sizes, 1 always by matmul, 2 never by matmul"),
+    (r"^_batch_norm_impl_index", "impl_index", (0,), "0 the native kernel; 1 and 2 are other backends'"),
+)
+_INT_ENUM_RES = [(re.compile(p), arg, (frozenset(legal), f"{', '.join(map(str, legal))} ({what})"))
+                 for p, arg, legal, what in INT_ENUMS]
+# names an int argument naming an enum is likely to have: every such argument of an allowed
+# overload must be in INT_ENUMS (tests/wire/test_enum_args.py keeps a new torch honest)
+ENUM_LIKE_NAME = re.compile(r"(^|_)(mode|reduction|normalization|type|format|layout|kind|impl_index)$")
+
+
+def int_enums(op) -> dict:
+    """``{argument name: (legal values, their meaning)}`` of an overload's int enum arguments."""
+    base = op._schema.name.split("::")[-1]
+    out = {}
+    for a in op._schema.arguments:
+        if str(a.real_type) not in ("int", "Optional[int]"):
+            continue
+        for pattern, arg, legal in _INT_ENUM_RES:
+            if arg == a.name and pattern.search(base):
+                out[a.name] = legal
+                break
+    return out
 
 
 # (pattern on the base name, check, what it guards): the families of checks, in the order tried

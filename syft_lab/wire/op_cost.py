@@ -20,7 +20,7 @@ import re
 import torch
 
 from ..errors import QuotaExceededError
-from .op_checks import _Args
+from .op_checks import _Args, distinct_elements, value_range
 
 # About 10 s of scalar element work on one core (avg_pool2d measured ~1e9 window elements/s),
 # well under a second for BLAS contractions: a 2048 x 2048 x 2048 matmul (2**33) is allowed.
@@ -197,10 +197,11 @@ def _attention(name, a, tensors):
 
 def _degree(name, a, base):
     n = a["n"] if "n" in a else a["p"]
-    if isinstance(n, torch.Tensor):
-        if n.numel() == 0:
+    if isinstance(n, torch.Tensor):  # (its values read without materialising a broadcast view)
+        if n.numel() == 0 or n.is_complex():
             return base
-        n = float(n.detach().abs().max()) if not n.is_complex() else float(n.abs().max())
+        lo, hi = value_range(n.detach())
+        n = max(abs(lo), abs(hi))
     try:
         n = abs(float(n))
     except (TypeError, ValueError, OverflowError):
@@ -245,14 +246,16 @@ def _index_along(name, a, base):
 
 def _bincount(name, a, base):
     x, minlength = a["self"], a["minlength"] or 0
-    top = int(x.max()) + 1 if isinstance(x, torch.Tensor) and x.numel() and not x.is_floating_point() else 0
+    top = int(value_range(x)[1]) + 1 if isinstance(x, torch.Tensor) and x.numel() and not x.is_floating_point() \
+        else 0
     return max(base, top, int(minlength))
 
 
 def _repeats(name, a, base):
     r = a["repeats"]
     if isinstance(r, torch.Tensor) and r.numel() and not r.is_floating_point() and not r.is_complex():
-        return max(base, int(r.sum()))
+        stored = distinct_elements(r)  # (a broadcast view repeats each stored element numel/stored times)
+        return max(base, int(stored.sum()) * (r.numel() // stored.numel()))
     return base
 
 

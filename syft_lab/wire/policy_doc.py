@@ -51,11 +51,20 @@ def tables() -> str:
     for pattern, _, what in op_checks.FAMILIES:
         n = sum(1 for name in allowed if op_checks.re.search(pattern, name.split(".")[1]))
         lines.append(f"| `{_cell(pattern)}` | {_cell(what)} | {n} |")
-    typed = collections.Counter(kind for p in plans.values() for _, _, kind in p.typed)
-    for kind, what in (("device", "a Device argument is the CPU"), ("layout", "a Layout argument is strided"),
+    typed = collections.Counter(kind for p in plans.values() for _, _, kind, _ in p.typed)
+    for kind, what in (("device", "a Device argument is the CPU (index 0 or none)"),
+                       ("layout", "a Layout argument is strided"),
                        ("dtype", "a ScalarType argument is a dtype a worker holds"),
+                       ("memory_format", "a MemoryFormat argument is one of torch's four (or its code 0-3)"),
                        ("generator", "a Generator argument is None"), ("unsafe", "an `unsafe` flag is False")):
         lines.append(f"| {what.split(' is ')[0]} | {what} | {typed.get(kind, 0)} |")
+    enums = collections.Counter((key, legal[1]) for p in plans.values() for _, key, kind, legal in p.typed
+                                if kind == "enum")
+    for (key, legal), n in sorted(enums.items()):
+        lines.append(f"| int `{key}` (a C++ enum) | one of {_cell(legal)} | {n} |")
+    uninitialised = sorted(n for n, op in allowed.items() if id(op) in allowlist._UNINITIALISED_IDS)
+    lines += ["", "Results zero-filled (ops returning uninitialised memory, "
+                  f"`{_cell(allowlist.UNINITIALISED.pattern)}`): " + ", ".join(f"`{n}`" for n in uninitialised) + "."]
     fast = sum(1 for p in plans.values() if p.fast)
     separate = sum(1 for p in plans.values() if p.meta == "separate")
     lines += ["", f"Meta run: {len(plans) - fast} overloads run on meta tensors first ({separate} whose meta "
