@@ -18,9 +18,11 @@ the kernel's own current model of the object it names (``lookup``), never agains
 """
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import re
+import time
 import weakref
 from pathlib import Path
 
@@ -44,6 +46,15 @@ export default { render({ el }) {
 """
 _VIEW_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 MAX_RESULTS = 4  # results of actions a chain view keeps showing under its object
+# A widget keeps the names of the views showing it (a notebook shows one in a few places: its
+# output, a sidebar, a page reloaded); a hello for more replaces one of them (only whether any
+# view shows it matters: ``active``).
+MAX_VIEWS = 16
+# A hello refreshes a widget no view showed (it may be behind: a dormant widget is not refreshed
+# after cells), at most HELLO_REFRESHES times a second; a widget already shown is refreshed after
+# every cell and event anyway. So a browser's flood of hellos (5,000 in a burst) costs a few
+# refreshes, not one each (one took the next cell 18.9 s), and the next cell catches up.
+HELLO_REFRESHES = 4
 REFRESH_FAILED = "not refreshed"  # the annotation a chain view shows its refresh failure in
 
 
@@ -85,7 +96,8 @@ class SyftWidget(anywidget.AnyWidget):
 
     def __init__(self, *, namespace: dict | None = None, **kwargs):
         self._namespace = namespace
-        self._views: set[str] = set()
+        self._views: set[str] = set()  # the views showing it (at most MAX_VIEWS)
+        self._hello_refreshes = collections.deque(maxlen=HELLO_REFRESHES)  # when hellos last refreshed it
         self._seen = False
         self._cells_unseen = 0
         self.refused_updates = 0  # state updates a browser sent (and the kernel dropped)
@@ -140,9 +152,7 @@ class SyftWidget(anywidget.AnyWidget):
         if kind == "action":
             reply = self.run_action(content)
         elif kind == "hello" and isinstance(content.get("view"), str) and _VIEW_RE.match(content["view"]):
-            self._views.add(content["view"])
-            self._seen = True
-            self.refresh()
+            self._hello(content["view"])
             return None
         elif kind == "bye" and isinstance(content.get("view"), str):
             self._views.discard(content["view"])
@@ -156,6 +166,22 @@ class SyftWidget(anywidget.AnyWidget):
         reply = {"type": "reply", **reply}
         self.send(reply)
         return reply
+
+    def _hello(self, view: str) -> None:
+        """A view was rendered: remembered (at most MAX_VIEWS), and a widget no view showed
+        catches up (at most HELLO_REFRESHES times a second)."""
+        views = self._views
+        woke = not views
+        if view not in views:
+            if len(views) >= MAX_VIEWS:
+                views.pop()
+            views.add(view)
+        self._seen = True
+        done = self._hello_refreshes
+        now = time.monotonic()
+        if woke and (len(done) < HELLO_REFRESHES or now - done[0] >= 1.0):
+            done.append(now)
+            self.refresh()
 
     def run_action(self, request) -> dict:
         reply = actions.perform(request, known=self.lookup, namespace=self.namespace, held=self.held())

@@ -24,6 +24,7 @@ data that never becomes a live pointer (a receiver refuses it with its own rule)
 from __future__ import annotations
 
 import ctypes
+import gc
 import math
 import struct
 import sys
@@ -49,6 +50,15 @@ CHUNK_SIZE = 4 * 2**20  # streamed buffers travel in messages of at most this si
 MAX_HEADER_SIZE = 16 * 2**20  # the msgpack header of one message
 MAX_BUFFERS = 4096  # tensors in one message
 MAX_NESTING = 32  # ext values inside ext values (tuples, chains)
+# The header budget, one rule for both sides (a worker reading a request, a client reading a
+# reply): besides its bytes, a header's values cost Python objects (an empty list is 1 byte on
+# the wire and 64 bytes decoded) and time (16 MiB of empty lists took 23 s and 2.7 GB), so a
+# header holds at most MAX_HEADER_ELEMENTS values (every container counts once, and once more
+# for each item it holds, a map twice per entry) nested at most MAX_HEADER_DEPTH containers deep
+# (lists, maps and tuples, through ext values). Decoding stops at the first value past either.
+MAX_HEADER_ELEMENTS = 2**20
+MAX_HEADER_DEPTH = 128
+HEADER_VALUE_BYTES = 96  # the most one decoded value takes beside its bytes (a 1-character str: 84)
 DEFAULT_MAX_MESSAGE_SIZE = 2**31  # header + buffers of one message; configurable per side
 # The largest websocket message either side must accept: a header plus one chunk inline.
 WS_MAX_SIZE = MAX_HEADER_SIZE + CHUNK_SIZE + 4096
@@ -94,13 +104,21 @@ class RejectedMessage(WireError):
 
 
 def _request_id(head) -> int | None:
-    """The request id ``r`` of a header whose values could not all be decoded, if it has one."""
+    """The request id ``r`` of a header whose values could not all be decoded, if it has one.
+    Reads only the top map's keys and ``r``: every other value is skipped without being built
+    (the header may be the one that broke the budget)."""
     try:
-        header = msgpack.unpackb(head, ext_hook=lambda code, data: None, raw=False, strict_map_key=False)
-    except Exception:  # not even msgpack: the frame itself is broken
+        reader = msgpack.Unpacker(raw=False, max_buffer_size=max(len(head), 1), max_str_len=64, max_bin_len=0,
+                                  max_array_len=0, max_map_len=0, max_ext_len=0)
+        reader.feed(head)
+        for _ in range(reader.read_map_header()):
+            if reader.unpack() == "r":
+                rid = reader.unpack()
+                return rid if type(rid) is int and rid > 0 else None
+            reader.skip()
+    except Exception:  # not even msgpack, or no readable r: the frame itself is broken
         return None
-    rid = header.get("r") if type(header) is dict else None
-    return rid if type(rid) is int and rid > 0 else None
+    return None
 
 
 # --- encoding ------------------------------------------------------------------------------
@@ -307,16 +325,88 @@ class _Slot:
         self.tensor = None
 
 
+# the type bytes of msgpack containers (fixmap, fixarray, array 16/32, map 16/32): a header
+# holding at most MAX_HEADER_DEPTH such bytes cannot nest deeper, so its depth is not tracked
+_CONTAINER_BYTES = bytes(range(0x80, 0xA0)) + bytes(range(0xDC, 0xE0))
+_NESTED = (list, dict, tuple)
+_TOO_MANY = f"a message header holds at most {MAX_HEADER_ELEMENTS} values (lists, maps and what they hold)"
+
+
 class _HeaderDecoder:
-    """Unpacks one header; ext values are validated as they are met."""
+    """Unpacks one header; ext values are validated as they are met, and the header budget
+    (MAX_HEADER_ELEMENTS, MAX_HEADER_DEPTH) is checked as containers are made: ``begin(head)``
+    before each header.
+
+    Both checks cost nothing for a header that cannot break them (at most MAX_HEADER_ELEMENTS
+    bytes: every value takes a byte; at most MAX_HEADER_DEPTH container bytes): every op's usual
+    message. Otherwise msgpack calls ``_list`` / ``_map`` with each container it made (innermost
+    first), which count its values and, from its children's depths, its own."""
 
     def __init__(self, slots: list[_Slot]):
         self.slots = slots
         self.depth = 0
+        self.left = None  # values the header may still hold (None: its size bounds them already)
+        self.deep = None  # id -> (depth, container) of containers at least 2 deep (None: not tracked)
+        self.hooks = {}
+
+    def begin(self, head) -> None:
+        n = len(head)
+        self.depth = 0
+        self.left = MAX_HEADER_ELEMENTS if n > MAX_HEADER_ELEMENTS else None
+        deep = n > MAX_HEADER_DEPTH and n - len(bytes(head).translate(None, _CONTAINER_BYTES)) > MAX_HEADER_DEPTH
+        self.deep = {} if deep else None
+        self.hooks = {"list_hook": self._list, "object_hook": self._map} if deep or self.left is not None else {}
+
+    def end(self) -> None:
+        self.deep = None  # (its entries keep the header's containers alive)
 
     def unpack(self, data: bytes):
-        return msgpack.unpackb(data, ext_hook=self.ext_hook, raw=False, strict_map_key=True,
-                               use_list=True)
+        try:
+            return msgpack.unpackb(data, ext_hook=self.ext_hook, raw=False, strict_map_key=True, use_list=True,
+                                   max_array_len=MAX_HEADER_ELEMENTS, max_map_len=MAX_HEADER_ELEMENTS, **self.hooks)
+        except ValueError as e:  # a container declared longer than the budget: refused before it is made
+            if "exceeds max_" in str(e):
+                raise WireError(_TOO_MANY) from None
+            raise
+
+    def _list(self, v):
+        left = self.left
+        if left is not None:
+            left -= len(v) + 1
+            if left < 0:
+                raise WireError(_TOO_MANY)
+            self.left = left
+        if self.deep is not None and v:
+            self._nest(v, v)
+        return v
+
+    def _map(self, v):
+        left = self.left
+        if left is not None:
+            left -= 2 * len(v) + 1
+            if left < 0:
+                raise WireError(_TOO_MANY)
+            self.left = left
+        if self.deep is not None and v:
+            self._nest(v, v.values())
+        return v
+
+    def _nest(self, container, items) -> None:
+        """Record ``container``'s depth (1 + its deepest child's) if it is 2 or more."""
+        get = self.deep.get
+        d = 1
+        for x in items:
+            if type(x) in _NESTED:
+                e = get(id(x))
+                if e is None:
+                    if d < 2:
+                        d = 2
+                elif e[0] >= d:
+                    d = e[0] + 1
+        if d > 1:
+            if d > MAX_HEADER_DEPTH:
+                raise WireError(f"a message header nests lists, maps and tuples at most {MAX_HEADER_DEPTH} deep")
+            self.deep[id(container)] = (d, container)  # the reference keeps the id from being reused
 
     def ext_hook(self, code: int, data: bytes):
         if code == EXT_REF:
@@ -355,7 +445,12 @@ class _HeaderDecoder:
         if code == EXT_TUPLE:
             if type(v) is not list:
                 raise WireError("a tuple ext holds a list")
-            return tuple(v)
+            t = tuple(v)
+            if self.deep is not None:  # a tuple nests as deep as the list it came from
+                e = self.deep.pop(id(v), None)
+                if e is not None:
+                    self.deep[id(t)] = (e[0], t)
+            return t
         if code == EXT_SAMEARG:
             return SameAsArg(_check_int(v, "an argument index", 0, 1024))
         if type(v) is not list:
@@ -439,10 +534,16 @@ def _new_object(data: bytes) -> NewObject:
 _DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError, MemoryError,
                   UnicodeDecodeError, struct.error, msgpack.UnpackException, RuntimeError)
 # Decoded msgpack takes more memory as Python objects than as bytes (a 3-byte string is a
-# 50-byte str): a large header is counted at this many times its size while it decodes, then
-# at its measured size while it waits for the command thread.
-HEADER_EXPANSION = 8
+# 50-byte str, a 1-byte empty list a 64-byte list): a large header is counted at what its values
+# may take at most while it decodes (header_reserve), then at its measured size while it waits
+# for the command thread.
 SMALL_HEADER = 64 * 2**10  # headers up to this size are not counted (a command's usual size)
+
+
+def header_reserve(nbytes: int) -> int:
+    """The most the decoded values of a header of ``nbytes`` may take: its bytes, plus
+    HEADER_VALUE_BYTES per value it may hold (one per byte, at most MAX_HEADER_ELEMENTS)."""
+    return nbytes + HEADER_VALUE_BYTES * min(nbytes, MAX_HEADER_ELEMENTS)
 
 
 def python_size(value) -> int:
@@ -539,21 +640,32 @@ class Decoder:
     def _header(self, head, slots, rid_source, skip: int):
         """Decode a header whose frame is well formed; content it refuses is a RejectedMessage
         when the header names its request (then ``skip`` streamed bytes follow and are dropped)."""
+        decoder = _HeaderDecoder(slots) if slots else self._plain
         try:
-            large = len(head) > SMALL_HEADER and self.budget is not None
+            large = header_reserve(len(head)) if len(head) > SMALL_HEADER and self.budget is not None else 0
             if large:
-                self._reserve(len(head) * HEADER_EXPANSION, "a message header")
-            decoder = _HeaderDecoder(slots) if slots else self._plain
-            decoder.depth = 0
-            header = decoder.unpack(head)
+                self._reserve(large, "a message header")
+            decoder.begin(head)
+            # a header of many values (one the budget is checked on) decodes with the cyclic
+            # collector paused: it would walk the growing header again and again (1 M empty lists
+            # took 2.3 s with it, 0.4 s without); what it would find is collected once it resumes
+            paused = bool(decoder.hooks) and gc.isenabled()
+            if paused:
+                gc.disable()
+            try:
+                header = decoder.unpack(head)
+            finally:
+                decoder.end()
+                if paused:
+                    gc.enable()
             if type(header) is not dict:
                 raise WireError("a message header is a map")
             for i, s in enumerate(slots):
                 if s.tensor is None:
                     raise WireError(f"buffer {i} is not claimed by any tensor")
             if large:  # counted at what it takes while it waits
-                self.budget.release(len(head) * HEADER_EXPANSION)
-                self.reserved -= len(head) * HEADER_EXPANSION
+                self.budget.release(large)
+                self.reserved -= large
                 self._reserve(python_size(header), "a message header")
             return header
         except SyftError as e:

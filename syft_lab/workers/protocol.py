@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 import torch
 
@@ -184,7 +185,8 @@ class FramedTransport(Transport):
         Send one frame (bytes or a memoryview); raise ConnectionLost if the connection broke.
     ``_receive_frame() -> bytes``
         The next frame from the service, in order; raise ConnectionLost if the connection
-        broke, TimeoutError if none came in time.
+        broke, TimeoutError if none came in time: within ``time_left()`` seconds (the reply's
+        deadline; what arrives meanwhile that is not a frame, a ping, does not extend it).
     ``_disconnect(done: bool) -> None``
         Close the connection (``done``: the client has left for good).
     ``_is_open() -> bool`` (optional)
@@ -199,7 +201,7 @@ class FramedTransport(Transport):
 
     chunk_size: int | None = None  # None: the wire format's CHUNK_SIZE
     progress: bool | None = None  # None: a bar for large transfers; False: never
-    timeout: float | None = None  # seconds ``_receive_frame`` waits for a frame (None: forever)
+    timeout: float | None = None  # seconds a reply may take to arrive, all of it (None: forever)
 
     def __init__(self, *, session: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, progress=None):
         self.session = session  # the client's session id, kept across reconnects
@@ -211,6 +213,7 @@ class FramedTransport(Transport):
         self._rid = 0
         self._in_flight: collections.deque = collections.deque()  # request ids sent, not answered
         self._decoder = None
+        self._deadline = None  # time.monotonic() by which the reply being received is due (receive)
         self.following = False  # the service pushes this client its per-object events (``follow``)
         self._push_seq = 0  # the last push's sequence number on this connection
 
@@ -375,20 +378,31 @@ class FramedTransport(Transport):
             raise SyftError(f"no request in flight on worker {self.worker_id!r}")
         rid = self._in_flight.popleft()
         decoder = self._decoder
+        # ``timeout`` is a deadline for the whole reply, whatever else arrives first: pushes,
+        # pings, a reply trickled a chunk (or a byte) at a time. The first read waits at most
+        # ``timeout`` (time_left() says so while no deadline is set), every later one what is left.
+        start = time.monotonic()
         try:
+            frame = self._receive_frame()
+            self._deadline = None if self.timeout is None else start + self.timeout
             while True:
-                reply = decoder.feed(self._receive_frame())
+                reply = decoder.feed(frame)
                 if reply is None:
                     reply = self._receive_streamed(decoder, label)
                 if "push" not in reply or "r" in reply:
                     break
-                self._on_push(reply)  # pushed events before the reply: read on
+                self._on_push(reply)  # pushed events before the reply: read on, within the deadline
+                frame = self._next_frame()
         except RejectedMessage as e:
             if e.rid != rid:  # a reply for another request: out of step
                 self.drop()
                 raise self.unavailable("reply out of step") from None
-            while decoder.in_message:  # the rest of a streamed reply: read and dropped, in step again
-                decoder.feed(self._receive_frame())
+            try:
+                while decoder.in_message:  # the rest of a streamed reply: read and dropped, in step again
+                    decoder.feed(self._next_frame())
+            except TimeoutError:
+                self.drop()
+                raise self.unavailable(f"no reply within {self.timeout} s") from None
             raise RemoteWireError(self.worker_id, "WireError", f"its reply cannot be read here: {e.error}") from None
         except TimeoutError:
             self.drop()  # a late reply would arrive out of step: start afresh
@@ -399,6 +413,8 @@ class FramedTransport(Transport):
         except WireError:
             self.drop()
             raise
+        finally:
+            self._deadline = None
         if reply.get("r") != rid:  # the service could not read our message and closes
             self.drop()
             if "err" in reply:
@@ -408,13 +424,29 @@ class FramedTransport(Transport):
             raise error_from_reply(self.worker_id, reply["err"], self.restarted)
         return reply.get("ok")
 
+    def time_left(self) -> float | None:
+        """Seconds a read of the reply being received may wait (None: no timeout): ``timeout``
+        for its first frame, then what is left of it (0: only a frame already here)."""
+        deadline = self._deadline
+        if deadline is None:
+            return self.timeout
+        return max(deadline - time.monotonic(), 0.0)
+
+    def _next_frame(self):
+        """A later frame of the reply being received (a chunk, or the reply after a push): due
+        by the reply's deadline."""
+        deadline = self._deadline
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError
+        return self._receive_frame()
+
     def _receive_streamed(self, decoder, label):
         bar = None
         if decoder.expected > PROGRESS_THRESHOLD:
             bar = self._bar(decoder.expected, f"{label or 'receive'} ← {self.worker_id}")
         try:
             while True:
-                reply = decoder.feed(self._receive_frame())
+                reply = decoder.feed(self._next_frame())
                 if bar is not None:
                     bar.n = decoder.received
                     bar.refresh()

@@ -323,6 +323,9 @@ class WorkerServer:
                             "is zero or more seconds")
         self.service = WorkerService(worker_id, limits)
         self.service.max_message_size = max_message_size
+        # the worker's own token reads every session's ledger (``ledger`` with ``all``); without
+        # one, each session reads its own part only
+        self.service.ledger_token = token or None
         self.host, self.port = host, port
         self._token = token.encode() if token else None
         self.ssl = ssl

@@ -270,13 +270,21 @@ class _LeanConnection:
 
     def recv(self, timeout: float | None = None):
         """The next message (bytes); TimeoutError if none came within ``timeout`` seconds (0:
-        only one already here); ConnectionError if the connection closed."""
+        only one already here); ConnectionError if the connection closed. ``timeout`` bounds
+        the whole wait: pings, or a message arriving a byte at a time, do not extend it."""
         with self.io:
             messages = self._messages
-            while not messages:  # (``timeout`` bounds each read: a reply that keeps arriving is waited for)
+            wait, deadline = timeout, None
+            while not messages:
                 if self._broken or self.protocol.state is not State.OPEN:
                     raise self._closed_error()
-                self._read(timeout)
+                if deadline is not None:  # a read returned without a whole message: what is left
+                    wait = deadline - time.monotonic()
+                    if wait <= 0:
+                        raise TimeoutError
+                elif timeout:
+                    deadline = time.monotonic() + timeout
+                self._read(wait)
             return messages.popleft()
 
     def poll(self) -> None:
@@ -370,7 +378,7 @@ class WebSocketTransport(FramedTransport):
 
     def _receive_frame(self):
         try:
-            return self.ws.recv(timeout=self.timeout)
+            return self.ws.recv(timeout=self.time_left())
         except TimeoutError:  # (an OSError): FramedTransport says no reply came in time
             raise
         except (ConnectionClosed, OSError) as e:
