@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from syft_lab.widget import live
+from widget_isolation import forget_earlier_tests
 
 FIXTURES = Path(__file__).resolve().parents[1] / "js" / "fixtures"
 
@@ -15,7 +16,9 @@ def _idle(scheduler) -> None:
 @pytest.fixture(autouse=True)
 def close_widgets():
     """Each test's widgets are closed at its end, so no test refreshes another's; no test
-    inherits an event loop or an open cell from another (Playwright runs a loop too)."""
+    inherits an event loop or an open cell from another (Playwright runs a loop too), nor the
+    garbage of another (forget_earlier_tests)."""
+    forget_earlier_tests()
     _idle(live.scheduler)
     before = set(map(id, live.widgets()))
     yield
