@@ -8,6 +8,7 @@ import css from "./style.css";
 import { actionBar, createClient, statusLine } from "./actions.js";
 import { chainBlock, flattenTree, renderChains, rootOf } from "./chain.js";
 import { createWorldChannel } from "./channel.js";
+import { createHost } from "./host.js";
 import { LOCAL, h, isEdge } from "./dom.js";
 import { planNodeOf, renderPlan } from "./plan.js";
 import { createWorldView } from "./world.js";
@@ -64,14 +65,13 @@ function render({ model, el }) {
   };
   const KERNEL_GONE = "The kernel of this view is gone (restarted or shut down): it shows the world as it was, "
     + "and its buttons are off. Run its cell again to get a live view.";
-  const checkLive = () => {
-    if (el.classList?.contains("jupyter-widgets-disconnected") || el.closest?.(".jupyter-widgets-disconnected")) markGone(KERNEL_GONE);
-  };
+  // what only the host knows (is the kernel still there?), behind js/widget/host.js
+  const host = createHost(model, el);
   const ctx = {
     workers: () => model.get("workers") || [],
     request: (action, target, extra) => client.request(action, target, extra),
     async run(action, target, extra = {}) {
-      if (!gone && kernel && model.widget_manager?.kernel !== kernel) markGone(KERNEL_GONE); // the notebook changed kernel
+      if (!gone && host.kernelReplaced()) markGone(KERNEL_GONE); // the notebook changed kernel
       if (gone) {
         if (!wv) status.error(gone);
         return { ok: false, error: gone };
@@ -89,19 +89,8 @@ function render({ model, el }) {
   const cleanups = [];
   const on = (event, fn) => { model.on(event, fn); cleanups.push(() => model.off(event, fn)); };
 
-  // JupyterLab's widget manager (anywidget exposes it) knows the kernel: a restart or a dead
-  // kernel takes the view's comm with it
-  const kernel = model.widget_manager?.kernel;
-  if (kernel?.statusChanged?.connect) {
-    const onStatus = (_k, st) => { if (st === "restarting" || st === "autorestarting" || st === "dead") markGone(KERNEL_GONE); };
-    kernel.statusChanged.connect(onStatus);
-    cleanups.push(() => kernel.statusChanged.disconnect(onStatus));
-    if (kernel.isDisposed || kernel.status === "dead") markGone(KERNEL_GONE);
-  }
-  const liveWatch = typeof MutationObserver !== "undefined" ? new MutationObserver(checkLive) : null;
-  liveWatch?.observe(el, { attributes: true, attributeFilter: ["class"] });
-  on("comm_live_update", () => setTimeout(checkLive, 0));
-  cleanups.push(() => liveWatch?.disconnect());
+  // a restart or a dead kernel takes the view's comm with it (where the host can tell)
+  cleanups.push(host.watch(() => markGone(KERNEL_GONE)));
 
   if (view === "world") {
     wv = createWorldView(ctx);
@@ -142,7 +131,7 @@ function render({ model, el }) {
   } catch {
     markGone(KERNEL_GONE); // rendered again (a reload) after its kernel went away
   }
-  checkLive();
+  if (host.isGone()) markGone(KERNEL_GONE);
   return () => {
     for (const c of cleanups) c();
     client.dispose();
