@@ -18,6 +18,7 @@ from syft_lab.widget import live
 from syft_lab.widget.widgets import SyftWidget
 from contract.kinds import LEAK_CHECKED, leak_checked, leaked, ray_clients
 from syft_lab.ray.worker import start_hosts
+from kernel_census import MAX_KERNELS, KernelCensus
 from venv_kernel import install_kernelspec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,8 +123,11 @@ def ray_pair(ray_hosts, request):
 _kernelspec_dir = None
 
 
+_census: KernelCensus | None = None  # the main process's (not an xdist worker's)
+
+
 def pytest_configure(config):
-    global _kernelspec_dir
+    global _kernelspec_dir, _census
     config.addinivalue_line("markers", "ray: uses the session's local Ray (-m ray selects the Ray parts)")
     torch.manual_seed(0)
     # Kernels started by tests (jupyter_client, nbclient) run this interpreter: JUPYTER_PATH
@@ -131,6 +135,42 @@ def pytest_configure(config):
     _kernelspec_dir = tempfile.mkdtemp(prefix="syft-lab-kernels-")
     install_kernelspec(Path(_kernelspec_dir))
     os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (_kernelspec_dir, os.environ.get("JUPYTER_PATH")) if p)
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # the main process sees its xdist workers' kernels too
+        _census = KernelCensus()
+
+
+# --- kernels: how many are alive at once (tests/kernel_census.py) ----------------------------
+
+def pytest_runtest_logstart(nodeid, location):
+    if _census is not None:  # in the main process, xdist reports its workers' tests here too
+        _census.running[nodeid] = time.monotonic()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if _census is not None:
+        _census.running.pop(nodeid, None)
+
+
+def pytest_sessionfinish(session):
+    """test-artifacts/kernels.json says how many kernels were alive at once; past the limit the
+    run fails (a test left its kernels running: on 2 cores, the rest of the run swaps)."""
+    if _census is None:
+        return
+    _census.stop()
+    _census.sample()
+    _census.write(ARTIFACTS / "kernels.json")
+    if _census.verdict() and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _census is None:
+        return
+    verdict = _census.verdict()
+    terminalreporter.write_sep("-", f"Jupyter kernels alive at once: at most {_census.peak} "
+                                    f"(limit {MAX_KERNELS}; test-artifacts/kernels.json)", red=bool(verdict))
+    if verdict:
+        terminalreporter.write_line("FAILED: " + verdict, red=True)
 
 
 def pytest_unconfigure(config):

@@ -40,10 +40,24 @@ class Lab:
     def __init__(self, url: str, token: str, root: Path, proc):
         self.url, self.token, self.root, self.proc = url, token, root, proc
 
-    def api(self, path: str):
-        req = urllib.request.Request(f"{self.url}{path}", headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return json.loads(r.read())
+    def api(self, path: str, method: str = "GET", timeout: float = 5):
+        req = urllib.request.Request(f"{self.url}{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            body = r.read()
+            return json.loads(body) if body else None
+
+    def kernel_ids(self) -> set[str]:
+        return {k["id"] for k in self.api("/api/kernels")}
+
+    def shut_down_kernels(self, keep: set[str] = frozenset()) -> None:
+        """End every notebook session and kernel but ``keep``'s, through the server's REST API
+        (the server waits for each kernel to exit), as closing a notebook and its kernel does."""
+        for s in self.api("/api/sessions"):
+            if s.get("kernel", {}).get("id") not in keep:
+                self.api(f"/api/sessions/{s['id']}", method="DELETE", timeout=60)
+        for kid in self.kernel_ids() - set(keep):  # a kernel without a session (a restart's leftover)
+            self.api(f"/api/kernels/{kid}", method="DELETE", timeout=60)
 
     def open_url(self, path: str) -> str:
         return f"{self.url}/lab/tree/{path}?reset&token={self.token}"
@@ -87,13 +101,10 @@ def lab(tmp_path_factory):
                 pytest.fail("jupyter lab did not start in 60 s:\n" + (base / "lab.log").read_text()[-3000:])
             time.sleep(0.3)
     yield lab
-    for s in lab.api("/api/sessions"):
-        try:
-            req = urllib.request.Request(f"{url}/api/sessions/{s['id']}", method="DELETE",
-                                         headers={"Authorization": f"token {token}"})
-            urllib.request.urlopen(req, timeout=5)
-        except Exception:
-            pass
+    try:
+        lab.shut_down_kernels()
+    except Exception:  # the server is stopped next anyway
+        pass
     proc.terminate()
     try:
         proc.wait(timeout=15)
@@ -101,6 +112,22 @@ def lab(tmp_path_factory):
         proc.kill()
         proc.wait()
     log.close()
+
+
+@pytest.fixture(autouse=True)
+def shut_down_the_tests_kernels(request):
+    """The kernels a test's notebooks started are shut down when it ends (its pages are closed
+    first: fixtures end in reverse order), so no more than one test's kernels are alive at once
+    (tests/kernel_census.py counts them)."""
+    if "lab" not in request.fixturenames:
+        yield
+        return
+    lab = request.getfixturevalue("lab")
+    before = lab.kernel_ids()
+    yield
+    lab.shut_down_kernels(keep=before)
+    left = lab.kernel_ids() - before
+    assert not left, f"kernels still running after the test's notebooks were shut down: {left}"
 
 
 @pytest.fixture(scope="session")
