@@ -95,7 +95,7 @@ def _op(sy, ray, bare_cls, quick):
 
 
 def _move(sy, ray, bare_cls, quick):
-    nbytes = (16 if quick else 64) * 2**20
+    nbytes = (1 if common.SMOKE else 16 if quick else 64) * 2**20  # smoke: shows the path runs
     a, b = sy.ray.workers(2, prefix="bench_ray_move", num_cpus=CPU)
     src, dst = (bare_cls.options(num_cpus=CPU).remote() for _ in range(2))
     try:

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from jupyter_client.session import Session  # noqa: E402
 
+import common  # noqa: E402  (its SMOKE switch: run.py --smoke)
 from common import figure  # noqa: E402
 
 BUNDLE = ROOT / "syft_lab" / "widget" / "static" / "widget.js"
@@ -347,7 +348,8 @@ def big_world() -> dict:
 def run(quick: bool = False) -> list[dict]:
     if not BUNDLE.is_file():
         raise RuntimeError("the widget bundle is not built: run npm run build (scripts/setup does)")
-    reps = 3 if quick else 9
+    smoke = common.SMOKE  # the suite's smoke run: every figure once, no warm-ups (not measurements)
+    reps = 1 if smoke else 3 if quick else 9
     sy, torch, workers, ns, widget = build_world()
     sent: list = []
     buffers_of: dict = {}
@@ -375,7 +377,8 @@ def run(quick: bool = False) -> list[dict]:
 
         page = Page()
         try:
-            page.render_world(world)  # warm-up (JIT, style injection)
+            if not smoke:
+                page.render_world(world)  # warm-up (JIT, style injection)
             renders, rows, arrows = [], 0, 0
             for _ in range(reps):
                 t, rows, arrows = page.render_world(world)
@@ -399,10 +402,12 @@ def run(quick: bool = False) -> list[dict]:
                 t, n = page.plan(deep)
                 plan_t.append(t)
             big = big_world()
-            page.big_world(big)  # warm-up
+            if not smoke:
+                page.big_world(big)  # warm-up
             bigs = [page.big_world(big) for _ in range(reps)]
             step_node = training_step_node()
-            page.plan_fitted(step_node)  # warm-up
+            if not smoke:
+                page.plan_fitted(step_node)  # warm-up
             fitted = [page.plan_fitted(step_node) for _ in range(reps)]
         finally:
             page.close()
