@@ -164,6 +164,12 @@ def federated_avg(models: dict, weights=None, *, to: BaseWorker | None = None) -
     for k, ts in tensors.items():
         if {n: tuple(t.shape) for n, t in ts.items()} != layout:
             raise SyftError(f"model {k!r} does not have the same parameters and shapes as {first_key!r}")
+    for k, ts in tensors.items():  # a model on a worker that went away is named before anything is sent
+        for loc in {id(loc): loc for t in ts.values() if (loc := _location(t)) is not None}.values():
+            try:
+                check_alive(loc)
+            except SyftError as e:
+                raise type(e)(f"model {k!r} cannot be averaged: {e}. Leave it out of the models") from None
     locations = {id(loc): loc for ts in tensors.values() for t in ts.values() if (loc := _location(t)) is not None}
     if to is None and locations:
         to = next((loc for t in tensors[first_key].values() if (loc := _location(t)) is not None),

@@ -29,7 +29,7 @@ from ..errors import SyftError, SyftTypeError, SyftValueError, NotFoundError, Wo
 from ..hook import register_methods
 from ..tensors.nodes import register_entry_marker
 from ..tensors.pointer import PointerTensor
-from ..workers.base import BaseWorker, resolve_worker
+from ..workers.base import BaseWorker, WorkerClosedError, closed_error, resolve_worker
 
 # A part of a federated dataset is a tensor a worker holds with the tags DATASET_TAG, "#<name>"
 # and one of DATASET_PARTS: search finds it PySyft's way (bob.search("#digits", "#data")) and the
@@ -76,8 +76,11 @@ def check_name(name) -> str:
 
 
 def check_alive(worker) -> None:
-    """A clear error for a worker that went away (a closed VirtualWorker would otherwise go on)."""
+    """A clear error, before anything is sent, for a worker that went away: a closed one in the
+    words of every request to it (``closed_error``), another one down with its state."""
     state = worker.state
+    if state == "closed":
+        raise closed_error(worker.id)
     if state in _DOWN:
         raise WorkerUnavailableError(f"worker {worker.id!r} is {state}: it cannot take part any more")
 
@@ -426,9 +429,17 @@ class FederatedDataset:
         return {w: len(d) for w, d in self.datasets.items()}
 
     def unload(self) -> None:
-        """Remove every part from its worker."""
+        """Remove every part from its worker. A part on a closed worker stays there (a closed
+        worker takes no request): the others go, then a SyftError names what stayed."""
+        kept = []
         for d in self.datasets.values():
-            d.unload()
+            try:
+                d.unload()
+            except WorkerClosedError as e:
+                kept.append(f"the part on {d.location.id!r} stays ({e})")
+        if kept:
+            what = f"dataset {self.name!r}" if self.name else "the dataset"
+            raise SyftError(f"{what} was unloaded from its other workers; " + "; ".join(kept))
 
     def _inspection_items(self):
         """Its parts, by the paths a person writes (``fds['bob']``)."""

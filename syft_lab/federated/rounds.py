@@ -46,7 +46,7 @@ from ..errors import SyftError, WorkerUnavailableError
 from ..plans import plan as make_plan
 from ..plans.pointer import PlanPointer
 from ..tensors.pointer import PointerTensor, wrap_result
-from ..workers.base import BaseWorker
+from ..workers.base import BaseWorker, WorkerClosedError
 from ..workers.protocol import gather, submit
 from .averaging import add_into, federated_avg, zeros_on
 from .datasets import FederatedDataset, check_alive
@@ -60,9 +60,10 @@ class FederatedRoundError(SyftError):
 
     def __init__(self, round_no: int, worker_id: str, phase: str, cause: BaseException):
         self.round, self.worker_id, self.phase, self.cause = round_no, worker_id, phase, cause
+        again = (f"leaving {worker_id!r} out (fl.round(clients=[...]))" if isinstance(cause, WorkerClosedError)
+                 else f"leaving {worker_id!r} out (fl.round(clients=[...])) or once it is back")
         super().__init__(f"round {round_no}: worker {worker_id!r} failed during {phase}: {type(cause).__name__}: "
-                         f"{cause}. The global model is unchanged: run the round again (fl.round()), leaving "
-                         f"{worker_id!r} out (fl.round(clients=[...])) or once it is back")
+                         f"{cause}. The global model is unchanged: run the round again (fl.round()), {again}")
 
 
 @dataclasses.dataclass
@@ -199,6 +200,10 @@ class FedAvg:
         unknown = [c for c in clients if c not in self.fds.workers]
         if not clients or unknown:
             raise SyftError(f"clients are some of {', '.join(self.fds.workers)}; got {clients}")
+        for wid in clients:  # a client (or the aggregator) that went away is named before anything is sent
+            self._guard(number, wid, "sending the model", lambda: check_alive(self.fds[wid].location))
+        if self.aggregator is not None:
+            self._guard(number, self.aggregator.id, "averaging", lambda: check_alive(self.aggregator))
         t0 = time.perf_counter()
         # every client's sample order, drawn (or asked of ``order``) before anything is sent, in
         # the round's client order: the one-after-another loop's draws, whatever the mode
@@ -407,6 +412,7 @@ class FedAvg:
             if failed is not None:
                 continue
             try:  # its replies may have arrived before it died: asking for more finds it gone
+                check_alive(c.worker)  # (closed meanwhile: named here, before its term is added)
                 fetched = c.worker.submit_request({"c": "fetch", "id": stats.id_at_location, "keep": False})
             except SyftError as e:
                 failed = (wid, e)

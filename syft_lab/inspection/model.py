@@ -418,9 +418,30 @@ DOWN_STATES = ("closed", "unreachable", "gone", "error", "stopped")
 
 
 def gone_lane(worker_id: str, kind) -> dict:
-    """The lane of a worker that went away (closed, whatever its kind) while pointers still
-    point to it: greyed, no objects; it goes once no pointer does."""
+    """The header of the lane of a worker that went away (closed, whatever its kind) while
+    pointers still point to it: greyed; it goes once no pointer does. Its objects:
+    ``gone_lane_objects``."""
     return {"id": worker_id, "kind": kind, "state": "closed", "gone": True}
+
+
+def gone_lane_objects(worker, names: Names) -> list[dict]:
+    """The rows of a worker that went away: what it still holds, when this process can tell
+    without a request (a closed worker takes none): an in-process worker's store, which keeps
+    its objects until the pointers that own them are dropped, so the lane's count is true. A
+    remote worker's: none (its session ended with the close and released what it held for this
+    client). No row offers an action: every request to a closed worker is refused."""
+    read = getattr(worker, "world_entries", None)
+    if read is None:
+        return []
+    try:
+        entries = read()
+    except Exception:  # a view never fails for a worker that went away
+        return []
+    mark_plan_state(entries)
+    rows = [finish_entry(worker.id, o, names) for o in entries]
+    for o in rows:
+        o["actions"] = []
+    return rows
 
 
 def lane_is_down(header: dict) -> bool:
@@ -460,9 +481,9 @@ def world_dict(namespace: dict | None = None) -> dict:
     workers = all_workers()
     lanes = [lane_of(w, names) for w in workers]
     present = {w.id for w in workers}
-    kinds = {r.location.id: getattr(r.location, "kind", None) for r in local_pointers(names)}
-    lanes += [{**gone_lane(lid, kinds.get(lid)), "objects": []}
-              for lid in sorted(pointer_targets(lanes) - present)]
+    gone = {r.location.id: r.location for r in local_pointers(names) if r.location.id not in present}
+    lanes += [{**gone_lane(lid, getattr(gone.get(lid), "kind", None)),
+               "objects": gone_lane_objects(gone.get(lid), names)} for lid in sorted(pointer_targets(lanes) - present)]
     down = {lane["id"] for lane in lanes if lane_is_down(lane)}
     for lane in lanes:
         lane["objects"] = [mark_dangling(o, down, names, lane["id"]) for o in lane["objects"]]

@@ -9,6 +9,12 @@ implements the underscored methods as requests to the worker's service.
 
 A worker is an identity, not a value: copying one (``copy.copy``, ``copy.deepcopy``, as
 ``copy.deepcopy(model)`` does to a module that names its location) gives the worker itself.
+
+A closed worker (``worker.close()``, any kind) takes no more requests: a send, an op, a get, a
+search, its ledger are refused with ``closed_error`` (one wording for every kind, nothing is
+sent). Releases are not requests and still go: a pointer dropped after the close frees its
+object (an in-process worker keeps its objects until then; a remote worker's session ended
+with the close and released what it held for this client).
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ import torch
 
 from ..dtypes import parse_dtype
 from ..commands import all_workers, lookup
-from ..errors import SyftError, SyftTypeError, UnknownWorkerError
+from ..errors import SyftError, SyftTypeError, UnknownWorkerError, WorkerUnavailableError
 from ..plans.plan import Plan
 from ..plans.pointer import PlanPointer
 from ..tensors.pointer import PointerTensor, RemoteHandle, mark_left
@@ -30,6 +36,16 @@ def check_worker_id(worker_id) -> str:
     if not isinstance(worker_id, str) or not _ID_RE.match(worker_id):
         raise SyftError(f"a worker id is a short name such as 'bob' (letters, digits, _ . -), got {worker_id!r}")
     return worker_id
+
+
+class WorkerClosedError(WorkerUnavailableError):
+    """A request to a worker after its ``close()``: refused before anything is sent."""
+
+
+def closed_error(worker_id: str) -> WorkerClosedError:
+    """The refusal of every request to a closed worker, word for word the same for every kind
+    (VirtualWorker, worker process, Ray worker): it names the worker and says it was closed."""
+    return WorkerClosedError(f"worker {worker_id!r} was closed; make a new worker to reconnect")
 
 
 class BaseWorker:

@@ -16,6 +16,11 @@ the next request), and ``close()`` forgets the worker but leaves its objects to 
 that still own them (the client cannot drop off, so there is no session to end). It reaches
 the other workers of this process, so it may hold pointers to their objects
 (``x.send(bob).send(alice)``).
+
+Closed, it takes no request, as every closed worker (base.py, ``closed_error``): the closed
+transport refuses every message, and the in-process shortcuts past the message (the pointers'
+lean op path, reading the service's ledger) go at the close, so nothing reaches the service
+but releases. Its lane still lists what it holds (``world_entries``: read in process, no request).
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from ..tensors.nodes import object_entry
 from ..tensors.pointer import PointerTensor
 from ..tensors.registry import iter_chain, stored_copy
 from . import registry
-from .base import BaseWorker, check_worker_id
+from .base import BaseWorker, check_worker_id, closed_error
 from .protocol import Transport, WorkerClient
 from .service import Session, WorkerService
 
@@ -93,6 +98,8 @@ class InProcessTransport(Transport):
         return self.service.call({"c": "hello"}, self.session)[0]
 
     def exchange(self, msg: dict, *, detach: bool = False, label=None):
+        if self._closed:  # every request of a closed in-process worker comes here (VirtualWorker.close)
+            raise closed_error(self.holder)
         token = _set_holder(self.holder)
         try:
             o = msg.get("o")
@@ -149,28 +156,55 @@ class VirtualWorker(WorkerClient):
         """``data``: tensors the worker holds from the start (PySyft's ``VirtualWorker(data=...)``),
         as ``load`` does: found by their tags, kept when no pointer names them."""
         check_worker_id(worker_id)
-        self.service = WorkerService(worker_id, unlimited=True, reach=reachable_in_process)
-        super().__init__(worker_id, InProcessTransport(self.service))
+        self._service = WorkerService(worker_id, unlimited=True, reach=reachable_in_process)
+        super().__init__(worker_id, InProcessTransport(self._service))
         # the lean in-process path of every pointer op and every dropped pointer: the service's
         # (WorkerService.in_process_ops), called by the pointers as the worker's own methods
-        self._run, self._release = self.service.in_process_ops(self.transport.session, self)
+        self._run, self._release = self._service.in_process_ops(self.transport.session, self)
         for t in (data,) if isinstance(data, torch.Tensor) else data:
             self.load(t)
 
     @property
+    def service(self) -> WorkerService | None:
+        """The worker's service, which in-process readers (its ledger, the views) call directly;
+        None once the worker is closed: then nothing reaches it but through a request, refused."""
+        return None if self.transport.state == "closed" else self._service
+
+    def close(self) -> None:
+        """Forget this worker and refuse every later request to it (``closed_error``); its
+        objects stay until the pointers that own them are dropped (releases still go)."""
+        super().close()
+        # the lean op path goes: a pointer op takes the request path, which the closed transport
+        # refuses (releases keep theirs: a dropped pointer still frees its object)
+        self.__dict__.pop("_run", None)
+
+    def _receive_from(self, source, obj_id, requires_grad, keep_source=False):
+        # refused before the source is asked: an in-process move takes the object out of the
+        # source's store first, and it would be lost with the refusal
+        if self.transport.state == "closed":
+            raise closed_error(self.id)
+        return super()._receive_from(source, obj_id, requires_grad, keep_source)
+
+    @property
     def core(self):
         """The worker's WorkerCore (its store, reference counts and held data)."""
-        return self.service.core
+        return self._service.core
 
     @property
     def objects(self) -> dict:
-        """The store: object id -> object."""
-        return self.service.core.objects
+        """The store: object id -> object (read in process, closed or not)."""
+        return self._service.core.objects
+
+    def world_entries(self) -> list[dict]:
+        """The world view's rows of every stored object, read in process (no request): what
+        the lane of a closed in-process worker lists, since it keeps its objects until their
+        pointers are dropped."""
+        return self._service.core.summary()
 
     def world_entry(self, obj_id: int) -> dict | None:
         """The world view's row of one stored object (what a summary page says of it), or
         None if the worker does not store it: read in process, as its events arrive."""
-        core = self.service.core
+        core = self._service.core
         obj = core.objects.get(obj_id)
         if obj is None:
             return None

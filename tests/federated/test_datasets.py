@@ -167,7 +167,7 @@ def test_a_closed_worker_is_named_and_a_failed_federate_leaves_nothing(trio, mon
     bob, alice, carol = trio
     ds = sy.BaseDataset(torch.zeros(6, 1), torch.zeros(6))
     carol.close()
-    with pytest.raises(sy.WorkerUnavailableError, match="worker 'carol' is closed"):
+    with pytest.raises(sy.WorkerUnavailableError, match="worker 'carol' was closed"):
         ds.federate(trio)
     assert len(bob.objects) == 0
 

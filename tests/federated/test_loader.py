@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import syft_lab as sy
-from conftest import numbered
+from conftest import numbered, unload
 
 
 @pytest.fixture
@@ -11,7 +11,7 @@ def toy(trio):
     data, targets = numbered(11)
     fds = sy.BaseDataset(data, targets, name="toy").federate(trio)  # 4, 4, 3 samples
     yield fds
-    fds.unload()
+    unload(fds)
 
 
 def epoch(loader):
@@ -102,7 +102,7 @@ def test_a_worker_closed_mid_epoch_is_named(toy, trio):
     for _ in range(2):
         next(batches)  # bob's and alice's
     carol.close()
-    with pytest.raises(sy.WorkerUnavailableError, match="worker 'carol' is closed"):
+    with pytest.raises(sy.WorkerUnavailableError, match="worker 'carol' was closed"):
         next(batches)
 
 

@@ -21,11 +21,11 @@ def net(seed=0):
 
 
 @pytest.fixture
-def setup(trio):
+def setup(trio, unload):
     x, y = blobs()
     fds = sy.BaseDataset(x, y, name="blobs").federate(trio, indices=[range(0, 12), range(12, 21), range(21, 30)])
     yield x, y, fds
-    fds.unload()
+    unload(fds)
 
 
 def by_hand(model, x, y, slices, rounds, *, lr, batch_size, seed, orders=None):
@@ -137,8 +137,8 @@ def test_a_worker_that_goes_away_mid_round_is_named_and_the_round_can_be_retried
 
     fl.loss = loss_that_loses_carol
     with pytest.raises(sy.federated.FederatedRoundError,
-                       match="round 2: worker 'carol' failed during local training: WorkerUnavailableError: "
-                             "worker 'carol' is closed.*global model is unchanged") as e:
+                       match="round 2: worker 'carol' failed during local training: WorkerClosedError: "
+                             "worker 'carol' was closed.*global model is unchanged") as e:
         fl.round(progress=False)
     assert e.value.worker_id == "carol" and e.value.round == 2
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
@@ -279,3 +279,62 @@ def test_a_model_with_integer_state_trains_with_plans_too(setup):
     for (k, a), b in zip(models[True].state_dict().items(), models[False].state_dict().values()):
         assert torch.allclose(a.float(), b.float(), atol=1e-5), k
     assert models[True][1].num_batches_tracked.item() == 8  # the first client's (bob: 4 batches a round)
+
+
+# --- a client that left: named before anything is sent, never trained on nor averaged in ---------
+
+def records(*workers) -> dict:
+    """How many records each worker's ledger holds: what was sent to it and what left it."""
+    return {w.id: len(w.ledger()) for w in workers}
+
+
+@pytest.mark.parametrize("plans", [False, True], ids=["op_by_op", "plans"])
+def test_a_closed_client_is_named_before_anything_is_sent_and_the_round_goes_on_without_it(setup, trio, plans):
+    """#39.1: a hospital that leaves (``county.close()``) is refused by name when the round is run
+    again: nothing reaches any worker, the global model is unchanged; the round goes on without it."""
+    x, y, fds = setup
+    bob, alice, carol = trio
+    model = net()
+    fl = sy.federated.FedAvg(model, fds, lr=0.2, batch_size=5, plans=plans)
+    fl.round(progress=False)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    held = sorted(carol.objects)  # what carol holds: its data, its copy of the model
+    carol.close()
+    seen = records(bob, alice)
+    with pytest.raises(sy.federated.FederatedRoundError) as e:
+        fl.round(progress=False)
+    assert records(bob, alice) == seen and sorted(carol.objects) == held  # nothing sent, nothing trained
+    assert str(e.value) == ("round 2: worker 'carol' failed during sending the model: WorkerClosedError: worker "
+                            "'carol' was closed; make a new worker to reconnect. The global model is unchanged: run "
+                            "the round again (fl.round()), leaving 'carol' out (fl.round(clients=[...]))")
+    assert e.value.worker_id == "carol"
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()) and len(fl.history) == 1
+    on = fl.round(clients=["bob", "alice"], progress=False)
+    assert on.round == 2 and set(on.clients) == {"bob", "alice"} and sorted(carol.objects) == held
+    assert not torch.equal(before["0.weight"], model[0].weight)
+
+
+def test_a_closed_aggregator_is_named_before_any_client_trains(setup):
+    _, _, fds = setup
+    secure = sy.VirtualWorker("secure_worker")
+    fl = sy.federated.FedAvg(net(), fds, lr=0.2, batch_size=5, aggregator=secure)
+    secure.close()
+    seen = records(*(fds[w].location for w in fds.workers))
+    with pytest.raises(sy.federated.FederatedRoundError) as e:
+        fl.round(progress=False)
+    assert records(*(fds[w].location for w in fds.workers)) == seen  # no client trained for nothing
+    assert str(e.value).startswith("round 1: worker 'secure_worker' failed during averaging: WorkerClosedError: "
+                                   "worker 'secure_worker' was closed")
+
+
+def test_federated_avg_names_a_model_on_a_closed_worker_instead_of_averaging_it(trio):
+    bob, alice, carol = trio
+    models = {w.id: net(seed=i).send(w) for i, w in enumerate(trio)}
+    carol.close()
+    with pytest.raises(sy.SyftError, match=r"^model 'carol' cannot be averaged: worker 'carol' was closed; make a "
+                                           r"new worker to reconnect\. Leave it out of the models$"):
+        sy.federated_avg(models, {"bob": 1, "alice": 1, "carol": 1})
+    del models["carol"]
+    avg = sy.federated_avg(models, {"bob": 1, "alice": 1}).get()
+    expected = sy.federated_avg({"bob": net(seed=0), "alice": net(seed=1)}, {"bob": 1, "alice": 1})
+    assert all(torch.allclose(p, q) for p, q in zip(avg.parameters(), expected.parameters()))
