@@ -81,7 +81,7 @@ def hook_cost(quick: bool) -> list[dict]:
     """Plain ops with and without syft_lab, two ways: (1) fresh processes, in turns, one that
     imports syft_lab and calls sy.hook() and one that does not (an import cannot be undone);
     (2) in one process after the import, samples with the hook on and off in turns."""
-    pairs, reps = (1, 5) if common.SMOKE else (2, 15) if quick else (5, 31)
+    pairs, reps = (1, 2) if common.SMOKE else (2, 15) if quick else (5, 31)
     fresh = {"with": [], "without": []}
     for i in range(pairs):
         for kind in (("with", "without") if i % 2 == 0 else ("without", "with")):
