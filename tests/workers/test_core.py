@@ -134,7 +134,7 @@ def test_describe_and_summary_tell_no_values(core):
     i = core.store(t)
     root = core.describe(i)
     assert root["id"] == i and root["kind"] == "tensor" and root["shape"] == [2]
-    assert "1234" not in repr(root) and "1234" not in repr(core.summary())
+    assert "1234.5" not in repr(root) and "1234.5" not in repr(core.summary())  # ids may hold "1234"
     assert core.summary()[0]["id"] == i and core.summary()[0]["refcount"] == 1
 
 
