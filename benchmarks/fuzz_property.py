@@ -262,7 +262,7 @@ class Engine:
             if error is not None:
                 return "wrong", f"the worker computed it; plain torch raises {type(error).__name__}: {error}"
             remote = [args[o.index] if type(o) is SameAsArg else o for o in outs]
-            return self._compare(op, name, remote, flatten(expected), (args, kwargs), (largs, lkw))
+            return self._compare(op, name, remote, flatten(expected), (args, kwargs), (largs, lkw), case)
         finally:
             for o in outs:
                 if type(o) is NewObject:
@@ -296,7 +296,7 @@ class Engine:
         (expected, local_args, local_kwargs), error = self._local(op, case)
         if error is not None:
             return "wrong", f"the worker computed it; plain torch raises {type(error).__name__}: {error}"
-        return self._compare(op, name, outs, flatten(expected), (args, kwargs), (local_args, local_kwargs))
+        return self._compare(op, name, outs, flatten(expected), (args, kwargs), (local_args, local_kwargs), case)
 
     def _local(self, op, case):
         made = []
@@ -307,7 +307,7 @@ class Engine:
         except Exception as e:
             return (None, None, None), e
 
-    def _compare(self, op, name, outs, expected, remote_args, local_args):
+    def _compare(self, op, name, outs, expected, remote_args, local_args, case):
         if len(outs) != len(expected):
             return "wrong", f"{len(outs)} outputs, plain torch gives {len(expected)}"
         short = name.split(".")[1]
@@ -321,10 +321,14 @@ class Engine:
                     return "wrong", f"output {i}: {o!r}, plain torch {e!r}"
                 continue
             if type(o) not in (PointerTensor, NewObject):
+                if isinstance(o, torch.Tensor) and o.is_meta:  # no data left the worker: a wrong type
+                    return "wrong", f"output {i} is a local {type(o).__name__} on the meta device, not a pointer"
                 return ("leak" if isinstance(o, torch.Tensor) else "wrong"), \
                     f"output {i} is a {type(o).__name__}, not a pointer"
             got = self.client._copy_out(o.id if type(o) is NewObject else o.id_at_location)
             problem = self._differs(got, e, loose)
+            if problem and self._unsettled(op, case, i, e):  # plain torch differs from itself: memory never written
+                uninitialised, problem = True, None
             if problem:
                 return "wrong", f"output {i}: {problem}"
             if uninitialised:
@@ -333,6 +337,14 @@ class Engine:
                     self.foreign_bytes += nonzero
                     return "foreign", f"output {i}: {nonzero} bytes not zero in uninitialised memory"
         return self._compare_writes(op, remote_args, local_args, loose)
+
+    def _unsettled(self, op, case, i, first) -> bool:
+        """Plain torch gives other values for output ``i`` when run again (with memory scribbled
+        over in between): the kernel returned memory it never wrote."""
+        scribble = torch.full((1 << 16,), 0x5A, dtype=torch.uint8)
+        del scribble
+        (again, _, _), error = self._local(op, case)
+        return error is None and self._differs(flatten(again)[i], first, False) is not None
 
     def _compare_writes(self, op, remote_args, local_args, loose):
         """An argument the op writes (in place, out=) holds what plain torch's holds."""
@@ -513,7 +525,7 @@ def write_report(options, run: dict, command: str) -> dict:
              f"(`--max-memory {MAX_MEMORY // 2**30}GiB --threads 1`) in {mode}.", "",
              f"Command: `{command}`", "", "| | |", "|---|---|",
              f"| torch / hypothesis | {torch.__version__} / {__import__('hypothesis').__version__} |",
-             f"| seed | {options.seed} |",
+             f"| seed | {options.seed} |", f"| code | `{run.get('commit', '?')}` (the worker's and the client's) |",
              f"| overloads fuzzed | {run['ops_done']} of {run['ops']} planned (allowed ones and their out= forms) |",
              f"| cases run | {n['cases']} (planned {run['planned']}) |",
              f"| equal to plain torch (values, dtype, shape, writes; every output a pointer) or a hostile case answered "
@@ -566,6 +578,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", default=None, help="where the run keeps its state (default: a new temp dir)")
     parser.add_argument("--shards", type=int, default=1, help="worker processes fuzzing side by side")
     parser.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--report-only", action="store_true", help="rewrite the report from --workdir's run")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--token-file", default=None, help=argparse.SUPPRESS)
@@ -575,11 +588,24 @@ def main(argv=None) -> int:
     options.workdir = options.workdir or tempfile.mkdtemp(prefix="fuzz-property-")
     token_file = Path(options.workdir) / "token"
     Path(options.workdir).mkdir(parents=True, exist_ok=True)
-    token_file.write_text(secrets.token_urlsafe(24) + "\n")
-    token_file.chmod(0o600)
+    if options.report_only:
+        token_file = Path(os.devnull)
+    else:
+        token_file.write_text(secrets.token_urlsafe(24) + "\n")
+        token_file.chmod(0o600)
     options.token_file = str(token_file)
     command = "nice -n 19 python benchmarks/fuzz_property.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    run = supervise(options)
+    run_file = Path(options.workdir) / "run.json"
+    if options.report_only:
+        run, command = json.loads(run_file.read_text()), json.loads(run_file.read_text())["command"]
+    else:
+        commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=str(ROOT), capture_output=True,
+                                text=True).stdout.strip()
+        run_file.write_text(json.dumps({"command": command, "commit": commit, "seconds": 0, "crashes": [],
+                                        "planned": options.cases, "ops_done": 0, "ops": len(fuzzed_ops())}))
+        run = supervise(options)
+        run.update(command=command, commit=commit)
+        run_file.write_text(json.dumps(run))
     summary = write_report(options, run, command.strip())
     added = add_regressions(summary["failures"])
     print(REPORT.read_text(), f"\n{added} new regression cases in {REGRESSIONS}", flush=True)

@@ -298,7 +298,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
         if run is not None:
             return run(func, args, kwargs or {})
         if kwargs or type(func) is _method_wrapper:  # (an attribute read: p.shape, p.grad_fn, ...)
-            return _no_torch_function(func, types, args, kwargs or _NO_KWARGS)
+            return _torch_call(func, types, args, kwargs or _NO_KWARGS)
         # The direct path (one loop: the key, the worker's arguments and the pointers' worker).
         # The key holds everything the dispatcher's choice of op reads here: the function, each
         # pointer's interned sizes/strides/offset/dtype, each scalar's type and value.
@@ -310,7 +310,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
                 if type(a) is PointerTensor:
                     ref = a._ref
                     if loc is not None and ref.location is not loc:
-                        return _no_torch_function(func, types, args, _NO_KWARGS)  # a mix: the dispatch's error
+                        return _torch_call(func, types, args, _NO_KWARGS)  # a mix: the dispatch's error
                     loc = ref.location
                     key.append(ref.meta)
                     wire_args.append(ref)
@@ -319,16 +319,16 @@ class PointerTensor(ChainLayer, RemoteHandle):
                     key.append(a)
                     wire_args.append(a)
                 else:
-                    return _no_torch_function(func, types, args, _NO_KWARGS)
+                    return _torch_call(func, types, args, _NO_KWARGS)
         except AttributeError:  # no _ref yet: __new__ reading its own wrapper's strides
-            return _no_torch_function(func, types, args, _NO_KWARGS)
+            return _torch_call(func, types, args, _NO_KWARGS)
         key = tuple(key)
         entry = _direct_get(key)
         if entry is None:
             return _learn(func, types, args, key)
         # (autograd's part: ``p.requires_grad`` would take this function again, ~4 us)
         if entry is _NOT_DIRECT or loc is None or _any_requires_grad(*args) or _dispatch_modes() or _functorch_active():
-            return _no_torch_function(func, types, args, _NO_KWARGS)
+            return _torch_call(func, types, args, _NO_KWARGS)
         out = loc._run(entry.op, wire_args, None)
         desc = entry.desc
         if type(out) is NewObject and type(desc) is TensorMeta:  # as in __torch_dispatch__
@@ -635,7 +635,7 @@ def _learn(func, types, args, key):
     try:
         probe = _probe = _Probe()
         try:
-            result = _no_torch_function(func, types, args, _NO_KWARGS)
+            result = _torch_call(func, types, args, _NO_KWARGS)
         finally:
             _probe = None
     finally:
@@ -826,6 +826,34 @@ def wrap_result(cls, out, loc, args=(), desc=None):
     if isinstance(out, (_Tensor, tuple, list)):  # a tensor, or a named tuple (torch.return_types) of them
         raise _unstored_error(out, loc)
     return out
+
+
+def _torch_call(func, types, args, kwargs):
+    """torch's own implementation of ``func`` on pointers (torch function disabled), its result
+    checked: every tensor it returns is a pointer. A composite that makes its output itself with
+    ``at::empty(..., x.options())`` (``vander``) makes it here, a plain tensor on the pointer's
+    placeholder meta device, and fills it by ops on it that a worker cannot run. An empty such
+    result holds nothing: it becomes a pointer to an empty tensor made on the worker; any other
+    is refused (the op would need its helper made on the worker: composite.py)."""
+    result = _no_torch_function(func, types, args, kwargs)
+    if type(result) is _Tensor:
+        return _placed(result, func, args, kwargs)
+    if type(result) is not PointerTensor and isinstance(result, tuple) and any(type(r) is _Tensor for r in result):
+        return type(result)([_placed(r, func, args, kwargs) if type(r) is _Tensor else r for r in result])
+    return result
+
+
+def _placed(t: _Tensor, func, args, kwargs):
+    pointers = flat_layers(PointerTensor, list(args) + list(kwargs.values()))
+    if not t.is_meta or not pointers:
+        return t
+    loc = pointers[0].location
+    if t.numel() == 0:
+        out = loc._run(aten.empty.memory_format, [list(t.shape)], {"dtype": t.dtype})
+        return wrap_result(PointerTensor, out, loc)
+    raise SyftError(f"{getattr(func, '__name__', func)} made its result in this process (a {t.dtype} tensor of "
+                    f"shape {list(t.shape)} on the meta device) instead of on worker {loc.id!r}: not supported "
+                    f"through a pointer. Run it on the data (.get() first) or report it")
 
 
 def _unstored_error(out, loc) -> SyftError:

@@ -73,3 +73,22 @@ def test_kernels_on_the_workers_conjugate_and_negative_views_see_their_values(bo
                  lambda t: aten.mm.default(aten._neg_view.default(t), t.t()),
                  lambda t: aten.cumsum.default(aten._neg_view.default(aten._conj.default(t)), 0)):
         torch.testing.assert_close(make(pz).get(), make(z))
+
+
+@pytest.mark.parametrize("shape, n", [((0,), None), ((3,), 0), ((0,), 0)])
+def test_a_composite_that_makes_its_empty_output_itself_gives_a_pointer(bob, shape, n):
+    """``vander`` makes its output with ``at::empty(..., x.options())``: through a pointer that
+    was a plain tensor on the placeholder meta device, handed to the user. An empty one becomes
+    a pointer to an empty tensor on the worker (twice: the second call takes the learned path)."""
+    x = torch.randn(shape)
+    p = x.send(bob)
+    for _ in range(2):
+        got = torch.vander(p) if n is None else torch.vander(p, n)
+        assert type(got) is PointerTensor and got.location is bob
+        torch.testing.assert_close(got.get(), torch.vander(x) if n is None else torch.vander(x, n))
+
+
+def test_a_composite_that_fills_its_own_output_is_refused_clearly(bob):
+    p = torch.randn(3).send(bob)
+    with pytest.raises(SyftError):
+        torch.vander(p, 2)
