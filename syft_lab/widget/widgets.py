@@ -5,7 +5,8 @@ js/widget/ (bundled into static/widget.js) renders them. Buttons in the views se
 requests (syft_lab.actions) and get a reply; the views change because the model does.
 
 Messages from the browser (all JSON objects with a ``type``):
-    {"type": "hello", "view": "v1"}   a view was rendered     -> the widget refreshes
+    {"type": "hello", "view": "v1"}   a view was rendered     -> a widget no view showed refreshes
+                                      (MAX_VIEWS names kept; HELLO_REFRESHES a second at most)
     {"type": "bye", "view": "v1"}     a view was removed
     {"type": "resync"}                the view lost track     -> the whole world is resent
     {"type": "action", ...}           see syft_lab.actions    -> {"type": "reply", ...}

@@ -58,7 +58,6 @@ MAX_NESTING = 32  # ext values inside ext values (tuples, chains)
 # (lists, maps and tuples, through ext values). Decoding stops at the first value past either.
 MAX_HEADER_ELEMENTS = 2**20
 MAX_HEADER_DEPTH = 128
-HEADER_VALUE_BYTES = 96  # the most one decoded value takes beside its bytes (a 1-character str: 84)
 DEFAULT_MAX_MESSAGE_SIZE = 2**31  # header + buffers of one message; configurable per side
 # The largest websocket message either side must accept: a header plus one chunk inline.
 WS_MAX_SIZE = MAX_HEADER_SIZE + CHUNK_SIZE + 4096
@@ -328,7 +327,14 @@ class _Slot:
 # the type bytes of msgpack containers (fixmap, fixarray, array 16/32, map 16/32): a header
 # holding at most MAX_HEADER_DEPTH such bytes cannot nest deeper, so its depth is not tracked
 _CONTAINER_BYTES = bytes(range(0x80, 0xA0)) + bytes(range(0xDC, 0xE0))
+
+
+def container_bytes(head) -> int:
+    """How many containers ``head`` may hold at most: its bytes that may be a container's type
+    (counted at C speed; bytes inside strings and numbers may count too, never fewer)."""
+    return len(head) - len(bytes(head).translate(None, _CONTAINER_BYTES))
 _NESTED = (list, dict, tuple)
+_NO_HOOKS: dict = {}
 _TOO_MANY = f"a message header holds at most {MAX_HEADER_ELEMENTS} values (lists, maps and what they hold)"
 
 
@@ -347,23 +353,30 @@ class _HeaderDecoder:
         self.depth = 0
         self.left = None  # values the header may still hold (None: its size bounds them already)
         self.deep = None  # id -> (depth, container) of containers at least 2 deep (None: not tracked)
-        self.hooks = {}
+        self.hooks = _NO_HOOKS
 
-    def begin(self, head) -> None:
+    def begin(self, head, containers: int | None = None) -> None:
+        """Before decoding ``head`` (``containers``: its container_bytes, if counted already)."""
         n = len(head)
         self.depth = 0
-        self.left = MAX_HEADER_ELEMENTS if n > MAX_HEADER_ELEMENTS else None
-        deep = n > MAX_HEADER_DEPTH and n - len(bytes(head).translate(None, _CONTAINER_BYTES)) > MAX_HEADER_DEPTH
+        if n <= MAX_HEADER_DEPTH:  # the usual message: nothing to check
+            return
+        many = n > MAX_HEADER_ELEMENTS
+        self.left = MAX_HEADER_ELEMENTS if many else None
+        deep = (container_bytes(head) if containers is None else containers) > MAX_HEADER_DEPTH
         self.deep = {} if deep else None
-        self.hooks = {"list_hook": self._list, "object_hook": self._map} if deep or self.left is not None else {}
+        if many or deep:  # (msgpack's own limit on a declared length is the header's size, else)
+            self.hooks = {"list_hook": self._list, "object_hook": self._map,
+                          "max_array_len": MAX_HEADER_ELEMENTS, "max_map_len": MAX_HEADER_ELEMENTS}
 
     def end(self) -> None:
-        self.deep = None  # (its entries keep the header's containers alive)
+        self.left = self.deep = None  # (the entries of ``deep`` keep the header's containers alive)
+        self.hooks = _NO_HOOKS
 
     def unpack(self, data: bytes):
         try:
             return msgpack.unpackb(data, ext_hook=self.ext_hook, raw=False, strict_map_key=True, use_list=True,
-                                   max_array_len=MAX_HEADER_ELEMENTS, max_map_len=MAX_HEADER_ELEMENTS, **self.hooks)
+                                   **self.hooks)
         except ValueError as e:  # a container declared longer than the budget: refused before it is made
             if "exceeds max_" in str(e):
                 raise WireError(_TOO_MANY) from None
@@ -534,16 +547,18 @@ def _new_object(data: bytes) -> NewObject:
 _DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError, MemoryError,
                   UnicodeDecodeError, struct.error, msgpack.UnpackException, RuntimeError)
 # Decoded msgpack takes more memory as Python objects than as bytes (a 3-byte string is a
-# 50-byte str, a 1-byte empty list a 64-byte list): a large header is counted at what its values
-# may take at most while it decodes (header_reserve), then at its measured size while it waits
-# for the command thread.
+# 50-byte str, a 1-byte empty list a 56-byte list): a large header is counted while it decodes
+# at header_reserve, then at its measured size while it waits for the command thread.
 SMALL_HEADER = 64 * 2**10  # headers up to this size are not counted (a command's usual size)
+HEADER_EXPANSION = 8  # bytes a header's scalars and strings take decoded, per byte on the wire
+CONTAINER_SIZE = 192  # bytes a decoded list or map may take besides its items (a 1-entry dict: 184)
 
 
-def header_reserve(nbytes: int) -> int:
-    """The most the decoded values of a header of ``nbytes`` may take: its bytes, plus
-    HEADER_VALUE_BYTES per value it may hold (one per byte, at most MAX_HEADER_ELEMENTS)."""
-    return nbytes + HEADER_VALUE_BYTES * min(nbytes, MAX_HEADER_ELEMENTS)
+def header_reserve(nbytes: int, containers: int) -> int:
+    """What the decoded values of a header of ``nbytes`` holding at most ``containers`` lists
+    and maps (container_bytes) are counted at while it decodes: 8 bytes a byte, and
+    CONTAINER_SIZE a container (at most MAX_HEADER_ELEMENTS of them)."""
+    return HEADER_EXPANSION * nbytes + CONTAINER_SIZE * min(containers, MAX_HEADER_ELEMENTS)
 
 
 def python_size(value) -> int:
@@ -642,10 +657,11 @@ class Decoder:
         when the header names its request (then ``skip`` streamed bytes follow and are dropped)."""
         decoder = _HeaderDecoder(slots) if slots else self._plain
         try:
-            large = header_reserve(len(head)) if len(head) > SMALL_HEADER and self.budget is not None else 0
+            containers = container_bytes(head) if len(head) > SMALL_HEADER else None
+            large = header_reserve(len(head), containers) if containers is not None and self.budget is not None else 0
             if large:
                 self._reserve(large, "a message header")
-            decoder.begin(head)
+            decoder.begin(head, containers)
             # a header of many values (one the budget is checked on) decodes with the cyclic
             # collector paused: it would walk the growing header again and again (1 M empty lists
             # took 2.3 s with it, 0.4 s without); what it would find is collected once it resumes
