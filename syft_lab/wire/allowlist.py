@@ -307,6 +307,7 @@ def _plan(op) -> _Plan:
 _MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1, torch.channels_last: 2,
                    torch.channels_last_3d: 3}  # (and their C++ codes, which torch also takes as ints)
 _MEMORY_FORMAT_CODES = frozenset(_MEMORY_FORMATS.values())
+_MemoryFormat, _Device, _DType = torch.memory_format, torch.device, torch.dtype
 
 
 def _check_typed(plan: _Plan, args, kwargs) -> None:
@@ -321,18 +322,18 @@ def _check_typed(plan: _Plan, args, kwargs) -> None:
             if tp is not int or v not in legal[0]:
                 raise OpNotAllowedError(f"{plan.name}: {key}={v!r:.40} is not one of its legal values: {legal[1]}")
         elif kind == "memory_format":
-            if not (v in _MEMORY_FORMATS if tp is torch.memory_format else tp is int and v in _MEMORY_FORMAT_CODES):
+            if not (v in _MEMORY_FORMATS if tp is _MemoryFormat else tp is int and v in _MEMORY_FORMAT_CODES):
                 raise OpNotAllowedError(f"{plan.name}: {key}={v!r:.40} is not a memory format (torch.contiguous_format, "
                                         f"preserve_format, channels_last or channels_last_3d)")
         elif kind == "device":
-            if tp is not torch.device or v.type != "cpu" or v.index not in (None, 0):
+            if tp is not _Device or v.type != "cpu" or v.index not in (None, 0):
                 raise OpNotAllowedError(f"{plan.name}: a worker makes tensors on its CPU only (device={v!r:.40})")
         elif kind == "layout":
             if v is not torch.strided:
                 raise OpNotAllowedError(f"{plan.name}: only strided (dense) tensors are made on a worker "
                                         f"({key}={v!r:.40})")
         elif kind == "dtype":
-            if tp is not torch.dtype or v not in _HELD_DTYPES:
+            if tp is not _DType or v not in _HELD_DTYPES:
                 raise OpNotAllowedError(f"{plan.name}: dtype {v!r:.40} is not one a worker holds "
                                         f"({', '.join(DTYPES)})")
         elif kind == "unsafe":

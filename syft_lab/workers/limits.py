@@ -196,17 +196,54 @@ def storages_of(obj):
         return  # a pointer (no local data), a plan (its state is stored separately), other
 
 
-# Python-side memory of what a worker stores, beyond tensor bytes (measured: a decoded log
-# record takes ~300 B; a loaded plan ~6x its JSON text, 15x while it loads)
+# Python-side memory of what a worker stores, beyond tensor bytes. Measured (tracemalloc, and the
+# worker's RSS; issue 37): a log record is 110-200 B plus ~120 B per tensor input plus 8 B per
+# dimension of its shape (32 more per dimension past 256, an int object each), so a record of
+# three 8-dimensional inputs takes 665 B where a flat 320 B per record was counted; a stored plan
+# of 100k nodes held ~2.2 KB per node in RSS after its first runs (parsed graph, compiled program,
+# learned verdicts; 11 MB of JSON), where 8x its JSON text (~0.9 KB a node) was counted.
 TAG_BYTES = 64  # a str object, plus its characters
-LOG_RECORD_BYTES = 320
-PLAN_EXPANSION = 8
+LOG_RECORD_BYTES = 200  # a record's own objects (a tuple or an OpRecord, its inputs' container, slack)
+LOG_INPUT_BYTES = 128  # per tensor input: its (shape, dtype) pair and the torch.Size
+LOG_DIM_BYTES = 8  # per dimension of an input's shape (a slot of the torch.Size)
+LOG_BIG_DIM_BYTES = 32  # per dimension past 256 (not a cached small int: an object of its own)
+PLAN_EXPANSION = 10  # a stored plan, per byte of its JSON text (graph objects and their arguments)
+PLAN_NODE_BYTES = 2560  # and at least this per node (program, slots and verdicts a replay adds)
 
 
-def python_bytes(obj) -> list[tuple[int, int]]:
+def log_record_bytes(e) -> int:
+    """The Python-side size of one raw log record: a ``(func, inputs, graph task id, cell)``
+    tuple appended by an op, or an OpRecord decoded from the wire or a pickle."""
+    if type(e) is tuple:
+        inputs = e[1] if len(e) > 1 else ()
+        n = LOG_RECORD_BYTES
+    else:
+        inputs = getattr(e, "inputs", ())
+        func = getattr(e, "func", None)
+        n = LOG_RECORD_BYTES + (len(func) + TAG_BYTES if type(func) is str else 0)
+    for i in inputs:
+        n += LOG_INPUT_BYTES
+        shape = i[0] if type(i) is tuple and i else ()
+        for d in shape:
+            n += LOG_DIM_BYTES if -5 <= d <= 256 else LOG_DIM_BYTES + LOG_BIG_DIM_BYTES
+    return n
+
+
+def _plan_bytes(obj, given: int) -> int:
+    """A stored plan's size: its JSON-based size (``given``), at least PLAN_NODE_BYTES per node."""
+    builds = getattr(obj, "builds", None)
+    graphs = getattr(builds, "graphs", None)
+    if type(graphs) is not list:
+        return given
+    return max(given, PLAN_NODE_BYTES * sum(len(getattr(g, "nodes", ())) for g in graphs))
+
+
+def python_bytes(obj, log_sizes: dict | None = None, sized: bool = True) -> list[tuple[int, int]]:
     """``(key, bytes)`` of the Python objects a stored object keeps: the tags and description of
-    each layer, a LoggingTensor's log (keyed by the log, which results share), and a size set
-    as ``_python_bytes`` by whoever stored it (a plan's, from its JSON text)."""
+    each layer, a LoggingTensor's log (keyed by the log, which results share; sized record by
+    record, and with ``log_sizes`` (a ledger's) only the records added since it was last sized),
+    and a size set as ``_python_bytes`` by whoever stored it (a plan's, from its JSON text, at
+    least PLAN_NODE_BYTES per node). ``sized=False``: the keys only (sizes 0), in O(1)."""
     out = []
     while obj is not None:
         tags, description = getattr(obj, "tags", None), getattr(obj, "description", None)
@@ -216,23 +253,40 @@ def python_bytes(obj) -> list[tuple[int, int]]:
             out.append((id(obj), n))
         given = getattr(obj, "_python_bytes", None)  # set by whoever stores it (a plan: from its JSON text)
         if type(given) is int and given > 0:
-            out.append((-id(obj), given))
+            out.append((-id(obj), _plan_bytes(obj, given) if sized else 0))
         log = getattr(obj, "log", None)
         if type(log) is not list and isinstance(log, list):  # a LoggingTensor's OpLog
-            out.append((id(log), len(log) * LOG_RECORD_BYTES))
+            out.append((id(log), log_bytes(log, log_sizes) if sized else 0))
         obj = getattr(obj, "child", None) if isinstance(obj, torch.Tensor) else None
     return out
+
+
+def log_bytes(log: list, log_sizes: dict | None = None) -> int:
+    """A log's size, record by record; ``log_sizes`` (id(log) -> [log, records sized, bytes])
+    remembers how far it was sized, so a log that grows by one record per op is sized in O(1)."""
+    entry = log_sizes.get(id(log)) if log_sizes is not None else None
+    if entry is None or entry[0] is not log:
+        entry = [log, 0, 0]
+        if log_sizes is not None:
+            log_sizes[id(log)] = entry
+    length = len(log)
+    if length > entry[1]:
+        get = list.__getitem__  # (the raw records: an OpLog's own __getitem__ makes OpRecords)
+        entry[2] += sum(log_record_bytes(get(log, i)) for i in range(entry[1], length))
+        entry[1] = length
+    return entry[2]
 
 
 class StorageLedger:
     """Bytes held by stored objects, each storage counted once (views share one), plus the
     Python-side size of their tags, descriptions, logs and plans (each counted once too)."""
 
-    __slots__ = ("_storages", "_extras", "bytes")
+    __slots__ = ("_storages", "_extras", "_log_sizes", "bytes")
 
     def __init__(self):
         self._storages: dict[int, list] = {}  # data_ptr -> [nbytes, number of stored objects using it]
         self._extras: dict[int, list] = {}  # id of a Python object -> [bytes counted, users]
+        self._log_sizes: dict[int, list] = {}  # id of a stored log -> [the log, records sized, bytes]
         self.bytes = 0
 
     def add(self, obj) -> None:
@@ -245,14 +299,25 @@ class StorageLedger:
                 self.bytes += n
             else:
                 entry[1] += 1
-        for key, n in python_bytes(obj):
+        self._count_extras(obj, 1)
+
+    def refresh(self, obj) -> None:
+        """Count what a stored object's Python side grew by since it was counted (an in-place op
+        on a LoggingTensor appends to its log and stores nothing new)."""
+        self._count_extras(obj, 0)
+
+    def _count_extras(self, obj, users: int) -> None:
+        for key, n in python_bytes(obj, self._log_sizes):
             entry = self._extras.get(key)
             if entry is None:
-                self._extras[key] = [n, 1]
+                if not users:  # (not stored: nothing to refresh, no size to remember)
+                    self._log_sizes.pop(key, None)
+                    continue
+                self._extras[key] = [n, users]
                 self.bytes += n
             else:  # a log that grew since: counted at its size now
                 self.bytes += max(n - entry[0], 0)
-                entry[0], entry[1] = max(n, entry[0]), entry[1] + 1
+                entry[0], entry[1] = max(n, entry[0]), entry[1] + users
 
     def remove(self, obj) -> None:
         for s in storages_of(obj):
@@ -264,13 +329,14 @@ class StorageLedger:
             if entry[1] == 0:
                 del self._storages[key]
                 self.bytes -= entry[0]
-        for key in {key for key, _ in python_bytes(obj)}:
+        for key in {key for key, _ in python_bytes(obj, sized=False)}:
             entry = self._extras.get(key)
             if entry is None:
                 continue
             entry[1] -= 1
             if entry[1] == 0:
                 del self._extras[key]
+                self._log_sizes.pop(key, None)
                 self.bytes -= entry[0]
 
 
