@@ -333,6 +333,8 @@ def container_bytes(head) -> int:
     """How many containers ``head`` may hold at most: its bytes that may be a container's type
     (counted at C speed; bytes inside strings and numbers may count too, never fewer)."""
     return len(head) - len(bytes(head).translate(None, _CONTAINER_BYTES))
+
+
 _NESTED = (list, dict, tuple)
 _NO_HOOKS: dict = {}
 _TOO_MANY = f"a message header holds at most {MAX_HEADER_ELEMENTS} values (lists, maps and what they hold)"
