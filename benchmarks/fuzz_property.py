@@ -122,6 +122,7 @@ class Engine:
         self.client = WebSocketWorker(self.proc.url, id="fuzz", token=self.token, timeout=REQUEST_TIMEOUT,
                                       progress=False)
         self._oom_seen = self.cgroup.oom_kills() if self.cgroup else 0
+        self._reset_peak()  # (the cgroup's peak is its own: a killed worker's would stay in it)
         return self
 
     def restart(self) -> None:

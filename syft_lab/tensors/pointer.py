@@ -786,6 +786,20 @@ def _indexed(func, args, kwargs):
 PYTHON_LEVEL[_Tensor.__getitem__] = PYTHON_LEVEL[_Tensor.__setitem__] = _indexed
 
 
+def _whole_on_the_worker(op):
+    """A composite that decides by its tensor's device (autocast's casts: ``self.is_cpu()``) read
+    the pointer's placeholder meta device here and returned its input uncast, where the worker's
+    CPU tensor is cast (found by the property fuzzer). It goes to the worker whole instead."""
+    def run(func, args, kwargs):
+        return PointerTensor.__torch_dispatch__(op, (), tuple(args), kwargs)
+
+    return run
+
+
+for _op in (aten._autocast_to_reduced_precision.default, aten._autocast_to_full_precision.default):
+    PYTHON_LEVEL[_op] = PYTHON_LEVEL[getattr(_Tensor, _op._schema.name.split("::")[1])] = _whole_on_the_worker(_op)
+
+
 def _worker_device(d: torch.device) -> torch.device:
     """The meta device is only the pointer's placeholder: an op that names it (autograd's
     ``new_empty_strided(..., device=meta)`` for a gradient, ``empty_like``, ...) means "where

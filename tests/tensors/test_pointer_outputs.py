@@ -92,3 +92,17 @@ def test_a_composite_that_fills_its_own_output_is_refused_clearly(bob):
     p = torch.randn(3).send(bob)
     with pytest.raises(SyftError):
         torch.vander(p, 2)
+
+
+def test_autocasts_decide_by_the_workers_device_not_the_placeholder(bob):
+    """``_autocast_to_reduced_precision`` casts a CPU tensor when ``cpu_enabled``: through a pointer
+    its composite read the placeholder meta device and returned the input uncast (float32 where
+    plain torch gives int32). It runs on the worker whole."""
+    x = torch.randn(3)
+    p = x.send(bob)
+    for call in (lambda t: aten._autocast_to_reduced_precision.default(t, False, True, torch.float64, torch.int32),
+                 lambda t: t._autocast_to_reduced_precision(False, True, torch.float64, torch.bfloat16),
+                 lambda t: aten._autocast_to_full_precision.default(t.to(torch.bfloat16), False, True)):
+        got, want = call(p), call(x)
+        assert type(got) is PointerTensor and got.dtype == want.dtype
+        torch.testing.assert_close(got.get(), want)
