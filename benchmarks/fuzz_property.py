@@ -508,15 +508,20 @@ def supervise(options) -> dict:
 
 # --- the report and the regression cases ---------------------------------------------------------
 
-def write_report(options, run: dict, command: str) -> dict:
-    work = Path(options.workdir)
+def write_report(options, runs: list[dict], works: list[Path]) -> dict:
+    """The report of one run, or of several side by side (``--merge``): their counts summed."""
+    run = {"seconds": max(r["seconds"] for r in runs), "crashes": [c for r in runs for c in r["crashes"]],
+           "planned": sum(r["planned"] for r in runs), "ops_done": sum(r["ops_done"] for r in runs),
+           "ops": sum(r["ops"] for r in runs)}
+    command = "; ".join(f"`{r['command']}` (code {r.get('commit', '?')})" for r in runs)
     counts, foreign, peak, mode = {}, 0, 0, "?"
-    for f in work.glob("counts-*.json"):
+    for f in (f for work in works for f in work.glob("counts-*.json")):
         state = json.loads(f.read_text())
         for k, v in state["counts"].items():
             counts[k] = counts.get(k, 0) + v
         foreign, peak, mode = foreign + state["foreign_bytes"], max(peak, state["peak"]), state["memory_mode"]
-    failures = [json.loads(line) for f in sorted(work.glob("failures-*.jsonl")) for line in f.read_text().splitlines()]
+    failures = [json.loads(line) for work in works for f in sorted(work.glob("failures-*.jsonl"))
+                for line in f.read_text().splitlines()]
     failures += run["crashes"]
     n = {k: counts.get(k, 0) for k in ("cases", "ok", "refused", "unchecked", *FAILURES)}
     n["client crash"] = len(run["crashes"])
@@ -524,11 +529,11 @@ def write_report(options, run: dict, command: str) -> dict:
              "Written by `benchmarks/fuzz_property.py` (issue 37, item 6; docs/op-allowlist.md, \"Testing: the "
              "fuzzers\"): cases drawn by hypothesis from each overload's schema, run on a worker process "
              f"(`--max-memory {MAX_MEMORY // 2**30}GiB --threads 1`) in {mode}.", "",
-             f"Command: `{command}`", "", "| | |", "|---|---|",
+             f"Command: {command}", "", "| | |", "|---|---|",
              f"| torch / hypothesis | {torch.__version__} / {__import__('hypothesis').__version__} |",
-             f"| seed | {options.seed} |", f"| code | `{run.get('commit', '?')}` (the worker's and the client's) |",
+             f"| seeds | {', '.join(str(r.get('seed') or _seed_of(r['command'])) for r in runs)} |",
              f"| overloads fuzzed | {run['ops_done']} of {run['ops']} planned (allowed ones and their out= forms) |",
-             f"| cases run | {n['cases']} (planned {run['planned']}) |",
+             f"| cases run | {n['cases']} (planned {run['planned']} in {len(runs)} run(s)) |",
              f"| equal to plain torch (values, dtype, shape, writes; every output a pointer) or a hostile case answered "
              f"| {n['ok']} |",
              f"| refused with a clear error (SyftError / the op's own error, the worker alive) | {n['refused']} |",
@@ -549,6 +554,13 @@ def write_report(options, run: dict, command: str) -> dict:
             lines.append(f"| {f['status']} | `{f['op']}` | `{case}` | {str(f['detail']).replace('|', '/')[:200]} |")
     REPORT.write_text("\n".join(lines) + "\n")
     return {"counts": n, "failures": failures}
+
+
+def _seed_of(command: str) -> str:
+    import re
+
+    found = re.search(r"--seed (\d+)", command)
+    return found.group(1) if found else "37"
 
 
 def add_regressions(failures: list[dict], per_kind: int = 3) -> int:
@@ -580,6 +592,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shards", type=int, default=1, help="worker processes fuzzing side by side")
     parser.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from --workdir's run")
+    parser.add_argument("--merge", action="append", default=[], help="another run's workdir, reported with it")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--token-file", default=None, help=argparse.SUPPRESS)
@@ -598,16 +611,18 @@ def main(argv=None) -> int:
     command = "nice -n 19 python benchmarks/fuzz_property.py " + " ".join(argv if argv is not None else sys.argv[1:])
     run_file = Path(options.workdir) / "run.json"
     if options.report_only:
-        run, command = json.loads(run_file.read_text()), json.loads(run_file.read_text())["command"]
+        run = json.loads(run_file.read_text())
     else:
         commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=str(ROOT), capture_output=True,
                                 text=True).stdout.strip()
         run_file.write_text(json.dumps({"command": command, "commit": commit, "seconds": 0, "crashes": [],
                                         "planned": options.cases, "ops_done": 0, "ops": len(fuzzed_ops())}))
         run = supervise(options)
-        run.update(command=command, commit=commit)
+        run.update(command=command, commit=commit, seed=options.seed)
         run_file.write_text(json.dumps(run))
-    summary = write_report(options, run, command.strip())
+    works = [Path(options.workdir)] + [Path(d) for d in options.merge]
+    runs = [run] + [json.loads((d / "run.json").read_text()) for d in works[1:]]
+    summary = write_report(options, runs, works)
     added = add_regressions(summary["failures"])
     print(REPORT.read_text(), f"\n{added} new regression cases in {REGRESSIONS}", flush=True)
     return 1 if any(summary["counts"][k] for k in FAILURES) else 0
