@@ -87,7 +87,7 @@ def user_venv(tmp_path_factory, dist) -> UserVenv:
     constraints.write_text("".join(line for line in (ROOT / "constraints.txt").read_text().splitlines(True)
                                    if not line.lower().startswith("torch==")))
     wheel = next(dist.glob("syft_lab-*.whl"))
-    venv.install_output = venv.run(venv.python, "-m", "pip", "install", "--disable-pip-version-check",
+    venv.install_output = venv.run(venv.python, "-m", "pip", "install", "--no-compile", "--disable-pip-version-check",
                                    "-c", constraints, f"{wheel}[notebook]").stdout
     return venv
 
