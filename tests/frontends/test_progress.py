@@ -101,3 +101,14 @@ def test_a_transfer_bar_is_drawn_in_a_terminal_and_not_into_a_pipe():
     assert piped.returncode == 0 and "sent" in piped.stdout, piped.stderr[-2000:]
     assert "send -> bob" not in piped.stderr
     assert "send -> bob" in _in_a_terminal(TRANSFER_BAR)
+
+
+@pytest.mark.slow
+def test_in_a_notebook_a_bar_is_a_widget_in_the_cells_output(kernel):
+    """A Jupyter kernel (stderr not a terminal) counts as someone watching: the bar is
+    tqdm's notebook widget, shown in the cell's output."""
+    out = kernel.run("from syft_lab import progress\nprint(progress.someone_watches())\n"
+                     "b = progress.bar(3, desc='round 1')\nb.update(3)\nb.close()")
+    assert out["error"] is None, out
+    assert out["stdout"].strip() == "True"
+    assert any("application/vnd.jupyter.widget-view+json" in d for d in out["data"]), out["data"]
