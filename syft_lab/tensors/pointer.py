@@ -70,6 +70,13 @@ def _show_lazy_bits(excluded):
     return shown
 
 
+def lazy_bits_included():
+    """A guard for running a tensor's op from inside a ``__torch_dispatch__`` (an in-process
+    worker's op, a layer's inner op): the Conjugate, Negative and ZeroTensor keys included again."""
+    excluded = _tls_excluded()
+    return _ForceKeys(_tls_included(), _LAZY_SHOWN.get(excluded.raw_repr()) or _show_lazy_bits(excluded))
+
+
 # Ops whose result is a Python value computed from the data: they would move values off the
 # worker behind the user's back.
 _VALUE_OPS = {aten._local_scalar_dense.default, aten.equal.default, aten.is_nonzero.default}
@@ -476,8 +483,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
                     wire_kwargs[k] = v
             if id(func) in _VALUE_OP_IDS:
                 raise _value_error(func, loc)
-            excluded = _tls_excluded()
-            with _ForceKeys(_tls_included(), _LAZY_SHOWN.get(excluded.raw_repr()) or _show_lazy_bits(excluded)):
+            with lazy_bits_included():
                 out = loc._run(func, wire_args, wire_kwargs)
             key = tuple(key)
             try:
