@@ -55,6 +55,13 @@ PUSHED_TYPES = ("stored", "changed", "deleted")  # the events a service pushes (
 PROGRESS_THRESHOLD = 8 * 2**20  # a progress bar for transfers above this many bytes
 SUMMARY_PAGE = 10000  # entries per summary request (the service's maximum)
 SUMMARY_CAP = 100_000  # summary() lists at most this many objects (the views stay usable)
+# What a worker pushes unasked is bounded here too, so a worker that floods pushes holds up no
+# one: one poll reads at most POLL_FRAMES frames (the rest waits for the next), and a client keeps
+# at most HELD_PUSHES pushes (of at most PUSH_RECORDS records, a worker's own bound) until its
+# request ends; past either, what it held becomes one resync (the view reads the lane again).
+POLL_FRAMES = 256
+HELD_PUSHES = 64
+PUSH_RECORDS = 2000
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -273,7 +280,8 @@ class FramedTransport(Transport):
         """A push between replies: its records go to the client (emitted after the request)."""
         seq = msg.get("seq")
         records = msg.get("events")
-        if type(seq) is not int or type(records) is not list or seq != self._push_seq + 1:
+        if (type(seq) is not int or type(records) is not list or seq != self._push_seq + 1
+                or len(records) > PUSH_RECORDS):
             self._lost()  # a gap: the service dropped records for this client (it lagged)
         else:
             self.client._pushed(records)
@@ -288,7 +296,7 @@ class FramedTransport(Transport):
         """Read the pushes that arrived while no request was in flight (never blocks)."""
         if not self.following or self._in_flight or self._decoder is None or not self._is_open():
             return
-        while True:
+        for _ in range(POLL_FRAMES):
             try:
                 frame = self._poll_frame()
             except ConnectionLost:
@@ -867,8 +875,13 @@ class WorkerClient(BaseWorker):
 
     def _pushed(self, records) -> None:
         """Records a push brought (None: some were lost, a resync), kept until the request ends:
-        a subscriber may then make requests of its own."""
-        self._pushes.append(records)
+        a subscriber may then make requests of its own. Past HELD_PUSHES, one resync stands
+        for all of them."""
+        pushes = self._pushes
+        if len(pushes) >= HELD_PUSHES:  # (the records after it are kept again, up to the bound)
+            pushes.clear()
+            records = None
+        pushes.append(records)
 
     def _emit_pushes(self) -> None:
         """The pushed records as events on this process's bus, outside any request; a lost

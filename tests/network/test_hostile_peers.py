@@ -273,3 +273,32 @@ def test_the_worker_owner_reads_every_session_s_ledger_with_its_token():
     finally:
         other.close()
         owner.close()
+
+
+def test_a_worker_flooding_pushes_never_holds_up_the_notebook_between_requests():
+    """A worker the notebook follows that sends pushes without pause: reading them between
+    cells (``poll_events``, after each cell and every keepalive tick) returns, one poll reading
+    at most POLL_FRAMES of them, and the notebook keeps at most HELD_PUSHES."""
+    from syft_lab.workers.protocol import HELD_PUSHES
+
+    async def answer_then_flood(ws, rid, stopped):
+        await ws.send(encode_bytes({"r": rid, "ok": "pong"}))
+        seq = 0
+        while not stopped.is_set():
+            seq += 1
+            await ws.send(encode_bytes({"push": "events", "seq": seq, "events": []}))
+
+    with HostileWorker(answer_then_flood, hostile_at=2) as evil:
+        client = WebSocketWorker(evil.url, id="mallory", timeout=10, progress=False)
+        try:
+            assert client.follow_events()  # request 1 (answered), then request 2 starts the flood
+            assert client.ping()
+            deadline = time.monotonic() + 60
+            while client.transport._push_seq < 4 * HELD_PUSHES:  # reads of the pushes, not yet emitted
+                assert time.monotonic() < deadline, "the pushes stopped coming"
+                call_with_deadline(client.transport.poll, 30)  # at most POLL_FRAMES frames a read
+                assert len(client._pushes) <= HELD_PUSHES  # what waits to be emitted is bounded
+            for _ in range(3):  # what the views do after each cell: it returns, the flood going on
+                call_with_deadline(client.poll_events, 30)
+        finally:
+            client.close()
