@@ -36,6 +36,12 @@ browser = browser_conftest.browser  # the session's headless Chromium (the same 
 artifacts = browser_conftest.artifacts
 
 
+@pytest.fixture(scope="session")
+def other_torch() -> str:
+    """The torch release the user's venv holds: another supported one than the pinned 2.13.0."""
+    return OTHER_TORCH
+
+
 def _run(cmd, **kw):
     done = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if done.returncode != 0:

@@ -12,8 +12,6 @@ import zipfile
 import pytest
 from playwright.sync_api import expect
 
-from conftest import OTHER_TORCH
-
 pytestmark = [pytest.mark.slow]
 
 CELLS = [
@@ -36,10 +34,10 @@ def test_the_wheel_and_sdist_carry_the_prebuilt_front_end(dist):
     assert any(n.endswith("syft_lab/widget/static/widget.js") for n in sdist)
 
 
-def test_installing_keeps_the_users_torch_and_enables_the_extension(user_venv):
+def test_installing_keeps_the_users_torch_and_enables_the_extension(user_venv, other_torch):
     version = user_venv.run(user_venv.python, "-c",
                             "import importlib.metadata as m; print(m.version('torch'))").stdout.strip()
-    assert version.split("+")[0] == OTHER_TORCH
+    assert version.split("+")[0] == other_torch
     # torch's files are still the ones the venv was made with (hard links to its template):
     # pip neither reinstalled nor replaced it
     installed = " ".join(re.findall(r"Successfully installed (.*)", user_venv.install_output)).split()
@@ -53,7 +51,7 @@ def test_installing_keeps_the_users_torch_and_enables_the_extension(user_venv):
     assert where.startswith(str(user_venv.path)), where
 
 
-def _chain_view_and_get(nb, artifacts, name):
+def _chain_view_and_get(nb, artifacts, name, other_torch):
     """Cell 1's chain view of p (a pointer on bob); its Get button brings the value back."""
     out = nb.output(1)
     out.locator(".syft-chain-block").wait_for()
@@ -64,19 +62,19 @@ def _chain_view_and_get(nb, artifacts, name):
     expect(out.locator(".syft-status.syft-ok")).to_contain_text(".get()")
     assert nb.kernel_eval("(type(x).__name__, len(bob.objects))") == "('Tensor', 0)"
     # the kernel runs the wheel's syft_lab on the user's torch
-    assert nb.kernel_eval("torch.__version__.split('+')[0]") == repr(OTHER_TORCH)
+    assert nb.kernel_eval("torch.__version__.split('+')[0]") == repr(other_torch)
     assert "/site-packages/syft_lab/" in nb.kernel_eval("sy.__file__")
 
 
 @pytest.mark.browser
-def test_jupyterlab_from_the_wheel_renders_a_chain_view_and_runs_a_button(open_in, artifacts):
+def test_jupyterlab_from_the_wheel_renders_a_chain_view_and_runs_a_button(open_in, artifacts, other_torch):
     nb = open_in("lab", "in_lab.ipynb", CELLS)
     assert nb.page.evaluate("() => window.jupyterapp.name") == "JupyterLab"
-    _chain_view_and_get(nb, artifacts, "wheel-lab")
+    _chain_view_and_get(nb, artifacts, "wheel-lab", other_torch)
 
 
 @pytest.mark.browser
-def test_notebook_7_renders_the_widget_runs_its_buttons_and_shows_the_sidebar(open_in, artifacts):
+def test_notebook_7_renders_the_widget_runs_its_buttons_and_shows_the_sidebar(open_in, artifacts, other_torch):
     nb = open_in("notebook", "in_notebook7.ipynb", CELLS)
     page = nb.page
     assert page.url.split("?")[0].endswith("/notebooks/in_notebook7.ipynb")
@@ -94,6 +92,6 @@ def test_notebook_7_renders_the_widget_runs_its_buttons_and_shows_the_sidebar(op
     expect(panel.locator(".syft-lane[data-worker='bob'] .syft-obj")).to_have_count(1)
     page.screenshot(path=str(artifacts / "notebook7.png"))
     # a button in the chain view acts on the kernel; the sidebar follows
-    _chain_view_and_get(nb, artifacts, "notebook7")
+    _chain_view_and_get(nb, artifacts, "notebook7", other_torch)
     expect(panel.locator(".syft-lane[data-worker='bob'] .syft-obj")).to_have_count(0)
     expect(world.locator(".syft-lane[data-worker=bob] .syft-obj")).to_have_count(0)
