@@ -224,3 +224,26 @@ def test_the_uninitialised_class_is_every_allowed_empty_factory():
     for name in ("aten.resize_.default", "aten.set_.source_Tensor", "aten.resize_as_.default", "aten.empty.out",
                  "aten.empty_like.out", "aten._resize_output_.default"):
         assert name not in ALLOWED and name in allowlist.REFUSED, name
+
+
+def test_a_plan_replay_zero_fills_uninitialised_results_on_every_run():
+    """A stored plan's replays learn which nodes' checks follow from metadata and skip them; an
+    `empty` node's zero-fill is never skipped."""
+    from syft_lab.plans.graph import Node, PlanBuilds, PlanGraph, Value
+
+    n = 4096
+    nodes = [Node(aten.empty.memory_format, [[n]], {"dtype": torch.float64}, [((n,), "float64")]),
+             Node(aten.add.Tensor, [Value("node", 0), Value("input", 0)], {}, [((n,), "float64")])]
+    text = PlanBuilds("fresh", [PlanGraph("fresh", [{"name": "x", "role": "input", "shape": [1], "dtype": "float64"}],
+                                          [], nodes, [Value("node", 1)], False)]).to_json()
+    for limits in (None, Limits(max_bytes=2**30)):
+        core = WorkerCore("replays", limits)
+        plan_id = core.store_plan(PlanBuilds.from_json(text), [], json_size=len(text))
+        x = core.store(torch.zeros(1, dtype=torch.float64))
+        for _ in range(4):  # (the first replay learns, the later ones reuse what it learned)
+            for _ in range(3):
+                secret = torch.full((n,), 1234.5, dtype=torch.float64)
+                del secret
+            (out,) = core.run_plan(plan_id, [x])
+            assert not core.objects[out.id].any()
+            core.decref(out.id)
