@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from syft_lab.commands import Ref
-from syft_lab.errors import QuotaExceededError, SyftError
+from syft_lab.errors import QuotaExceededError
 from syft_lab.wire.allowlist import OpNotAllowedError
 from syft_lab.workers.websocket import WebSocketWorker
 
