@@ -67,7 +67,7 @@ class UserVenv:
         self.env["PATH"] = f"{self.bin}{os.pathsep}{nodeless_bin}"
 
     def run(self, *args, **kw):
-        return _run([str(a) for a in args], env=self.env, cwd=kw.pop("cwd", self.path), timeout=kw.pop("timeout", 600), **kw)
+        return _run([str(a) for a in args], env=self.env, cwd=kw.pop("cwd", self.path), timeout=kw.pop("timeout", 1200), **kw)
 
 
 def _nodeless_bin(base: Path) -> Path:

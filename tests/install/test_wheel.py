@@ -12,7 +12,10 @@ import zipfile
 import pytest
 from playwright.sync_api import expect
 
-pytestmark = [pytest.mark.slow]
+# the first test to ask for the user's venv waits for it: the build (~20 s on a quiet machine) and
+# pip's install of the wheel and its dependencies (~1 min quiet; over 5 min seen on a machine
+# shared by several suites), and once per machine torch's template (~2 min)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 CELLS = [
     "import torch\nimport syft_lab as sy\nsy.hook()\nbob = sy.VirtualWorker('bob')\n"
