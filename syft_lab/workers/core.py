@@ -310,6 +310,8 @@ class WorkerCore:
     def _result(self, out, resolved, args):
         for i, a in enumerate(resolved):
             if out is a:
+                if self.ledger is not None and type(out) is not _Tensor:  # a layer (a LoggingTensor's
+                    self.ledger.refresh(out)  # log) may have grown in place: counted at its size now
                 if events._subscribers and isinstance(args[i], Ref):  # a stored object written in place
                     events.emit("changed", self.id, args[i].id)
                 return SameAsArg(i)

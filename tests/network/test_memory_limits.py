@@ -167,7 +167,7 @@ def test_tags_logs_and_plans_count_against_the_budget(small):
     with pytest.raises(QuotaExceededError, match=r"(of|its) 64.0 MiB"):
         for _ in range(20):
             plans.append(client._request({"c": "store_plan", "g": text, "s": []}))
-    assert 3 <= len(plans) < 8
+    assert 2 <= len(plans) < 8  # a 10,000-node plan counts about 25.6 MB (2.5 KB a node)
     for i in plans:
         client._request({"c": "delete", "id": i})
 

@@ -106,3 +106,17 @@ def test_a_stored_plan_is_counted_at_least_at_what_it_holds_once_it_has_run():
     _, held = _traced(lambda: load_and_run(text))
     counted = core.ledger.bytes - before
     assert held <= counted, (held, counted)
+
+
+def test_a_worker_counts_a_stored_log_grown_by_in_place_ops():
+    """A client's in-place ops on a stored LoggingTensor grow its log on the worker and store
+    nothing new: the worker's budget follows the log (it stayed at its first size before)."""
+    from syft_lab.commands import Ref
+
+    core = WorkerCore("grows", Limits(max_bytes=2**30))
+    x_id = core.store(LoggingTensor(torch.ones(2)))
+    first = core.budget.used
+    for _ in range(200):
+        core.run(aten.add_.Tensor, [Ref(x_id), 1.0], {})
+    assert torch.equal(core.objects[x_id].child, torch.full((2,), 201.0))
+    assert core.budget.used >= first + 200 * 200  # about 200 B a record at least
