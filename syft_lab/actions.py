@@ -421,6 +421,8 @@ def perform(msg, *, known: Lookup, namespace: dict | None, held: Iterable = ()) 
             if entry.get("dangling"):
                 raise ActionError(f"{what} {_short(p['id'])} points to {entry.get('location')!r}, which is closed "
                                   f"or down: {p['action']} is not possible now")
+            if p["worker"] != LOCAL_OWNER:  # a row of a closed worker's lane (it lists what it still holds)
+                _live_worker(p["worker"], p["action"])
             if p["action"] in ("get", "move") and p["worker"] == LOCAL_OWNER and "refcount" not in entry and not is_edge(entry):
                 why = f"{p['action']} works on a pointer or on an object on a worker, not on a local {what}"
             else:

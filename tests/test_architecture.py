@@ -4,7 +4,8 @@ importing any syft_lab module runs syft_lab/__init__.py first).
 Each package or top-level module of syft_lab has a rank; a module imports only syft_lab packages
 of a lower rank (or its own package), so there is no import circle among them:
 
-    0 leaf modules (errors, ids, dtypes, events, commands)    5 hook, ray, cli
+    0 leaf modules (errors, ids, dtypes, events, commands,    5 hook, ray, cli
+      progress)
     1 tensors (layers, the layer registry, chain nodes)       6 smpc
     2 wire                                                    7 inspection
     3 plans                                                   8 federated, actions
@@ -19,12 +20,12 @@ from pathlib import Path
 import pytest
 
 SYFT = Path(__file__).resolve().parents[1] / "syft_lab"
-LEAVES = {"errors", "ids", "dtypes", "events", "commands"}
+LEAVES = {"errors", "ids", "dtypes", "events", "commands", "progress"}
 RANK = {**{leaf: 0 for leaf in LEAVES}, "tensors": 1, "wire": 2, "plans": 3, "workers": 4, "hook": 5, "ray": 5,
         "cli": 5, "smpc": 6, "inspection": 7, "federated": 8, "actions": 8, "widget": 9, "sidebar": 10,
         "magics": 10, "worker": 11, "labextension": 11}
 # leaf modules import each other only in this order (errors first)
-LEAF_ORDER = ["errors", "ids", "dtypes", "events", "commands"]
+LEAF_ORDER = ["errors", "ids", "dtypes", "events", "commands", "progress"]
 OPTIONAL = ("IPython", "tqdm", "ray")  # optional dependencies, imported where they are used
 
 

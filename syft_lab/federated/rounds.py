@@ -40,8 +40,8 @@ import time
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
+from .. import progress as progress_bars
 from ..errors import SyftError, WorkerUnavailableError
 from ..plans import plan as make_plan
 from ..plans.pointer import PlanPointer
@@ -193,7 +193,7 @@ class FedAvg:
         picked = torch.randperm(len(workers), generator=self.generator)[:self.clients_per_round]
         return [workers[i] for i in sorted(picked.tolist())]
 
-    def round(self, *, clients=None, evaluate=None, chart=None, progress: bool = True) -> RoundResult:
+    def round(self, *, clients=None, evaluate=None, chart=None, progress: bool | None = None) -> RoundResult:
         """One round; on failure FederatedRoundError, with the global model unchanged."""
         number = len(self.history) + 1
         clients = list(clients) if clients is not None else self.sample_clients()
@@ -209,7 +209,8 @@ class FedAvg:
         # the round's client order: the one-after-another loop's draws, whatever the mode
         orders = {wid: self._batch_order(number, wid) for wid in clients}
         total = sum(self.loader.num_batches(c) for c in clients) * self.local_epochs
-        bar = tqdm(total=total, desc=f"round {number}", unit="batch", leave=False, disable=not progress)
+        # a bar where a person sees it (a notebook, a terminal); progress=False: never (progress.py)
+        bar = progress_bars.bar(total, show=progress, desc=f"round {number}", unit="batch", leave=False)
         def finished(wid, m):  # the chart shows each client as it finishes, while the round runs
             if chart is not None:
                 chart.client(number, wid, m)
@@ -249,7 +250,7 @@ class FedAvg:
             chart.add(result)
         return result
 
-    def run(self, rounds: int, *, evaluate=None, chart=None, progress: bool = True) -> list[RoundResult]:
+    def run(self, rounds: int, *, evaluate=None, chart=None, progress: bool | None = None) -> list[RoundResult]:
         """``rounds`` more rounds; returns their results (also in ``history``)."""
         return [self.round(evaluate=evaluate, chart=chart, progress=progress) for _ in range(rounds)]
 
@@ -652,7 +653,7 @@ def _read_replies(number: int, pending: dict) -> dict:
 
 
 def run_rounds(model: nn.Module, fds: FederatedDataset, rounds: int, *, evaluate=None, chart=None,
-               progress: bool = True, **options) -> list[RoundResult]:
+               progress: bool | None = None, **options) -> list[RoundResult]:
     """``FedAvg(model, fds, **options).run(rounds, ...)``: the global model is ``model``, trained in place."""
     return FedAvg(model, fds, **options).run(rounds, evaluate=evaluate, chart=chart, progress=progress)
 

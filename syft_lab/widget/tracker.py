@@ -31,8 +31,9 @@ from __future__ import annotations
 import time
 import weakref
 
-from ..inspection.model import (Names, _notebook_namespace, finish_entry, gone_lane, lane_header, lane_is_down,
-                                lane_of, local_pointer_entry, local_pointers, mark_dangling, mark_plan_state)
+from ..inspection.model import (Names, _notebook_namespace, finish_entry, gone_lane, gone_lane_objects, lane_header,
+                                lane_is_down, lane_of, local_pointer_entry, local_pointers, mark_dangling,
+                                mark_plan_state)
 from ..tensors.nodes import LOCAL_OWNER, is_edge, live_edge
 from ..tensors.pointer import newest_live_refs
 from ..workers.registry import all_workers
@@ -207,6 +208,9 @@ class WorldTracker:
             self._replace_lane(lane, lid, new_lane["objects"], ops, touched)
         for lid, oid in entries:
             lane, w = self.lanes.get(lid), by_id.get(lid)
+            if w is None and lane is not None and lane.header.get("gone"):
+                w = self._objects.get(lid)  # a closed in-process worker: its releases still come
+                w = w if w is not None and w.kind in IN_PROCESS else None
             if lane is None or w is None or lid in reread:
                 continue  # a lane read whole in this update is newer than the events before it
             if (lid, oid) in pushed:  # a remote worker's event brought the entry
@@ -227,6 +231,8 @@ class WorldTracker:
                     touched.append(((lid, oid), old, None))
                 continue
             entry = finish_entry(lid, raw, self.names)
+            if lane.header.get("gone"):  # a closed worker takes no request: no action on its rows
+                entry["actions"] = []
             self._mark_state(lid, lane, entry, old, ops, touched)
             if entry != old:
                 lane.objects[oid] = entry
@@ -447,7 +453,7 @@ class WorldTracker:
         for lid in sorted(t for t in targets - present - set(self.lanes) if isinstance(t, str)):
             # pointers to a worker that closed before this tracker showed it: a closed worker is a
             # gone lane whatever its kind, whether a view saw it open or not
-            self.lanes[lid] = _Lane(gone_lane(lid, self.seen.get(lid)), [])
+            self.lanes[lid] = _Lane(gone_lane(lid, self.seen.get(lid)), self._gone_rows(lid))
             self.order.append(lid)
             changed = True
         for lid in [lid for lid in self.order if lid not in present]:
@@ -455,10 +461,7 @@ class WorldTracker:
             if lid in targets:
                 if not lane.header.get("gone"):
                     lane.header = gone_lane(lid, self.seen.get(lid))
-                    for oid, o in list(lane.objects.items()):
-                        ops.append(["del", lid, oid])
-                        touched.append(((lid, oid), o, None))
-                    lane.objects, lane.listed = {}, None
+                    self._replace_lane(lane, lid, self._gone_rows(lid), ops, touched)  # what it still holds
                     changed = True
             else:
                 del self.lanes[lid]
@@ -468,6 +471,13 @@ class WorldTracker:
         self._mark_dangling([((lid, oid), o) for lid, lane in self.lanes.items() for oid, o in lane.objects.items()
                              if is_edge(o)], ops, touched)
         return changed
+
+    def _gone_rows(self, lid: str) -> list:
+        """The rows of a worker that went away: what it still holds (``gone_lane_objects``)."""
+        w = self._objects.get(lid)
+        if w is None:  # closed before this tracker showed it: the worker its pointers name
+            w = next((r.location for r in local_pointers(self.names) if r.location.id == lid), None)
+        return gone_lane_objects(w, self.names) if w is not None else []
 
     def _recompute(self, workers) -> dict:
         self.names = self._names()
@@ -483,7 +493,7 @@ class WorldTracker:
         # lanes of workers that went away stay while pointers point there (gone lanes)
         for lid in self.order:
             if lid not in lanes and lid in self.lanes:
-                lanes[lid] = _Lane(dict(self.lanes[lid].header), [])
+                lanes[lid] = _Lane(dict(self.lanes[lid].header), self._gone_rows(lid))
                 order.append(lid)
         self.lanes, self.order = lanes, order
         present = {w.id for w in workers}

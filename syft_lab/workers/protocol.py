@@ -47,9 +47,9 @@ from ..plans.plan import StoredPlan
 from ..tensors.pointer import PointerTensor, wrap_result
 from ..wire.allowlist import OpNotAllowedError, op_name
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, Decoder, RejectedMessage, WireError, encode
-from .. import events
+from .. import events, progress as progress_bars
 from . import registry
-from .base import BaseWorker
+from .base import BaseWorker, closed_error
 
 PUSHED_TYPES = ("stored", "changed", "deleted")  # the events a service pushes (feed.py)
 PROGRESS_THRESHOLD = 8 * 2**20  # a progress bar for transfers above this many bytes
@@ -207,7 +207,7 @@ class FramedTransport(Transport):
     ``_send_frame``; ``tests/workers/test_toy_transport.py`` is a complete byte transport."""
 
     chunk_size: int | None = None  # None: the wire format's CHUNK_SIZE
-    progress: bool | None = None  # None: a bar for large transfers; False: never
+    progress: bool | None = None  # a bar for large transfers: None where a person sees it (progress.py); False never
     timeout: float | None = None  # seconds a reply may take to arrive, all of it (None: forever)
 
     def __init__(self, *, session: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, progress=None):
@@ -235,8 +235,8 @@ class FramedTransport(Transport):
         return True
 
     def open(self) -> dict:
-        if self._state == "closed":
-            raise SyftError(f"worker {self.worker_id!r} was closed; make a new worker to reconnect")
+        if self._state == "closed":  # every request of a closed client ends here (ensure_open)
+            raise closed_error(self.worker_id)
         self._connect()
         self._state = "connected"
         self._decoder = Decoder(self.max_message_size)
@@ -465,13 +465,8 @@ class FramedTransport(Transport):
                 bar.close()
 
     def _bar(self, total, desc):
-        if self.progress is False:
-            return None
-        try:
-            from tqdm.auto import tqdm  # optional dependency
-        except ImportError:
-            return None
-        return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
+        return progress_bars.bar(total, show=self.progress, desc=desc, unit="B", unit_scale=True,
+                                 unit_divisor=1024, leave=False)
 
     # --- what a subclass implements -----------------------------------------------------------
     def _connect(self) -> None:
@@ -672,7 +667,7 @@ class WorkerClient(BaseWorker):
         if lock is not None:
             lock.acquire()
         try:
-            self._fail_waiting(SyftError(f"worker {self.id!r} was closed"))
+            self._fail_waiting(closed_error(self.id))
             if self._releases and self.transport.state == "connected":
                 try:
                     self._exchange_locked({"c": "release", "ids": []})
@@ -1038,7 +1033,9 @@ class WorkerClient(BaseWorker):
 
     def flush(self) -> None:
         """Send queued releases now (they otherwise travel with the next request)."""
-        if self._releases:
+        if self._releases and self.transport.state == "closed":
+            self._releases.clear()  # its session ended with the close, and released them all
+        elif self._releases:
             self._request({"c": "release", "ids": []})
 
     def __repr__(self):

@@ -8,7 +8,7 @@ import torch
 
 import syft_lab as sy
 from syft_lab.errors import SyftError, WorkerUnavailableError
-from syft_lab.workers.base import closed_error
+from syft_lab.workers.base import WorkerClosedError, closed_error
 from syft_lab.workers.protocol import submit
 
 from contract.kinds import KINDS, clients
@@ -49,6 +49,7 @@ def test_a_closed_worker_refuses_every_request_in_the_same_words(world):
     }
     said = {what: refusal(call) for what, call in requests.items()}
     assert {what: str(e) for what, e in said.items()} == dict.fromkeys(requests, expected)
+    assert {what: type(e) for what, e in said.items()} == dict.fromkeys(requests, WorkerClosedError)
     # a move into the closed worker was refused before its source gave the object up
     assert torch.equal(mine.get(), torch.ones(2)) and len(alice.objects) == 0
 
@@ -66,6 +67,7 @@ def test_releases_go_after_close_and_the_lane_tells_what_the_worker_still_holds(
         assert gone["objects"] == []
     del p  # a release: no error, whatever the kind
     gc.collect()
+    bob.flush()
     rows = lane("bob", {"q": q})["objects"]
     assert [o["id"] for o in rows] == ([q.id_at_location] if kind == "virtual" else [])
     del q

@@ -13,7 +13,7 @@ from syft_lab import events
 from syft_lab.widget import WorldWidget, live
 from syft_lab.widget.tracker import WorldTracker
 
-GONE = {"id": "bob_c", "state": "closed", "gone": True, "objects": []}
+GONE = {"id": "bob_c", "state": "closed", "gone": True}
 
 
 def _virtual():
@@ -47,6 +47,10 @@ def test_a_closed_worker_is_a_grey_lane_with_dangling_pointers_whatever_its_kind
     # the view that saw it open, and a tracker made after the close (a fresh sy.inspect())
     for world in (view.world, WorldTracker(ns).update()):
         lane, x = _closed_lane_and_pointer(world)
+        # #39.1: an in-process worker still holds x's object (x owns it) and its lane lists it; a
+        # worker process released it when this client's session ended with the close
+        held = [(ns["x"].id_at_location, [])] if bob.kind == "virtual" else []
+        assert [(o["id"], o["actions"]) for o in lane.pop("objects")] == held
         assert lane == {**GONE, "kind": bob.kind}
         assert x == {"location": "bob_c", "dangling": True, "actions": []}
     view.close()
