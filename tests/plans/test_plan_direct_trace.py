@@ -54,7 +54,8 @@ def test_a_gradient_step_traces_to_make_fxs_ops(monkeypatch):
 
     x, y = torch.randn(32, 8), torch.randn(32, 1)
     direct, via_fx = _graphs(train_step, x, y, state=model, monkeypatch=monkeypatch)
-    assert _ops(direct) == _ops(via_fx)
+    # (make_fx of torch 2.14 records two aten.alias nodes more for the no_grad update: a no-op)
+    assert _ops(direct) == [op for op in _ops(via_fx) if op != "aten.alias.default"]
     values = [p.detach() for p in model.parameters()] + [x, y]
     assert all(torch.allclose(a, b) for a, b in zip(_replay_state(direct, values), _replay_state(via_fx, values)))
 
