@@ -71,7 +71,22 @@ CLEAN_CLOSE_CODES = (1000, 1001)  # a client that closes with these has left for
 # holds up the event loop (other clients' pings, handshakes and small commands); smaller ones,
 # every op's usual message, decode on the loop (a thread hop would cost more than the decode).
 OFFLOAD_DECODE = 64 * 2**10
+# A frame whose header is above this size decodes on a decoding thread too: up to 64 KiB of empty
+# lists took the loop ~50 ms each (16 clients sending them held other clients' pings 1.9 s); a
+# 4 KiB header holds at most 4,096 values (a few ms), an op's usual header ~100 bytes.
+OFFLOAD_HEADER = 4 * 2**10
 DECODE_THREADS = 2
+
+
+def decodes_long(data, chunk: bool = False) -> bool:
+    """Whether a received frame goes to a decoding thread rather than decode on the event loop:
+    its size, or its header's (the u32 at offset 4 of a message's first frame; ``chunk``: the
+    frame is a later one, raw buffer bytes)."""
+    n = len(data)
+    if n > OFFLOAD_DECODE:
+        return True
+    return (not chunk and n >= 8 and type(data) is not str
+            and (data[4] << 24 | data[5] << 16 | data[6] << 8 | data[7]) > OFFLOAD_HEADER)
 
 # A command whose cost is bounded by its sizes, and small (WorkerServer.quick_command), runs
 # on the event loop while the command thread is idle: a pointer op then costs one round trip,
@@ -255,7 +270,7 @@ class _GuardedConnection(ServerConnection):
             # only while the handler's read waits on an empty queue (websockets' assembler):
             # then nothing received before this frame is still to be handled
             waiting = getattr(getattr(self.recv_messages, "frames", None), "get_waiter", None) is not None
-            if (waiting and event.opcode is Opcode.BINARY and event.fin and len(event.data) <= OFFLOAD_DECODE
+            if (waiting and event.opcode is Opcode.BINARY and event.fin and not decodes_long(event.data)
                     and inline(event.data)):
                 return
             self.inline = None  # this frame waits in the queue: so do the ones after it
@@ -645,7 +660,7 @@ class WorkerServer:
                             raise msg
                         elif type(msg) is _Failed:
                             raise msg.error
-                    elif len(data) > OFFLOAD_DECODE:  # a large header decodes for long: off the event loop
+                    elif decodes_long(data, decoder.in_message):  # a large header decodes for long: off the loop
                         msg = await loop.run_in_executor(self._decoding, decoder.feed, data)
                     else:
                         msg = decoder.feed(data)
