@@ -22,6 +22,7 @@ import torch
 from ..dtypes import DTYPES, dtype_name, parse_dtype
 from ..errors import SyftError
 from ..wire.allowlist import OverloadRecorder, decided_by_metadata, resolve
+from ..wire.header_budget import MAX_HEADER_ELEMENTS
 
 _Tensor = torch.Tensor
 
@@ -830,10 +831,18 @@ def _parse(text) -> dict:
         text = text.decode("utf-8")
     if not isinstance(text, str):
         raise PlanFormatError(f"a plan is loaded from JSON text, got {type(text).__name__}")
+    # The header budget's rule for JSON too (wire/header_budget.py): every list and map costs a
+    # Python object, so a plan may open at most MAX_HEADER_ELEMENTS of them (brackets inside
+    # strings count too: never fewer), counted at C speed before anything is parsed (16 MiB of
+    # "[]," would otherwise build 5 million lists on the command thread).
+    if len(text) > MAX_HEADER_ELEMENTS and text.count("[") + text.count("{") > MAX_HEADER_ELEMENTS:
+        raise PlanFormatError(f"plan JSON opens more than {MAX_HEADER_ELEMENTS} lists and maps: nothing was loaded")
     try:
         return json.loads(text)
     except ValueError as e:
         raise PlanFormatError(f"plan JSON does not parse: {e}") from None
+    except RecursionError:  # nested deeper than the parser goes: no plan is
+        raise PlanFormatError("plan JSON is nested too deep: nothing was loaded") from None
 
 
 def _clean_input(i) -> dict:

@@ -359,3 +359,18 @@ def test_plan_nodes_name_the_source_line_they_came_from_and_keep_it_out_of_the_j
     ops = [n for n in view_graph(graph)["nodes"] if n.get("role") == "op"]
     assert ops and all(n["source"]["file"] == here for n in ops)  # what the plan view shows
     assert "source" not in head.to_json() and here not in head.to_json()  # a worker never sees user code
+
+
+def test_plan_json_built_to_exhaust_the_worker_is_refused_before_it_is_parsed():
+    import tracemalloc
+
+    flood = "[" + "[]," * (2**20 + 10) + "[]]"  # a million empty lists (each a Python object)
+    tracemalloc.start()
+    try:
+        with pytest.raises(PlanFormatError, match="opens more than 1048576 lists and maps"):
+            PlanBuilds.from_json(flood)
+        assert tracemalloc.get_traced_memory()[1] < 2**20  # refused before a list was made
+    finally:
+        tracemalloc.stop()
+    with pytest.raises(PlanFormatError, match="nested too deep"):
+        PlanBuilds.from_json("[" * 100_000 + "]" * 100_000)
