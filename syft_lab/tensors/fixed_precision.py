@@ -651,7 +651,8 @@ def _dim_arg(args, kwargs, pos, default=0):
 def _unbind(func, args, kwargs):
     x = args[0]
     dim = _dim_arg(args, kwargs, 1) % max(x.dim(), 1)
-    return [viewed(x, aten.select.int, (x, dim, i), {}, _wrap(x, aten.select.int(x.child, dim, i))) for i in range(x.shape[dim])]
+    return [viewed(x, aten.select.int, (x, dim, i), {}, _wrap(x, aten.select.int(x.child, dim, i)))
+            for i in range(x.shape[dim])]
 
 
 def _split(func, args, kwargs):
@@ -662,7 +663,8 @@ def _split(func, args, kwargs):
     sizes = list(size) if isinstance(size, (list, tuple)) else [min(size, n - s) for s in range(0, n, size)]
     out, start = [], 0
     for k in sizes:
-        out.append(viewed(x, aten.slice.Tensor, (x, dim, start, start + k), {}, _wrap(x, aten.slice.Tensor(x.child, dim, start, start + k))))
+        piece = _wrap(x, aten.slice.Tensor(x.child, dim, start, start + k))
+        out.append(viewed(x, aten.slice.Tensor, (x, dim, start, start + k), {}, piece))
         start += k
     return out
 

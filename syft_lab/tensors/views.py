@@ -12,8 +12,10 @@ positions, and one ``index_put`` per share (or on a public child) puts the new v
 the base's own base, up to the root. Nothing is ignored: a write the inverse cannot express (an
 expanded view, a shared value into part of a public tensor) is a SyftError.
 
-Limit (docs/secure-computation.md): a view taken *before* a write to its base or to another view
-keeps the values it had; take views after writing (torch's views would see the write).
+Limits (docs/secure-computation.md): a view taken *before* a write to its base or to another view
+keeps the values it had; take views after writing (torch's views would see the write). A write into
+a ``detach()`` of a view stops at that view (autograd's gradients are such detaches, and torch gives
+them their own memory).
 
 An in-place op on a shared tensor keeps it shared: ``copy_``/``fill_`` of public values (what
 ``torch.nn.init``'s ``normal_``, ``uniform_``, ``trunc_normal_``, ``zeros_``, ``dirac_`` reach)
@@ -40,6 +42,7 @@ VIEW_PACKETS = frozenset({aten.view, aten.t, aten.transpose, aten.permute, aten.
 _IDENTITY = frozenset({aten.alias, aten.detach, aten.lift_fresh})
 # In-place ops that change a tensor's shape, not its values (``squeeze_``: matmul's 1-D @ 2-D).
 INPLACE_VIEWS = frozenset({aten.squeeze_, aten.unsqueeze_, aten.t_, aten.transpose_})
+_REDUCTIONS = frozenset({aten.max, aten.min, aten.argmax, aten.argmin, aten.mean, aten.amax, aten.amin})
 _PYTHON_KEYS = (torch._C.DispatchKeySet(torch._C.DispatchKey.Python)
                 | torch._C.DispatchKeySet(torch._C.DispatchKey.PythonTLSSnapshot))
 
@@ -70,11 +73,17 @@ def write_back(view) -> None:
     record = view.__dict__.get("_view_of")
     while record is not None:
         parent, ops = record
+        record = parent.__dict__.get("_view_of")
         if all(f.overloadpacket in _IDENTITY for f, _, _ in ops):
             parent.child = view.child
+            if record is not None:
+                # a detach of a view: autograd's gradients are that (AccumulateGrad keeps grad.detach(), and a
+                # grad is often a view of the op's output: expand for sum, t for linear); torch, seeing the
+                # wrapper's own strides, gives the gradient its own memory, so the write stops here
+                return
         else:
             parent.child = _put(parent.child, _positions(parent, ops), view.child, tuple(parent.shape))
-        view, record = parent, parent.__dict__.get("_view_of")
+        view = parent
 
 
 def _put(base, positions, values, shape):
@@ -99,7 +108,7 @@ def writes_through(handler):
             write_back(self)
         return out
 
-    handler_through_views.__wrapped__ = handler
+    handler_through_views.writes_through = True
     return handler_through_views
 
 
@@ -185,7 +194,7 @@ def zero_dim_reduction(handler):
         new_dim = [0] * len(dims) if isinstance(dim, (list, tuple)) else 0
         return handler(func, (one, new_dim, False, *args[3:]), rest)
 
-    handler_for_zero_dim.__wrapped__ = handler
+    handler_for_zero_dim.zero_dim = True
     return handler_for_zero_dim
 
 
@@ -195,12 +204,13 @@ def install(handlers: dict) -> dict:
     for op in list(handlers):
         packet = getattr(op, "overloadpacket", op)
         name = packet.__name__
-        if name.endswith("_") and not name.startswith("_") and op not in INPLACE_VIEWS and not hasattr(
-                handlers[op], "__wrapped__"):
-            handlers[op] = writes_through(handlers[op])
-        elif packet in (aten.max, aten.min, aten.argmax, aten.argmin, aten.mean, aten.amax, aten.amin) and not \
-                hasattr(handlers[op], "__wrapped__"):
-            handlers[op] = zero_dim_reduction(handlers[op])
+        handler = handlers[op]
+        if getattr(handler, "writes_through", False) or getattr(handler, "zero_dim", False):
+            continue
+        if name.endswith("_") and not name.startswith("_") and packet not in INPLACE_VIEWS:
+            handlers[op] = writes_through(handler)
+        elif packet in _REDUCTIONS:
+            handlers[op] = zero_dim_reduction(handler)
     for op in INPLACE_VIEWS:
         handlers[op] = inplace_view
     return handlers

@@ -196,3 +196,30 @@ def test_writes_and_vector_matrix_on_worker_processes(remote_parties):
     out = v.fix_precision().share(alice, bob, crypto_provider=carol) @ sx
     torch.testing.assert_close(out.get().float_precision(), v @ plain, atol=1e-2, rtol=0)
     torch.testing.assert_close(sx.get().float_precision(), plain, atol=2e-3, rtol=0)
+
+
+def test_a_plain_state_dict_loaded_into_a_shared_model_stays_shared(parties):
+    ws, provider = parties
+    torch.manual_seed(1)
+    plain_model = torch.nn.Linear(3, 2)
+    shared_model = torch.nn.Linear(3, 2).fix_precision().share(*ws, crypto_provider=provider)
+    shared_model.load_state_dict(plain_model.state_dict())
+    for name, p in shared_model.named_parameters():
+        assert isinstance(p.child, AdditiveSharingTensor)
+        torch.testing.assert_close(_value(p.detach()), getattr(plain_model, name).detach(), atol=1e-3, rtol=0)
+
+
+def test_gradients_accumulate_and_step_as_torchs(parties):
+    """Gradients autograd keeps are detaches of views (expand for a sum): accumulating into them and
+    the optimizer's in-place steps give torch's values, not a write into backward's intermediates."""
+    x0 = torch.tensor([1.0, 2.0, 3.0])
+    plain = x0.clone().requires_grad_(True)
+    sx = _share(x0, parties).requires_grad_(True)
+    for t in (plain, sx):
+        t.sum().backward()
+        (t * t).sum().backward()
+        opt = torch.optim.SGD([t], lr=0.1, momentum=0.9)
+        opt.step()
+        opt.step()
+    torch.testing.assert_close(_value(sx.grad), plain.grad, atol=2e-3, rtol=0)
+    torch.testing.assert_close(_value(sx.detach()), plain.detach(), atol=5e-3, rtol=0)
