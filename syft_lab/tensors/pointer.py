@@ -858,7 +858,7 @@ def _torch_call(func, types, args, kwargs):
     result = _no_torch_function(func, types, args, kwargs)
     if type(result) is _Tensor:
         return _placed(result, func, args, kwargs)
-    if type(result) is not PointerTensor and isinstance(result, tuple) and any(type(r) is _Tensor for r in result):
+    if type(result) is not PointerTensor and isinstance(result, (tuple, list)) and any(type(r) is _Tensor for r in result):
         return type(result)([_placed(r, func, args, kwargs) if type(r) is _Tensor else r for r in result])
     return result
 

@@ -106,3 +106,14 @@ def test_autocasts_decide_by_the_workers_device_not_the_placeholder(bob):
         got, want = call(p), call(x)
         assert type(got) is PointerTensor and got.dtype == want.dtype
         torch.testing.assert_close(got.get(), want)
+
+
+def test_a_list_of_outputs_made_here_empty_gives_pointers(bob):
+    """``unflatten_dense_tensors`` of empty tensors returned a list of local meta tensors (found by
+    the property fuzzer): each becomes a pointer to an empty tensor on the worker."""
+    flat, parts = torch.zeros(5, 0), [torch.zeros(5, 0), torch.zeros(0)]
+    got = aten.unflatten_dense_tensors.default(flat.send(bob), [t.send(bob) for t in parts])
+    want = aten.unflatten_dense_tensors.default(flat, parts)
+    assert [type(g) for g in got] == [PointerTensor] * len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.get(), w)
