@@ -223,3 +223,13 @@ def test_gradients_accumulate_and_step_as_torchs(parties):
         opt.step()
     torch.testing.assert_close(_value(sx.grad), plain.grad, atol=2e-3, rtol=0)
     torch.testing.assert_close(_value(sx.detach()), plain.detach(), atol=5e-3, rtol=0)
+
+
+def test_writes_into_shared_integers_are_refused_not_ignored(parties):
+    ws, provider = parties
+    s = torch.tensor([1, 2, 3]).share(*ws, crypto_provider=provider)
+    with pytest.raises(SyftError, match="copy_"):
+        s[0] = 5
+    with pytest.raises(SyftError, match="mul_"):
+        s[0].mul_(2)
+    assert torch.equal(s.get(), torch.tensor([1, 2, 3]))
