@@ -80,6 +80,9 @@ FUZZ_CRASHES: dict[str, str] = {
                                                            "internal of RNN double backward; it checks none)",
     "aten._thnn_differentiable_lstm_cell_backward.default": "the same kernel family as the GRU cell's, unchecked",
     "aten._stack.default": "killed the worker with an empty list (stack, which checks it, stays allowed)",
+    "aten._saturate_weight_to_fp16.default": "a composite that reads its input's data pointer: on a pointer's meta "
+                                             "placeholder it raises 'data is not allocated' (an fp16 "
+                                             "quantization helper; clamp to the fp16 range instead)",
     "aten._cholesky_solve_helper.default": "killed the worker with mismatched shapes (cholesky_solve, which checks "
                                            "them, stays allowed)",
 }
@@ -97,6 +100,21 @@ def _has_kernel(op) -> bool:
         return False
 
 
+def _meta_runs_a_decomposition(op) -> bool:
+    """A CPU kernel registered for the op while its Meta key falls to CompositeImplicitAutograd
+    (mish_backward, native_channel_shuffle): what a pointer's placeholder computes is not what
+    the worker computes (mish_backward's dtype follows its other argument on meta, not on CPU)."""
+    schema = op._schema
+    full = schema.name + ("." + schema.overload_name if schema.overload_name else "")
+    try:
+        table = torch._C._dispatch_dump_table(full).splitlines()
+    except RuntimeError:
+        return False
+    cpu = next((ln for ln in table if ln.startswith("CPU:")), "")
+    meta = next((ln for ln in table if ln.startswith("Meta:")), "")
+    return bool(cpu) and "CompositeImplicit" not in cpu and "CompositeImplicit" in meta
+
+
 def structural_refusal(op) -> str | None:
     """Why the schema alone rules an overload out (None: it passes)."""
     schema = op._schema
@@ -105,6 +123,9 @@ def structural_refusal(op) -> str | None:
         return "out= overloads (they resize their output, freeing storage a reply may be streaming)"
     if not _has_kernel(op):
         return "no CPU or composite kernel (another backend's op, or a TorchScript helper)"
+    if _meta_runs_a_decomposition(op):
+        return ("a CPU kernel of its own while meta tensors (shape inference, a pointer's placeholder) run a "
+                "composite decomposition: the two differ in dtypes and values")
     types = [str(a.type) for a in schema.arguments] + [str(r.type) for r in schema.returns]
     if not any("Tensor" in t for t in types):
         return "takes and returns no tensor"
@@ -208,6 +229,8 @@ class _Plan:
         # Pointwise ops on tensors and scalars only: TensorIterator checks their shapes itself,
         # and their work is their output's size, so no meta run is needed (the tiny add's path).
         self.arg_check = op_checks.check_for(self.name, op)
+        if op_checks.refuses_empty_inputs(schema.name[6:]) and _meta_source(op) == "separate":
+            self.arg_check = op_checks.with_empty_refusal(self.arg_check)
         self.family = op_cost.family_of(self.name, op)
         self.fast = self.arg_check is None and self.family is op_cost.LINEAR and torch.Tag.pointwise in op.tags \
             and all(_TENSOR_OR_SCALAR.match(str(a.real_type)) for a in args)

@@ -416,6 +416,83 @@ def _same_lengths(list_args):
     return check
 
 
+# --- internal overloads on empty tensors ------------------------------------------------------
+
+# Internal overloads (`_name`, not `__dunder__`) are what public wrappers call after checking
+# their arguments; called directly with an empty tensor some divide by a zero size or index its
+# first element (_weight_norm_interface: SIGFPE, flash attention for CPU: SIGFPE, _cummin_helper:
+# SIGSEGV, all on a 0-element input). The class rule: an internal overload whose CPU kernel does
+# not run its meta function's checks first (allowlist._meta_source 'separate') refuses any empty
+# tensor argument, except those that compute nothing per element (conversions, views, metadata).
+EMPTY_SAFE_INTERNALS = re.compile(
+    r"^_(to_copy|to_cpu|conj|conj_copy|conj_physical|neg_view|neg_view_copy|reshape_alias_copy|reshape_copy"
+    r"|reshape_from_tensor|unsafe_view|shape_as_tensor|version|has_compatible_shallow_copy_type"
+    r"|has_same_storage_numel|is_zerotensor|is_all_true|is_any_true|cast_[A-Za-z]+|fft_c2c|fft_r2c|fft_c2r"
+    r"|local_scalar_dense|dim_arange|linalg_check_errors)$")
+EMPTY_INPUT_RULE = ("internal overloads (`_*`) whose CPU kernel does not run the meta checks first: no empty "
+                    "tensor argument, except conversions, views and metadata queries (their public wrappers "
+                    "check sizes an internal call skips; several divide by a zero size)")
+
+
+def refuses_empty_inputs(base: str) -> bool:
+    """Whether internal overload ``base`` (whose meta checks are separate) gets the empty-input rule."""
+    return base.startswith("_") and not base.startswith("__") and not base.startswith("_foreach_") \
+        and not EMPTY_SAFE_INTERNALS.search(base)
+
+
+def _empty_tensor_names(args, kwargs):
+    for i, v in enumerate(list(args) + list(kwargs.values() if kwargs else ())):
+        for t in (v if type(v) in (list, tuple) else (v,)):
+            if isinstance(t, torch.Tensor) and t.numel() == 0:
+                yield i
+
+
+def with_empty_refusal(check):
+    """``check`` (or None) followed by the empty-input rule."""
+    def run(op_name, args, kwargs):
+        if check is not None:
+            check(op_name, args, kwargs)
+        if next(_empty_tensor_names(args, kwargs), None) is not None:
+            raise OpNotAllowedError(f"{op_name}: an internal overload refuses empty tensors (its public "
+                                    f"wrapper checks their sizes; call that instead)")
+    return run
+
+
+# --- ops returning a list whose length follows from an int -----------------------------------
+
+# split_copy(x expanded to 2**31 elements, 4) makes 2**29 tensors: each costs a Python object and
+# a meta tensor in shape inference, so the list's length is bounded before anything runs
+MAX_LIST_OUTPUTS = 100_000  # (limits.DEFAULT_MAX_OBJECTS: no more could be stored anyway)
+LIST_OUTPUT_RULE = f"split, chunk, unbind and tensor_split families: at most {MAX_LIST_OUTPUTS} outputs"
+_LIST_OUTPUT_OPS = re.compile(r"^(unsafe_)?(split|split_copy|chunk|unbind|unbind_copy|tensor_split|[hvd]split)$")
+
+
+def _list_output_count(base: str, a: _Args) -> int:
+    x = a["self"]
+    if not isinstance(x, torch.Tensor):
+        return 0
+    default_dim = {"hsplit": 1 if x.dim() > 1 else 0, "dsplit": 2}.get(base.removeprefix("unsafe_"), 0)
+    dim = a["dim"] if "dim" in a and type(a["dim"]) is int else default_dim
+    size = x.shape[dim] if x.dim() and -x.dim() <= dim < x.dim() else 1
+    for key in ("split_size", "chunks", "sections"):
+        if key in a and type(a[key]) is int:
+            v = a[key]
+            if key == "split_size":
+                return -(-size // v) if v > 0 else 0
+            return v if key == "sections" else min(v, size)
+    for key in ("indices", "split_sizes", "tensor_indices_or_sections"):
+        if key in a and type(a[key]) in (list, tuple):
+            return len(a[key]) + (key != "split_sizes")
+    return size if base.startswith("unbind") else 0
+
+
+def _list_outputs(name, a: _Args):
+    n = _list_output_count(name.split(".")[1], a)
+    if n > MAX_LIST_OUTPUTS:
+        raise OpNotAllowedError(f"{name} would return {n} tensors, more than the {MAX_LIST_OUTPUTS} a worker "
+                                f"makes in one op: nothing ran. Split into larger pieces")
+
+
 def check_for(name: str, op):
     """The argument check of an allowed overload, or None."""
     base = name.split(".")[1]
@@ -430,6 +507,8 @@ def check_for(name: str, op):
                  and str(a.real_type).startswith("List[") and ("int" in str(a.real_type) or "SymInt" in str(a.real_type))]
         if sized:
             checks.append(_fixed_lengths(sized, ("stride",) if "pool" in base else ()))
+    if _LIST_OUTPUT_OPS.search(base):
+        checks.append(_list_outputs)
     kind = _view_kind(base, set(names))
     if kind is not None:
         checks.append(_view_check(kind))

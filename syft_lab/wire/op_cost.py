@@ -49,11 +49,17 @@ def _tensors(values):
                     yield w
 
 
+# what one output tensor costs beyond its elements (a TensorImpl, a Python object, a stored
+# entry), in element operations: 2**29 empty outputs of a split are not free
+OUTPUT_OVERHEAD = 1024
+
+
 def _largest(args, kwargs, out_numels) -> int:
-    """The linear term: the largest tensor among the arguments and outputs (logical elements)."""
+    """The linear term: the largest tensor among the arguments and outputs (logical elements),
+    plus each output's overhead."""
     n = max((t.numel() for t in _tensors(list(args) + (list(kwargs.values()) if kwargs else []))), default=0)
     if out_numels:
-        n = max(n, sum(out_numels))
+        n = max(n, sum(out_numels)) + OUTPUT_OVERHEAD * len(out_numels)
     return n
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import resource
 import threading
 from dataclasses import dataclass
@@ -562,7 +563,18 @@ def _conv_backward_workspace(margs, mkw, outs) -> int:
     return 2 * _conv_columns(inp, weight, grad_out.shape[2:], transposed)
 
 
-_WORKSPACE = {"aten.convolution.default": _convolution_workspace, "aten._convolution.default": _convolution_workspace,
+def _mvlgamma_workspace(margs, mkw, outs) -> int:
+    """mvlgamma(x, p) computes lgamma of x.unsqueeze(-1) + arange(p): numel(x) x p temporaries
+    (twice: the sum and its lgamma) before reducing them, whatever its output's size."""
+    x = margs[0]
+    p = margs[1] if len(margs) > 1 else mkw.get("p")
+    if not isinstance(x, torch.Tensor) or type(p) is not int or p <= 0:
+        return 0
+    return 2 * x.numel() * p * max(x.element_size(), 4)
+
+
+_WORKSPACE = {"aten.mvlgamma.default": _mvlgamma_workspace, "aten.mvlgamma_.default": _mvlgamma_workspace,
+              "aten.convolution.default": _convolution_workspace, "aten._convolution.default": _convolution_workspace,
               "aten.conv1d.default": _plain_conv_workspace, "aten.conv2d.default": _plain_conv_workspace,
               "aten.conv3d.default": _plain_conv_workspace,
               "aten.convolution_backward.default": _conv_backward_workspace}
@@ -610,8 +622,8 @@ class OutputEstimator:
                     mkw["device"] = _META
         try:
             out = op(*margs, **mkw)
-        except Exception:  # no meta kernel, data-dependent output, or bad arguments: the real run decides
-            return _UNKNOWN
+        except Exception:  # no meta kernel, data-dependent output, or bad arguments: the real run decides,
+            return _sized_by_int_lists(schema, margs, mkw)  # bounded by the sizes its int lists name
         outs = out if type(out) in (list, tuple) else [out]
         aliased = [r.alias_info is not None for r in schema.returns]
         inputs = {a.untyped_storage()._cdata for a in _tensors_in([*margs, *mkw.values()])}
@@ -630,6 +642,27 @@ class OutputEstimator:
         if workspace is not None:
             new_bytes += workspace(margs, mkw, [o for o in outs if isinstance(o, torch.Tensor)])
         return Estimate(new_bytes, count, why)
+
+
+_SIZE_LIST = re.compile(r"(^|_)(size|sizes|shape)$")
+
+
+def _sized_by_int_lists(schema, margs, mkw) -> Estimate:
+    """An op whose meta run cannot tell may still allocate what a size list names before it
+    checks anything (_pack_padded_sequence_backward makes zeros(input_size) first, then reads
+    batch_sizes' data): count the largest ``*size``/``*sizes``/``*shape`` int list as an output
+    of the widest argument dtype. Unknown (0, 0) when it has none."""
+    largest = 0
+    for i, a in enumerate(schema.arguments):
+        if not _SIZE_LIST.search(a.name) or not str(a.type).startswith(("int[", "SymInt[", "List[int]")):
+            continue
+        v = margs[i] if i < len(margs) else mkw.get(a.name)
+        if type(v) in (list, tuple) and v and all(type(n) is int for n in v):
+            largest = max(largest, math.prod(abs(n) for n in v))
+    if not largest:
+        return _UNKNOWN
+    width = max((t.element_size() for t in _tensors_in([*margs, *mkw.values()])), default=8)
+    return Estimate(largest * width, 1)
 
 
 def _nbytes(t: torch.Tensor) -> int:
