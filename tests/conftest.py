@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _pytest.nodeid import coerce_node_id
 from hypothesis.configuration import set_hypothesis_home_dir
 from jupyter_client.manager import start_new_kernel
 
@@ -288,8 +289,21 @@ def _xdist_group(item) -> str:
     return path
 
 
+def _name_group(item, group: str) -> None:
+    """What xdist's loadgroup schedules by is the "@group" suffix of a test's node id. xdist 3.8
+    writes it into ``item._nodeid``, which pytest 9 no longer reads (``item._id``): without
+    this, every test was scheduled alone and a group's tests ran in both processes (two
+    JupyterLabs, two local Rays, each module kernel started twice)."""
+    if "@" not in item.nodeid:
+        item._id = coerce_node_id(f"{item.nodeid}@{group}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(config, items):
+    loadgroup = bool(config.getvalue("loadgroup")) if hasattr(config.option, "loadgroup") else False
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+        if loadgroup:
+            _name_group(item, _xdist_group(item))
     rank = {g: i for i, g in enumerate(_HEAVY_FIRST)}
     items.sort(key=lambda it: rank.get(_xdist_group(it), len(rank)))  # stable: files keep their order
