@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from _pytest.nodeid import coerce_node_id
 from hypothesis.configuration import set_hypothesis_home_dir
 from jupyter_client.manager import start_new_kernel
 
@@ -294,8 +293,13 @@ def _name_group(item, group: str) -> None:
     writes it into ``item._nodeid``, which pytest 9 no longer reads (``item._id``): without
     this, every test was scheduled alone and a group's tests ran in both processes (two
     JupyterLabs, two local Rays, each module kernel started twice)."""
-    if "@" not in item.nodeid:
-        item._id = coerce_node_id(f"{item.nodeid}@{group}")
+    if "@" in item.nodeid:
+        return
+    try:
+        from _pytest.nodeid import coerce_node_id  # pytest 9
+    except ImportError:  # an older pytest reads what xdist writes
+        return
+    item._id = coerce_node_id(f"{item.nodeid}@{group}")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
