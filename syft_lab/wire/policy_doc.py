@@ -48,6 +48,11 @@ def tables() -> str:
     fixed = sum(1 for name, op in allowed.items() if op_checks.trusts_fixed_lists(name.split(".")[1])
                 and any(a.N is not None and a.N > 1 and "int" in str(a.real_type).lower() for a in op._schema.arguments))
     lines.append(f"| `int[N]` arguments | {_cell(op_checks.FIXED_LIST_RULE)} | {fixed} |")
+    empty_rule = sum(1 for name, op in allowed.items() if op_checks.refuses_empty_inputs(name.split(".")[1])
+                     and allowlist._meta_source(op) == "separate")
+    lines.append(f"| internal `_*` overloads | {_cell(op_checks.EMPTY_INPUT_RULE)} | {empty_rule} |")
+    listed = sum(1 for name in allowed if op_checks._LIST_OUTPUT_OPS.search(name.split(".")[1]))
+    lines.append(f"| list-returning splits | {_cell(op_checks.LIST_OUTPUT_RULE)} | {listed} |")
     for pattern, _, what in op_checks.FAMILIES:
         n = sum(1 for name in allowed if op_checks.re.search(pattern, name.split(".")[1]))
         lines.append(f"| `{_cell(pattern)}` | {_cell(what)} | {n} |")
