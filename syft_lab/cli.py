@@ -23,6 +23,7 @@ import torch
 from .errors import SyftError
 from .wire.format import DEFAULT_MAX_MESSAGE_SIZE
 from .workers.base import check_worker_id
+from .workers.heap import ensure_zeroing_heap
 from .workers.limits import DEFAULT_MAX_OBJECTS, DEFAULT_MAX_OP_SECONDS, Limits, fmt_bytes
 from .workers.server import (DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PENDING_HANDSHAKES,
                              DEFAULT_SESSION_GRACE, WorkerServer, read_token)
@@ -162,6 +163,7 @@ def main(argv=None) -> int:
               "commands:\n  worker   run a worker that clients reach over websockets")
         return 0 if argv else 2
     if argv[0] == "worker":
+        ensure_zeroing_heap(["-m", "syft_lab.worker", *argv[1:]])  # (one re-execution, at most)
         return run_worker(argv[1:])
     print(f"syft-lab: unknown command {argv[0]!r} (try: syft-lab worker --help)", file=sys.stderr)
     return 2

@@ -31,6 +31,7 @@ from ..errors import SyftError
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Decoder, WireError, encode
 from ..workers.feed import EventFeed
 from ..workers.limits import Limits
+from ..workers.heap import zero_fresh_allocations
 from ..workers.service import Session, WorkerService, error_reply
 
 NO_CHUNK = 2**62  # encode's chunk size for "never stream": one frame
@@ -105,6 +106,7 @@ class WorkerHost:
         if type(worker_ids) is not list or not worker_ids or not all(type(w) is str for w in worker_ids):
             raise SyftError("a WorkerHost hosts a list of worker ids")
         torch.set_num_threads(threads)  # the actor shares its node's cores with others
+        zero_fresh_allocations()  # no client reads another's freed memory (workers/heap.py)
         try:
             torch.set_num_interop_threads(1)
         except RuntimeError:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SyftError
+from ..workers.heap import worker_environment
 from ..workers.registry import all_workers
 
 START_ATTEMPTS = 4  # a local Ray's start, tried again when it timed out (a loaded machine)
@@ -129,6 +130,10 @@ def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, q
     before = getattr(constants, "ENABLE_RAY_CLUSTER", None)
     if kwargs["_node_ip_address"] == "127.0.0.1" and before is not None:
         constants.ENABLE_RAY_CLUSTER = False
+    # the local Ray's processes (its raylet, and the actors it starts) inherit this process's
+    # environment: they start with the tunables that make a worker's heap hand out zeros (heap.py)
+    tunables = os.environ.get("GLIBC_TUNABLES")
+    os.environ["GLIBC_TUNABLES"] = worker_environment()["GLIBC_TUNABLES"]
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
             try:
@@ -142,6 +147,10 @@ def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, q
                     raise
                 ray.shutdown()
     finally:
+        if tunables is None:
+            os.environ.pop("GLIBC_TUNABLES", None)
+        else:
+            os.environ["GLIBC_TUNABLES"] = tunables
         if before is not None:
             constants.ENABLE_RAY_CLUSTER = before
     _runtime = RayRuntime(_address(ray), local=True, nodes=_nodes(ray))

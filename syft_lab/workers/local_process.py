@@ -18,6 +18,7 @@ import threading
 
 from ..errors import SyftError
 from .base import check_worker_id
+from .heap import worker_environment
 from .websocket import WebSocketWorker
 
 READY_TIMEOUT = 60.0
@@ -61,7 +62,7 @@ def start_worker(worker_id: str, port: int = 0, host: str = "127.0.0.1", threads
     token_file = os.path.join(token_dir.name, "token")
     with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write(token)
-    env = {k: v for k, v in os.environ.items() if k != "SYFT_LAB_TOKEN"}
+    env = worker_environment({k: v for k, v in os.environ.items() if k != "SYFT_LAB_TOKEN"})  # (heap.py)
     cmd = [sys.executable, "-m", "syft_lab.worker", "--id", worker_id, "--host", host, "--port", str(port),
            "--token-file", token_file, "--threads", str(threads)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
