@@ -24,10 +24,9 @@ import fuzz_property  # noqa: E402  (the engine lives beside its long-run script
 
 pytestmark = pytest.mark.network
 
-SAMPLED_OPS = 150  # overloads of the long run's plan, drawn by the seed
+SAMPLED_OPS = 150  # overloads of the long run's plan, drawn by the seed (all run: ~15 s on 2 loaded cores)
 CASES_PER_OP = 8
-BUDGET_SECONDS = 45  # of cases, after the worker started (a loaded 2-core machine)
-SEED = 37
+SEED = 37  # the sample, and hypothesis's draws (seeded per op, no database, no shrinking): one set of cases
 # the classes issue 37 names: enum-typed ints, Scalar-first overloads on huge broadcasts,
 # uninitialised memory, multi-output ops, ops whose result depends on lazy bits, in-place and out=
 CLASS_OPS = ["aten.clone.default", "aten.zeros_like.default", "aten.empty_like.default",
@@ -49,16 +48,14 @@ def test_a_short_property_fuzz_on_a_worker_process_finds_nothing(token_file, tok
     sample = [name for name, _, _ in random.Random(SEED).sample(fuzz_property.plan(1, SEED), SAMPLED_OPS)]
     started = time.monotonic()
     try:
-        for name in CLASS_OPS + sample:
-            if time.monotonic() - started > BUDGET_SECONDS:
-                break
+        for name in CLASS_OPS + sample:  # (every op, whatever the machine's speed: the same cases each run)
             fuzz_property.fuzz_op(engine, name, name in refused, CASES_PER_OP, SEED)
     finally:
         engine.close()
     counts = engine.counts
     print(f"property fuzz ({engine.memory_mode}): {counts} in {time.monotonic() - started:.0f} s")
     assert not engine.failures, _failures_text(engine)
-    assert counts["cases"] >= len(CLASS_OPS) * CASES_PER_OP // 2  # the classes were all drawn
+    assert counts["cases"] >= (len(CLASS_OPS) + SAMPLED_OPS) * CASES_PER_OP // 2  # every op was drawn
     assert counts.get("ok", 0) > 0 and counts.get("refused", 0) > 0  # it computes, and it refuses
 
 
@@ -92,18 +89,40 @@ def test_the_engine_on_an_in_process_worker_compares_with_plain_torch():
     assert engine.counts.get("ok", 0) > len(IN_PROCESS_OPS)
 
 
-def test_every_case_the_long_run_found_failing_passes_now(token_file, token):
-    cases = json.loads(fuzz_property.REGRESSIONS.read_text())
-    assert cases, "the regression file holds the cases issue 37 and the long runs found"
+def _regression_params():
+    """Every case of the regression file; a case still open is expected to fail, with its reason:
+    strictly where its outcome is deterministic (the test fails once it is fixed, to drop the
+    mark), loosely where it depends on what the allocator hands back (memory nobody wrote)."""
+    params = []
+    for i, entry in enumerate(json.loads(fuzz_property.REGRESSIONS.read_text())):
+        marks = ()
+        if entry.get("known_open"):
+            marks = pytest.mark.xfail(strict=entry["known_open"]["strict"], reason=entry["known_open"]["reason"])
+        params.append(pytest.param(entry, marks=marks, id=f"{i}-{entry['op'].split('.')[1]}"))
+    return params
+
+
+@pytest.fixture(scope="module")
+def replay_engines(token_file, token):
     engine = fuzz_property.Engine(token_file, token).start()
     local = fuzz_property.Engine(None, None, in_process=True).start()
-    outcomes = []
-    try:
-        for entry in cases:
-            outcomes.append((entry["op"], engine.run_case(entry["op"], entry["case"])))
-            if not entry["case"]["raw"]:
-                outcomes.append((entry["op"] + " (in process)", local.run_case(entry["op"], entry["case"])))
-    finally:
-        engine.close()
+    yield engine, local
+    engine.close()
+
+
+def test_the_regression_file_holds_the_cases_issue_37_and_the_long_runs_found():
+    cases = json.loads(fuzz_property.REGRESSIONS.read_text())
+    assert len(cases) > 40 and all({"op", "case", "found", "symptom"} <= set(c) for c in cases)
+    assert all(c["known_open"]["reason"] and type(c["known_open"]["strict"]) is bool for c in cases if "known_open" in c)
+
+
+@pytest.mark.parametrize("entry", _regression_params())
+def test_every_case_the_long_run_found_failing_passes_now(replay_engines, entry):
+    engine, local = replay_engines
+    before = len(engine.failures), len(local.failures)
+    outcomes = [(entry["op"], engine.run_case(entry["op"], entry["case"]))]
+    if not entry["case"]["raw"]:
+        outcomes.append((entry["op"] + " (in process)", local.run_case(entry["op"], entry["case"])))
     failing = [(op, status) for op, status in outcomes if status in fuzz_property.FAILURES]
-    assert not failing, f"{failing}: {_failures_text(engine)} {_failures_text(local)}"
+    new = engine.failures[before[0]:] + local.failures[before[1]:]
+    assert not failing, f"{failing}: " + "; ".join(f"{f['status']}: {f['detail'][:200]}" for f in new)
