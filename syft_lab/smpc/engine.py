@@ -236,7 +236,7 @@ class Engine:
     # --- protocols FixedPrecisionTensor calls ---------------------------------------------------
     def put(self, base, coords, values) -> AST:
         """``base`` with ``values`` at the public positions ``coords`` (index_put: a write through a
-        view, tensors/views.py): each party puts its share of the values into its share of the base;
+        view, tensors/fixed_precision_views.py): each party puts its share of the values into its share of the base;
         public values are party 0's share (the others put 0). A shared value is not written into a
         public tensor: that would make part of it secret, the rest public."""
         if not isinstance(base, AST):

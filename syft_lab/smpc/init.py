@@ -1,7 +1,7 @@
 """torch.nn.init on fixed precision and shared tensors: the values are drawn here, as torch draws them
 for a plain tensor of the same shape (the same random numbers for the same seed), then written in by
 ``copy_``, which encodes them and, for a shared tensor, shares them among its parties
-(tensors/views.py): the tensor stays shared. Without this, init functions that compute on the
+(tensors/fixed_precision_views.py): the tensor stays shared. Without this, init functions that compute on the
 drawn values (``trunc_normal_``'s erfinv, ``orthogonal_``'s QR) would run on secret shares, which
 they cannot. Plain tensors go straight to torch's own function.
 """

@@ -22,7 +22,7 @@ from .additive_sharing import AdditiveSharingTensor, engine
 from .base import ChainLayer, flat_layers, make_layer
 from .pointer import PointerTensor
 from .registry import register_layer
-from .views import copy_ as _copy_, fill_ as _fill_, install as _install, viewed
+from .fixed_precision_views import bind as _bind_views, copy_ as _copy_, fill_ as _fill_, install as _install, viewed
 
 aten = torch.ops.aten
 _CPU = torch.device("cpu")
@@ -1043,7 +1043,8 @@ for _op in (aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose, 
             aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.unfold,
             aten.repeat, aten.narrow, aten.flatten, aten.contiguous):
     _HANDLERS[_op] = _structural
-_install(_HANDLERS)  # in-place ops write through views (tensors/views.py); 0-dim tensors' reductions along a dim
+_bind_views(FixedPrecisionTensor, encode, _like)
+_install(_HANDLERS)  # in-place ops write through views (tensors/fixed_precision_views.py); 0-dim tensors' reductions along a dim
 
 
 _FUNCTIONS: dict = {}  # functions of syft_lab/smpc/approximations.py that ops here build on (% by a shared value)

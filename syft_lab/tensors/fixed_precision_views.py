@@ -32,6 +32,14 @@ import torch
 from ..errors import SyftError
 from .additive_sharing import AdditiveSharingTensor, engine
 
+# fixed_precision.py imports this module (one layer, two files by responsibility) and hands it
+# what it needs of that module once defined (``bind``): an import back would be a cycle.
+_fixed_precision = {}  # "tensor": FixedPrecisionTensor, "encode": encode, "like": _like
+
+
+def bind(tensor_class, encode, like) -> None:
+    _fixed_precision.update(tensor=tensor_class, encode=encode, like=like)
+
 aten = torch.ops.aten
 INT64 = torch.int64
 _AST = AdditiveSharingTensor
@@ -129,10 +137,9 @@ def inplace_view(func, args, kwargs):
 
 def _public_encoding(src, shape, scale) -> torch.Tensor:
     """A public value (number or plain tensor) as an int64 encoding of ``shape`` (broadcast, owned)."""
-    from .fixed_precision import encode  # fixed_precision imports this module
     if not isinstance(src, torch.Tensor):
         src = torch.tensor(src)
-    return encode(src, scale).expand(shape).clone()
+    return _fixed_precision["encode"](src, scale).expand(shape).clone()
 
 
 def _keep_sharing(self, child):
@@ -146,7 +153,7 @@ def copy_(func, args, kwargs):
     """self.copy_(src). A copy owns its child: autograd accumulates one gradient into several
     leaves by copy_ (``(a + b).backward()``), and a shared child's shares must not be the same
     pointers twice (a.grad.get() would consume b.grad's shares)."""
-    from .fixed_precision import FixedPrecisionTensor, _like
+    FixedPrecisionTensor = _fixed_precision["tensor"]
     self, src = args[0], args[1]
     if not isinstance(self, FixedPrecisionTensor):
         raise SyftError("copying a fixed precision or shared value into a plain tensor is refused (its values "
@@ -154,7 +161,7 @@ def copy_(func, args, kwargs):
                         "plain.copy_(x.get().float_precision()) (x.float_precision() when not shared)")
     shape = list(self.shape)
     if isinstance(src, FixedPrecisionTensor):
-        t = _like([self, src])
+        t = _fixed_precision["like"]([self, src])
         child = src.child if list(src.shape) == shape else aten.expand.default(src.child, shape)
         self.child = aten.clone.default(child)
     else:
