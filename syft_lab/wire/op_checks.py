@@ -479,7 +479,7 @@ def _list_output_count(base: str, a: _Args) -> int:
             v = a[key]
             if key == "split_size":
                 return -(-size // v) if v > 0 else 0
-            return v if key == "sections" else min(v, size)
+            return v if key == "sections" or size == 0 else min(v, size)  # (chunks of an empty dim: chunks)
     for key in ("indices", "split_sizes", "tensor_indices_or_sections"):
         if key in a and type(a[key]) in (list, tuple):
             return len(a[key]) + (key != "split_sizes")

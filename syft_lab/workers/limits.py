@@ -427,7 +427,10 @@ def _count_split(args, kwargs):
 def _count_chunk(args, kwargs):
     chunks = args[1] if len(args) > 1 else (kwargs or {}).get("chunks")
     dim = args[2] if len(args) > 2 else (kwargs or {}).get("dim", 0)
-    return min(chunks, _dim_size(args[0], dim)) if type(chunks) is int and chunks > 0 else 0
+    if type(chunks) is not int or chunks <= 0:
+        return 0
+    size = _dim_size(args[0], dim)
+    return chunks if size == 0 else min(chunks, size)  # (an empty dimension gives `chunks` empty pieces)
 
 
 _COUNTS = {
