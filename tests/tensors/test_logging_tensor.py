@@ -372,3 +372,15 @@ def test_a_cell_number_is_a_non_negative_int(bad):
     with pytest.raises(ValueError, match="a cell number is a non-negative int"):
         events.set_current_cell(bad)
     assert events.current_cell.number is None
+
+
+def test_an_op_on_a_conjugate_view_inside_the_layer_reads_it_as_torch_does():
+    """hfftn conjugates lazily, then runs _fft_c2r on that view inside the layer's dispatch,
+    where torch does not resolve it: the result was off by up to 4.4 (issue 37)."""
+    from syft_lab.tensors.logging import LoggingTensor
+
+    x = torch.randn(5, 6, 7, dtype=torch.float64)
+    got = torch.fft.hfftn(LoggingTensor(x), norm="ortho")
+    assert torch.allclose(got.child, torch.fft.hfftn(x, norm="ortho"))
+    z = torch.randn(3, 4, dtype=torch.complex128)
+    assert torch.equal(torch.mul(LoggingTensor(z).conj(), 2).child, z.conj() * 2)
