@@ -256,7 +256,6 @@ def test_ledgers_of_worker_processes_in_a_secure_product(remote_parties):
     lanes = {w["id"]: w for w in sy.world({"sx": sx}).to_dict()["workers"]}
     assert lanes["carol"]["ledger"]["scope"] == "session"
     assert lanes["carol"]["ledger"]["material"]["Beaver square (mul)"] >= provider.POOL_MAX
-    assert "271828" not in json.dumps([w.ledger() for w in (alice, bob, carol)])
 
 
 def test_a_client_reads_only_its_own_session_of_a_worker_process(smpc_procs, token):
