@@ -55,11 +55,10 @@ OUTPUT_OVERHEAD = 1024
 
 
 def _largest(args, kwargs, out_numels) -> int:
-    """The linear term: the largest tensor among the arguments and outputs (logical elements),
-    plus each output's overhead."""
+    """The linear term: the largest tensor among the arguments and outputs (logical elements)."""
     n = max((t.numel() for t in _tensors(list(args) + (list(kwargs.values()) if kwargs else []))), default=0)
     if out_numels:
-        n = max(n, sum(out_numels)) + OUTPUT_OVERHEAD * len(out_numels)
+        n = max(n, sum(out_numels))
     return n
 
 
@@ -313,7 +312,13 @@ def family_of(name: str, op) -> Family:
 
 
 def op_work(family: Family, name: str, op, args, kwargs, out_numels) -> float:
-    """The estimated element operations of one call (see the module's docstring)."""
+    """The estimated element operations of one call (see the module's docstring), with the
+    overhead of every output past the first (a list-returning op's pieces)."""
+    extra = OUTPUT_OVERHEAD * (len(out_numels) - 1) if out_numels else 0
+    return _op_work(family, name, op, args, kwargs, out_numels) + extra
+
+
+def _op_work(family: Family, name: str, op, args, kwargs, out_numels) -> float:
     base = _largest(args, kwargs, out_numels)
     if family is LINEAR:
         return base

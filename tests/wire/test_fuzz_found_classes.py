@@ -113,3 +113,12 @@ def test_ops_whose_meta_run_is_another_function_are_refused():
         assert not allowlist.is_allowed(name)
         assert "composite decomposition" in allowlist.REFUSED[name]
     assert allowlist.is_allowed("aten.mish.default") and allowlist.is_allowed("aten.channel_shuffle.default")
+
+
+def test_every_output_past_the_first_adds_its_overhead_to_the_work_bound():
+    from syft_lab.wire import op_cost
+
+    plan = allowlist._plan(aten.split.Tensor)
+    x = torch.zeros(10)
+    assert op_cost.op_work(plan.family, plan.name, plan.op, [x, 1], None, [1] * 10) == 10 + 9 * op_cost.OUTPUT_OVERHEAD
+    assert op_cost.op_work(plan.family, plan.name, plan.op, [x, 10], None, [10]) == 10
