@@ -462,7 +462,9 @@ def with_empty_refusal(check):
 
 # split_copy(x expanded to 2**31 elements, 4) makes 2**29 tensors: each costs a Python object and
 # a meta tensor in shape inference, so the list's length is bounded before anything runs
-MAX_LIST_OUTPUTS = 100_000  # (limits.DEFAULT_MAX_OBJECTS: no more could be stored anyway)
+# (above limits.DEFAULT_MAX_OBJECTS, so a worker's own object quota, with its clearer words, refuses
+# first where it can; this bound keeps the meta run's tensors of the op itself to ~0.3 GB)
+MAX_LIST_OUTPUTS = 2**18
 LIST_OUTPUT_RULE = f"split, chunk, unbind and tensor_split families: at most {MAX_LIST_OUTPUTS} outputs"
 _LIST_OUTPUT_OPS = re.compile(r"^(unsafe_)?(split|split_copy|chunk|unbind|unbind_copy|tensor_split|[hvd]split)$")
 

@@ -441,6 +441,10 @@ _COUNTS = {
     "aten.unsafe_chunk.default": _count_chunk,
     "aten.split.sizes": _count_split,
     "aten.split_with_sizes.default": _count_split,
+    "aten.split_copy.Tensor": _count_split,
+    "aten.unbind_copy.int": _count_unbind,
+    "aten.unsafe_split_with_sizes.default": _count_split,
+    "aten.split_with_sizes_copy.default": _count_split,
 }
 
 

@@ -75,6 +75,7 @@ def test_a_split_into_too_many_pieces_is_refused_before_shape_inference():
     assert outcome.startswith("OpNotAllowedError") and "536870913 tensors" in outcome, outcome
     for op, args in ((aten.tensor_split.sections, [torch.zeros(3), 2**40]),
                      (aten.unbind.int, [torch.zeros(1).expand(2**20)]),
+                     (aten.unbind_copy.int, [torch.zeros(1).expand(2**20)]),
                      (aten.chunk.default, [torch.zeros(1).expand(2**20), 2**20]),
                      (aten.chunk.default, [torch.zeros(0), 2**31 - 1])):  # an empty dim: `chunks` pieces
         with pytest.raises(OpNotAllowedError, match="tensors, more than"):
