@@ -428,9 +428,9 @@ EMPTY_SAFE_INTERNALS = re.compile(
     r"^_(to_copy|to_cpu|conj|conj_copy|conj_physical|neg_view|neg_view_copy|reshape_alias_copy|reshape_copy"
     r"|reshape_from_tensor|unsafe_view|shape_as_tensor|version|has_compatible_shallow_copy_type"
     r"|has_same_storage_numel|is_zerotensor|is_all_true|is_any_true|cast_[A-Za-z]+|fft_c2c|fft_r2c|fft_c2r"
-    r"|local_scalar_dense|dim_arange|linalg_check_errors)$")
+    r"|local_scalar_dense|dim_arange|linalg_check_errors|unique|unique2)$")  # (_unique*: torch.unique's)
 EMPTY_INPUT_RULE = ("internal overloads (`_*`) whose CPU kernel does not run the meta checks first: no empty "
-                    "tensor argument, except conversions, views and metadata queries (their public wrappers "
+                    "tensor argument, except conversions, views, metadata queries and unique (their public wrappers "
                     "check sizes an internal call skips; several divide by a zero size)")
 
 

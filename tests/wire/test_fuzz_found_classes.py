@@ -65,6 +65,7 @@ def test_the_empty_rule_leaves_conversions_and_public_wrappers_alone():
     empty = torch.zeros(0, 3)
     assert allowlist.check_call(aten._to_copy.default, [empty], {"dtype": torch.float64}) == 0
     assert allowlist.check_call(aten.cummin.default, [empty, 1], {}) == 0
+    assert allowlist.check_call(aten._unique2.default, [empty, True, True, True], {}) == 0  # torch.unique's
     assert not op_checks.refuses_empty_inputs("__and__") and not op_checks.refuses_empty_inputs("_foreach_add")
     # a kernel that runs its meta function's checks first is trusted with them
     assert allowlist.check_call(aten._softmax.default, [empty, 1, False], {}) == 0
