@@ -571,13 +571,14 @@ def _conv_backward_workspace(margs, mkw, outs) -> int:
 
 
 def _mvlgamma_workspace(margs, mkw, outs) -> int:
-    """mvlgamma(x, p) computes lgamma of x.unsqueeze(-1) + arange(p): numel(x) x p temporaries
-    (twice: the sum and its lgamma) before reducing them, whatever its output's size."""
+    """mvlgamma(x, p) computes lgamma of x.unsqueeze(-1) + arange(p): an arange of p, then
+    numel(x) x p temporaries (twice: the sum and its lgamma) before reducing them, whatever its
+    output's size (an empty x still makes the arange)."""
     x = margs[0]
     p = margs[1] if len(margs) > 1 else mkw.get("p")
     if not isinstance(x, torch.Tensor) or type(p) is not int or p <= 0:
         return 0
-    return 2 * x.numel() * p * max(x.element_size(), 4)
+    return (2 * x.numel() + 1) * p * max(x.element_size(), 4)
 
 
 _WORKSPACE = {"aten.mvlgamma.default": _mvlgamma_workspace, "aten.mvlgamma_.default": _mvlgamma_workspace,

@@ -86,6 +86,7 @@ def test_a_split_into_too_many_pieces_is_refused_before_shape_inference():
 
 MEMORY = [  # (op, arguments): each got a worker OOM-killed past its 1 GiB quota
     (aten.mvlgamma.default, lambda s: [s(torch.zeros(())), 2**31 - 1]),  # numel x p temporaries
+    (aten.mvlgamma.default, lambda s: [s(torch.zeros(0)), 2**31 - 1]),  # an empty x: still an arange of p
     (aten._pack_padded_sequence_backward.default,  # zeros(input_size) before any check
      lambda s: [s(torch.zeros(1, dtype=torch.int8)), [2**32, 3], s(torch.zeros(1, dtype=torch.complex64)), False]),
     # 4 GiB of temporaries, a 4 MiB output (a broadcast: no parallel kernel runs in the forked child,
@@ -94,7 +95,7 @@ MEMORY = [  # (op, arguments): each got a worker OOM-killed past its 1 GiB quota
 ]
 
 
-@pytest.mark.parametrize("op, make_args", MEMORY, ids=["mvlgamma-p", "pack_padded_backward", "mvlgamma-numel"])
+@pytest.mark.parametrize("op, make_args", MEMORY, ids=["mvlgamma-p", "mvlgamma-empty", "pack_padded_backward", "mvlgamma-numel"])
 def test_temporaries_and_size_lists_are_costed_before_the_op_allocates(op, make_args):
     outcome = _outcome(op, make_args)
     assert outcome.startswith("QuotaExceededError") and "nothing ran" in outcome, outcome
