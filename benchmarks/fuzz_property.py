@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hseed, settings  # noqa: E402
 
 from fuzz_schema import (BIG_ELEMENTS, UNINITIALISED, build, case_strategy, flatten, make_local,  # noqa: E402
-                         nbytes_nonzero, op_named, same_value, tensor_plan, to_wire)
+                         nbytes_nonzero, op_named, same_value, tensor_plan, to_wire, unwritten_bytes)
 from syft_lab.commands import NewObject, SameAsArg  # noqa: E402
 from syft_lab.errors import SyftError  # noqa: E402
 from syft_lab.tensors.pointer import PointerTensor  # noqa: E402
@@ -328,24 +328,32 @@ class Engine:
                     f"output {i} is a {type(o).__name__}, not a pointer"
             got = self.client._copy_out(o.id if type(o) is NewObject else o.id_at_location)
             problem = self._differs(got, e, loose)
-            if problem and self._unsettled(op, case, i, e):  # plain torch differs from itself: memory never written
-                uninitialised, problem = True, None
+            unwritten = None  # which bytes the kernel never wrote (None: all, for an empty-like op)
+            if problem:
+                unwritten = self._unsettled(op, case, i, e)
+                if unwritten is not None:  # plain torch differs from itself: memory never written
+                    uninitialised, problem = True, None
             if problem:
                 return "wrong", f"output {i}: {problem}"
-            if uninitialised:
-                nonzero = nbytes_nonzero(got)
+            if uninitialised and not self.in_process:  # (an in-process worker's memory is the notebook's own)
+                # only the bytes never written count: a resize keeps what its input held
+                nonzero = nbytes_nonzero(got, unwritten if unwritten is not None and unwritten.numel() == got.numel()
+                                         * got.element_size() else None)
                 if nonzero:
                     self.foreign_bytes += nonzero
                     return "foreign", f"output {i}: {nonzero} bytes not zero in uninitialised memory"
         return self._compare_writes(op, remote_args, local_args, loose)
 
-    def _unsettled(self, op, case, i, first) -> bool:
-        """Plain torch gives other values for output ``i`` when run again (with memory scribbled
-        over in between): the kernel returned memory it never wrote."""
+    def _unsettled(self, op, case, i, first):
+        """The bytes of output ``i`` on which plain torch, run again (with memory scribbled over in
+        between), gives other values: memory the kernel never wrote. None when it repeats itself."""
         scribble = torch.full((1 << 16,), 0x5A, dtype=torch.uint8)
         del scribble
         (again, _, _), error = self._local(op, case)
-        return error is None and self._differs(flatten(again)[i], first, False) is not None
+        if error is not None or self._differs(flatten(again)[i], first, False) is None:
+            return None
+        mask = unwritten_bytes(first, flatten(again)[i])
+        return mask if mask is not None and bool(mask.any()) else None
 
     def _compare_writes(self, op, remote_args, local_args, loose):
         """An argument the op writes (in place, out=) holds what plain torch's holds."""

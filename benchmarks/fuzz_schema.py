@@ -302,9 +302,24 @@ def op_named(name: str):
     return getattr(getattr(torch.ops.aten, op_name), overload)
 
 
-def nbytes_nonzero(t: torch.Tensor) -> int:
-    flat = t.detach().reshape(-1).contiguous()
-    return int((flat.view(torch.uint8) != 0).sum()) if flat.numel() else 0
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().reshape(-1).contiguous().view(torch.uint8)
+
+
+def nbytes_nonzero(t: torch.Tensor, unwritten: torch.Tensor | None = None) -> int:
+    """Bytes of ``t`` that are not zero, of those ``unwritten`` marks (a byte mask; None: all)."""
+    if not t.numel():
+        return 0
+    flat = _bytes(t)
+    return int(((flat != 0) if unwritten is None else (flat != 0) & unwritten).sum())
+
+
+def unwritten_bytes(first: torch.Tensor, again: torch.Tensor) -> torch.Tensor | None:
+    """The bytes two runs of plain torch disagree on: memory the kernel never wrote (None when
+    the outputs cannot be compared byte for byte)."""
+    if first.shape != again.shape or first.dtype != again.dtype or not first.numel():
+        return None
+    return _bytes(first) != _bytes(again)
 
 
 def same_value(a, b) -> bool:

@@ -313,6 +313,22 @@ def _shift(name, a: _Args):
         raise OpNotAllowedError(f"{name}: a shift amount is an integer in 0..63, got {amount!r:.40}")
 
 
+_SCALE_ARGS = ("scales", "scales_h", "scales_w", "scales_d", "scale_factors")
+
+
+def _positive_scales(name, a: _Args):
+    """An upsampling kernel maps each output index to a source index by its scale factors: a
+    zero, negative or non-finite one reads outside its input (the property fuzzer: a lanczos
+    upsample with scale -1 read memory it was never given)."""
+    for key in _SCALE_ARGS:
+        if key not in a:
+            continue
+        v = a[key]
+        for s in (v if type(v) in (list, tuple) else [v]):
+            if s is not None and not (isinstance(s, (int, float)) and 0 < s < float("inf")):
+                raise OpNotAllowedError(f"{name}: a scale factor is a positive finite number, got {key}={v!r:.40}")
+
+
 # --- int arguments that name a C++ enum -------------------------------------------------------------
 # Their schema type is a plain int, so only their names tell (torch casts any int to the enum:
 # a grid sampler's mode 9 or an fft's normalization 9 runs silently on garbage, other kernels
@@ -373,6 +389,7 @@ FAMILIES = (
     (r"^_weight_norm_interface_backward$", _weight_norm_backward,
      "grad_w of saved_v's shape, saved_g and saved_norms of the shape dim implies"),
     (r"^_transform_bias_rescale_qkv$", _transform_bias_rescale_qkv, "qkv [B, T, 3*D], its bias [3*D], heads divide D"),
+    (r"^_?upsample_", _positive_scales, "scale factors positive and finite (a negative one read outside the input)"),
 )
 _FAMILY_RES = [(re.compile(p), check, what) for p, check, what in FAMILIES]
 FOREACH_RULE = "every tensor and scalar list of one length"

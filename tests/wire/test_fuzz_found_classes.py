@@ -125,3 +125,22 @@ def test_every_output_past_the_first_adds_its_overhead_to_the_work_bound():
     x = torch.zeros(10)
     assert op_cost.op_work(plan.family, plan.name, plan.op, [x, 1], None, [1] * 10) == 10 + 9 * op_cost.OUTPUT_OVERHEAD
     assert op_cost.op_work(plan.family, plan.name, plan.op, [x, 10], None, [10]) == 10
+
+
+def test_an_upsample_with_a_scale_that_is_not_positive_is_refused_before_it_runs():
+    """A lanczos upsample with scale -1 read memory it was never given (the property fuzzer)."""
+    import torch as _torch
+
+    from syft_lab.wire.allowlist import OpNotAllowedError, check_call
+
+    x = _torch.randn(1, 1, 4, 4)
+    for scale in (-1.0, 0.0, float("inf"), float("nan")):
+        with pytest.raises(OpNotAllowedError, match="scale factor is a positive finite number"):
+            check_call(_torch.ops.aten._upsample_lanczos2d_aa.default, [x, [8, 8], False, scale, 2.0], None)
+    check_call(_torch.ops.aten._upsample_lanczos2d_aa.default, [x, [8, 8], False, 2.0, None], None)
+    from syft_lab.wire import allowlist
+
+    assert "_compute_linear_combination" in allowlist.REFUSED["aten._compute_linear_combination.default"] or \
+        "coefficients" in allowlist.REFUSED["aten._compute_linear_combination.default"]
+    with pytest.raises(OpNotAllowedError, match="not on the worker's allow-list"):
+        check_call(_torch.ops.aten._compute_linear_combination.default, [x, _torch.randn(3, 3)], None)
