@@ -8,6 +8,9 @@
 (tests/network/test_hostile_ops.py runs the same attacks against a real worker process.)
 """
 import os
+import select
+import signal
+import time
 
 import pytest
 import torch
@@ -46,6 +49,9 @@ def _call_with(op, i, a, value):
     return args[:i + 1], None
 
 
+CHILD_SECONDS = 120  # what one forked check may take on a loaded machine
+
+
 def in_child(fn):
     """``fn()``'s result (a str), computed in a forked copy of this process: a check that let a
     bad argument through to torch could segfault it (the meta run of clone(memory_format=-1)
@@ -55,6 +61,9 @@ def in_child(fn):
     if pid == 0:  # the child: report and leave, whatever happens
         code = 1
         try:
+            # one thread: an OpenMP team the test process started before the fork is not in the
+            # child, and a parallel region waiting on it would never return (seen in a CI run)
+            torch.set_num_threads(1)
             os.write(write, fn().encode()[:60000])
             code = 0
         except BaseException as e:
@@ -62,13 +71,20 @@ def in_child(fn):
         finally:
             os._exit(code)
     os.close(write)
-    chunks = []
-    while True:
-        chunk = os.read(read, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(read)
+    chunks, deadline = [], time.monotonic() + CHILD_SECONDS
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)  # (a hung child must not hang the suite: waitpid below)
+                os.waitpid(pid, 0)
+                raise AssertionError(f"the forked child gave no answer within {CHILD_SECONDS} s")
+            chunk = os.read(read, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read)
     _, status = os.waitpid(pid, 0)
     assert not os.WIFSIGNALED(status), f"the checks let the child die of signal {os.WTERMSIG(status)}"
     text = b"".join(chunks).decode()
