@@ -140,6 +140,9 @@ class Engine:
             self.client = None
 
     def close(self) -> None:
+        if self.in_process and self.client is not None:
+            self.client.close()  # (an in-process worker is registered: later code would list it)
+            self.client = None
         self._drop_client()
         if self.proc is not None:
             self.proc.kill()

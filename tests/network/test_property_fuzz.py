@@ -83,10 +83,13 @@ def test_the_engine_on_an_in_process_worker_compares_with_plain_torch():
     that read a conjugate or negative view equal plain torch's (item 5's classes)."""
     engine = fuzz_property.Engine(None, None, in_process=True).start()
     torch.set_num_threads(1)
-    for name in IN_PROCESS_OPS:
-        fuzz_property.fuzz_op(engine, name, False, 25, SEED)
-    assert not engine.failures, _failures_text(engine)
-    assert engine.counts.get("ok", 0) > len(IN_PROCESS_OPS)
+    try:
+        for name in IN_PROCESS_OPS:
+            fuzz_property.fuzz_op(engine, name, False, 25, SEED)
+        assert not engine.failures, _failures_text(engine)
+        assert engine.counts.get("ok", 0) > len(IN_PROCESS_OPS)
+    finally:
+        engine.close()
 
 
 def _regression_params():
@@ -108,6 +111,7 @@ def replay_engines(token_file, token):
     local = fuzz_property.Engine(None, None, in_process=True).start()
     yield engine, local
     engine.close()
+    local.close()
 
 
 def test_the_regression_file_holds_the_cases_issue_37_and_the_long_runs_found():

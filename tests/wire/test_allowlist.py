@@ -205,3 +205,5 @@ def test_virtual_worker_pointers_are_checked_too():
         torch.as_strided(p, [64], [1])
     assert torch.equal((p * 2).get(), torch.arange(4.) * 2)
     assert torch.equal(F.relu(torch.tensor([-1., 2.]).send(bob)).get(), torch.tensor([0., 2.]))
+    del p
+    bob.close()  # (no later test lists it among the known workers)
