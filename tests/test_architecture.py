@@ -193,16 +193,14 @@ def test_no_module_outside_a_layers_file_names_its_kind():
 
 
 # the sharing layers' own files and their protocols (smpc/) are the only modules that import them
-SHARING_MODULES = ("syft_lab.tensors.additive_sharing", "syft_lab.tensors.fixed_precision",
-                   "syft_lab.tensors.fixed_precision_views")  # (fixed_precision's writes through views)
+SHARING_MODULES = ("syft_lab.tensors.additive_sharing", "syft_lab.tensors.fixed_precision")
 
 
 def test_only_smpc_imports_the_sharing_layers():
     found = []
     for path in _sources():
         rel = str(path.relative_to(SYFT))
-        if rel.startswith("smpc/") or rel in ("tensors/additive_sharing.py", "tensors/fixed_precision.py",
-                                              "tensors/fixed_precision_views.py"):
+        if rel.startswith("smpc/") or rel in ("tensors/additive_sharing.py", "tensors/fixed_precision.py"):
             continue
         for name, line in _imported_modules(path.read_text(), path):
             if any(name == m or name.startswith(m + ".") for m in SHARING_MODULES):

@@ -11,7 +11,7 @@ explains the protocols, their rounds and the trust model.
 """
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from ..tensors.fixed_precision import FixedPrecisionTensor
-from . import approximations, convolution, engine, init, layers, methods, pooling, protocols, ring, runtime  # noqa: F401  (engine registers itself with the layer,
+from . import approximations, convolution, engine, layers, methods, pooling, protocols, ring, runtime  # noqa: F401  (engine registers itself with the layer,
 #                                                       methods with sy.hook())
 from . import costs  # noqa: F401,E402  (last: it measures every handler registered above)
 

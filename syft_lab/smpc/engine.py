@@ -234,22 +234,6 @@ class Engine:
         return protocols.public_op(func, x, lambda i, s: ([t.shares[i] for t in items], *args[1:]))
 
     # --- protocols FixedPrecisionTensor calls ---------------------------------------------------
-    def put(self, base, coords, values) -> AST:
-        """``base`` with ``values`` at the public positions ``coords`` (index_put: a write through a
-        view, tensors/fixed_precision_views.py): each party puts its share of the values into its share of the base;
-        public values are party 0's share (the others put 0). A shared value is not written into a
-        public tensor: that would make part of it secret, the rest public."""
-        if not isinstance(base, AST):
-            raise SyftError("a shared value written into part of a public fixed precision tensor: share the "
-                            "whole tensor first (x.share(...)), then write into it")
-        if isinstance(values, AST):
-            check_same_parties([base, values])
-            return protocols.public_op(aten.index_put.default, base, lambda i, s: (s, coords, values.shares[i]))
-        public = _public(values)
-        zeros = torch.zeros_like(public)
-        return protocols.public_op(aten.index_put.default, base,
-                                   lambda i, s: (s, coords, public if i == 0 else zeros))
-
     def product(self, op, a, b, extra, d: int) -> AST:
         if op is aten.convolution.default:
             return self.bilinear(op, (a, b, *extra), {}, div=d)

@@ -22,7 +22,6 @@ from .additive_sharing import AdditiveSharingTensor, engine
 from .base import ChainLayer, flat_layers, make_layer
 from .pointer import PointerTensor
 from .registry import register_layer
-from .fixed_precision_views import bind as _bind_views, copy_ as _copy_, fill_ as _fill_, install as _install, viewed
 
 aten = torch.ops.aten
 _CPU = torch.device("cpu")
@@ -502,13 +501,13 @@ def _structural(func, args, kwargs):
     t = args[0]
     if func in (aten.view.default, aten._unsafe_view.default, aten.reshape.default):
         if list(args[1]) == list(t.shape):  # view_as(itself) (autograd, swap_tensors): no work on the child
-            return viewed(t, func, args, kwargs, _wrap(t, t.child))
-        return viewed(t, func, args, kwargs, _wrap(t, aten.reshape.default(t.child, *args[1:], **kwargs)))
-    return viewed(t, func, args, kwargs, _wrap(t, func(t.child, *args[1:], **kwargs)))
+            return _wrap(t, t.child)
+        func = aten.reshape.default
+    return _wrap(t, func(t.child, *args[1:], **kwargs))
 
 
 def _alias(func, args, kwargs):
-    return viewed(args[0], func, args, kwargs, _wrap(args[0], args[0].child)) if func else _wrap(args[0], args[0].child)
+    return _wrap(args[0], args[0].child)
 
 
 def _listed(func, args, kwargs):
@@ -651,8 +650,7 @@ def _dim_arg(args, kwargs, pos, default=0):
 def _unbind(func, args, kwargs):
     x = args[0]
     dim = _dim_arg(args, kwargs, 1) % max(x.dim(), 1)
-    return [viewed(x, aten.select.int, (x, dim, i), {}, _wrap(x, aten.select.int(x.child, dim, i)))
-            for i in range(x.shape[dim])]
+    return [_wrap(x, aten.select.int(x.child, dim, i)) for i in range(x.shape[dim])]
 
 
 def _split(func, args, kwargs):
@@ -663,8 +661,7 @@ def _split(func, args, kwargs):
     sizes = list(size) if isinstance(size, (list, tuple)) else [min(size, n - s) for s in range(0, n, size)]
     out, start = [], 0
     for k in sizes:
-        piece = _wrap(x, aten.slice.Tensor(x.child, dim, start, start + k))
-        out.append(viewed(x, aten.slice.Tensor, (x, dim, start, start + k), {}, piece))
+        out.append(_wrap(x, aten.slice.Tensor(x.child, dim, start, start + k)))
         start += k
     return out
 
@@ -1013,6 +1010,26 @@ def _inplace(op):
     return handler
 
 
+def _copy_(func, args, kwargs):
+    """A copy owns its child: autograd accumulates one gradient into several leaves by copy_
+    (``(a + b).backward()``), and a shared child's shares must not be the same pointers twice
+    (a.grad.get() would consume b.grad's shares)."""
+    self, src = args[0], args[1]
+    t = _like([self] + ([src] if isinstance(src, FPT) else []))
+    self.child = _enc(src, t.scale) if not isinstance(src, FPT) else aten.clone.default(src.child)
+    return self
+
+
+def _fill_(value):
+    def handler(func, args, kwargs):
+        self = args[0]
+        v = value if value is not None else _scalar(args[1])
+        self.child = torch.full(tuple(self.shape), int(round(v * self.scale)), dtype=INT64)
+        return self
+
+    return handler
+
+
 _HANDLERS = {
     aten.add: _addsub, aten.sub: _addsub, aten.rsub: _addsub,
     aten.mul: _mul, aten.div: _div, aten.neg: _neg,
@@ -1043,8 +1060,6 @@ for _op in (aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose, 
             aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.unfold,
             aten.repeat, aten.narrow, aten.flatten, aten.contiguous):
     _HANDLERS[_op] = _structural
-_bind_views(FixedPrecisionTensor, encode, _like)
-_install(_HANDLERS)  # in-place ops write through views (tensors/fixed_precision_views.py); 0-dim tensors' reductions along a dim
 
 
 _FUNCTIONS: dict = {}  # functions of syft_lab/smpc/approximations.py that ops here build on (% by a shared value)
@@ -1059,4 +1074,4 @@ def register_functions(**functions) -> None:
 def register_handlers(handlers: dict) -> None:
     """More ops (aten overload packets or overloads -> handler(func, args, kwargs)): the
     approximations of syft_lab/smpc/approximations.py register themselves here."""
-    _HANDLERS.update(_install(dict(handlers)))
+    _HANDLERS.update(handlers)

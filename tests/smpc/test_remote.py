@@ -126,9 +126,6 @@ def test_three_parties_on_worker_processes(remote_parties3):
         assert worker.objects == {}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 41's writes through views (tensors/fixed_precision_views.py) keep a "
-                   "view's base alive: one share of sx stays on the worker processes after `del sx` (not a "
-                   "reference cycle: gc.collect() does not release it); open, see the closing note of this stop")
 def test_new_ops_on_worker_processes(remote_parties):
     """Issue 30's ops on worker processes: comparisons, abs, min, views, var, the approximations,
     pooling and a cross-entropy gradient (their dealer material drawn on the provider's worker)."""
