@@ -97,6 +97,28 @@ def close_new_widgets():
             w.close()
 
 
+# --- the browser: one headless Chromium per test process, for tests/browser and tests/install ----
+# (one fixture for both: a second sync_playwright() in a process refuses to start while the first
+# runs, which failed the wheel's browser tests in a fresh-clone run)
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    from playwright.sync_api import sync_playwright  # optional: only the browser tiers need it
+
+    pw = sync_playwright().start()
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    ctx = pw.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, headless=True,
+                                                args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000})
+    ctx.set_default_timeout(30_000)
+    yield ctx
+    ctx.close()
+    pw.stop()
+
+
 # --- Ray: one local Ray for the whole test session (started on first use, stopped at the end) ---
 
 @pytest.fixture(scope="session")

@@ -130,16 +130,7 @@ def shut_down_the_tests_kernels(request):
     assert not left, f"kernels still running after the test's notebooks were shut down: {left}"
 
 
-@pytest.fixture(scope="session")
-def browser(tmp_path_factory):
-    pw = sync_playwright().start()
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    ctx = pw.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, headless=True,
-                                                args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000})
-    ctx.set_default_timeout(30_000)
-    yield ctx
-    ctx.close()
-    pw.stop()
+# (the session's headless Chromium, ``browser``, is tests/conftest.py's: one Playwright per process)
 
 
 @pytest.fixture

@@ -32,7 +32,6 @@ def _browser_helpers():
 
 
 browser_conftest = _browser_helpers()
-browser = browser_conftest.browser  # the session's headless Chromium (the same fixture)
 artifacts = browser_conftest.artifacts
 
 
