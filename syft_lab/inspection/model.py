@@ -322,7 +322,7 @@ def _ledger_of(w, read: bool):
         return view
     if read:
         try:
-            view = ledger_view(ledger_reply(w))
+            view = ledger_view(ledger_reply(w, limit=LEDGER_VIEW))
         except Exception:  # a worker without a ledger (an older one), or one that is down
             view = None
         _ledger_views[w] = (None, view)

@@ -75,6 +75,7 @@ class WorldTracker:
         self._pushed: dict = {}  # (worker, id) -> the entry a remote worker pushed (None: deleted)
         self._state_owner: dict = {}  # (worker, state tensor id) -> id of the plan it is state of
         self._lanes_dirty: set[str] = set()  # lanes to read whole
+        self._ledgers_dirty: set[str] = set()  # remote lanes whose record to read again (after commands)
         self._me_dirty = True
         self._me_new_pointers = False  # a notebook pointer was made: its row goes into "me"
         self._me_dropped: set = set()  # pointer ids of notebook pointers dropped: their rows go
@@ -120,8 +121,12 @@ class WorldTracker:
         their events ran commands (their lanes are read again)."""
         self._me_dirty = True
         for lid, lane in self.lanes.items():
-            if lane.header.get("kind") not in IN_PROCESS and lid != LOCAL_OWNER and not self._follows(lid):
+            if lane.header.get("kind") in IN_PROCESS or lid == LOCAL_OWNER:
+                continue
+            if not self._follows(lid):
                 self._lanes_dirty.add(lid)
+            else:  # its objects come as pushed events, its record does not: read it again
+                self._ledgers_dirty.add(lid)
 
     def resync(self) -> None:
         self._full = True
@@ -158,6 +163,7 @@ class WorldTracker:
         me_dirty, self._me_dirty = self._me_dirty, False
         new_pointers, self._me_new_pointers = self._me_new_pointers, False
         dropped, self._me_dropped = self._me_dropped, set()
+        ledgers, self._ledgers_dirty = self._ledgers_dirty, set()
         for lid, w in by_id.items():
             if lid not in self.lanes or self._objects.get(lid) is not w:
                 dirty.add(lid)  # a new worker (or a new one under an old name): read once
@@ -192,13 +198,13 @@ class WorldTracker:
         for lid, w in by_id.items():  # a state change (a connection that died): read locally
             if lid in reread:
                 continue
-            header = lane_header(w)
+            header = lane_header(w, read_ledger=lid in ledgers)  # a remote record: one request
             lane = self.lanes[lid]
             if header == _plain_header(lane.header):
                 continue
             headers_changed = True
-            if w.kind in IN_PROCESS:
-                lane.header = header
+            if w.kind in IN_PROCESS or _without_ledger(header) == _without_ledger(_plain_header(lane.header)):
+                lane.header = header  # in process, or a remote lane whose record grew: no re-read
                 continue
             # a remote worker's connection changed: when in doubt, read that one worker again (a
             # killed process then says "unreachable", not "disconnected")
@@ -609,3 +615,7 @@ class Feed:
 
 def _plain_header(header: dict) -> dict:
     return {k: v for k, v in header.items() if k not in ("error", "gone")}
+
+
+def _without_ledger(header: dict) -> dict:
+    return {k: v for k, v in header.items() if k != "ledger"}

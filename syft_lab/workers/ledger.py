@@ -337,6 +337,8 @@ def ledger_reply(worker, everything: bool = False, token: str | None = None, sin
         # in process the one session is this notebook's: its part is all of it
         return service.ledger.read(worker.transport.session, everything=True, since=since, limit=limit)
     msg = {"c": "ledger", "since": since}
+    if limit != READ_LIMIT:  # a lane's view: the newest records only (the totals count them all)
+        msg["limit"] = limit
     if everything:
         msg["all"] = True
         if token is None:
