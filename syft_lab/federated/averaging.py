@@ -97,8 +97,22 @@ def _to(t, worker):
         if t.location is worker:
             return t
         t._check_alive()
-        return worker._receive_from(t.location, t.id_at_location, requires_grad=False, keep_source=True)
+        return copy_between(t.location, t.id_at_location, worker, t.shape, t.dtype)
     return worker.send(t, requires_grad=False)
+
+
+def copy_between(source, obj_id: int, target, shape, dtype) -> PointerTensor:
+    """A copy of object ``obj_id`` of ``source`` on ``target`` (the source keeps it), each
+    message noted as a worker-to-worker flow, so both ledgers say who sent what to whom
+    ("moved ↑ to aggregator" on a hospital, "moved ↓ from hospital" on the aggregator), not a
+    fetch by the notebook and a store from it. Between Ray workers: actor to actor."""
+    if getattr(source, "kind", None) == "ray" and getattr(target, "kind", None) == "ray":
+        return target._receive_from(source, obj_id, requires_grad=False, keep_source=True)
+    obj = source.submit_request({"c": "fetch", "id": obj_id, "keep": True,
+                                 "note": {"why": "move", "peer": target.id}}).result()
+    new_id = target.submit_request({"c": "store", "o": obj, "note": {"why": "move", "peer": source.id}},
+                                   detach=True).result()
+    return PointerTensor(target, new_id, torch.Size(shape), dtype)
 
 
 def zeros_on(worker, shape, dtype):
@@ -124,7 +138,7 @@ def add_into(acc: PointerTensor, term):
         if p is not None:
             return p, term
         term._check_alive()
-        term = to._receive_from(term.location, term.id_at_location, requires_grad=False, keep_source=True)
+        term = copy_between(term.location, term.id_at_location, to, term.shape, term.dtype)
     return submit(aten.add_.Tensor, (acc, term)), term
 
 

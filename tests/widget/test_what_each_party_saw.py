@@ -33,3 +33,32 @@ def test_a_worker_process_lane_shows_its_record_as_cells_run():
         view.close()
     finally:
         w.close()
+
+
+def test_a_trusted_aggregator_ledger_names_each_hospital():
+    """With a trusted aggregator every record read "from me" / "to me", as if the notebook had
+    seen each hospital's weights: the ledgers name the hospital -> aggregator flows."""
+    from torch import nn
+
+    hospitals = [sy.VirtualWorker(f"h4_hospital_{i}") for i in range(3)]
+    aggregator = sy.VirtualWorker("h4_aggregator")
+    try:
+        torch.manual_seed(0)
+        models = {h.id: nn.Linear(2, 1).send(h) for h in hospitals}
+        avg = sy.federated_avg(models, {h.id: 1 for h in hospitals}, to=aggregator)
+        arrived = [r for r in aggregator.ledger() if r["direction"] == "in" and r["kind"] != "op"]
+        from_hospitals = [r for r in arrived if r["peer"] != "me"]
+        # each hospital's two weighted terms (weight, bias) came from that hospital
+        assert sorted(r["peer"] for r in from_hospitals) == sorted(h.id for h in hospitals for _ in range(2)), arrived
+        assert all(r["kind"] == "moved" and r["peer_kind"] == "worker" for r in from_hospitals)
+        for h in hospitals:
+            left = [r for r in h.ledger() if r["direction"] == "out"]
+            assert [r["peer"] for r in left] == [aggregator.id] * 2, left
+        view = WorldWidget(namespace={"avg": avg})
+        records = _lane(view, aggregator.id)["ledger"]["records"]
+        assert {r["peer"] for r in records if r["kind"] == "moved"} == {h.id for h in hospitals}
+        view.close()
+        del avg, models
+    finally:
+        for w in (*hospitals, aggregator):
+            w.close()
