@@ -59,6 +59,13 @@ def subscribe(callback: Callable[[dict], None]) -> Callable[[], None]:
     return unsubscribe
 
 
+def activity(what: str, worker: str | None = None, **fields) -> None:
+    """What a kit did, in a learner's words, for the views' History (diff.describe): ``what`` is
+    "trained" (``clients``: worker ids, ``round``) or "averaged" (``worker``: where, ``models``:
+    how many). Names and counts only, never a value."""
+    emit("activity", worker, None, what=what, **fields)
+
+
 def emit(type_: str, worker: str, obj_id: int, **fields) -> None:
     if not _subscribers:
         return

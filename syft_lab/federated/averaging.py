@@ -28,6 +28,8 @@ import copy
 import torch
 from torch import nn
 
+from .. import events
+from ..commands import LOCAL_OWNER
 from ..errors import SyftError
 from ..tensors.pointer import PointerTensor
 from ..workers.base import BaseWorker
@@ -215,6 +217,7 @@ def federated_avg(models: dict, weights=None, *, to: BaseWorker | None = None) -
         else:
             memo[id(t0)] = nn.Parameter(value, requires_grad=t0.requires_grad) if isinstance(t0, nn.Parameter) else value
     result = copy.deepcopy(models[first_key], memo)
+    events.activity("averaged", worker=to.id if to is not None else LOCAL_OWNER, models=len(models))
     if to is not None:
         result.location = to
     else:

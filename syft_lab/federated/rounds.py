@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import progress as progress_bars
+from .. import events, progress as progress_bars
 from ..errors import SyftError, WorkerUnavailableError
 from ..plans import plan as make_plan
 from ..plans.pointer import PlanPointer
@@ -240,6 +240,11 @@ class FedAvg:
         finally:
             bar.close()
         self.model.load_state_dict(state)  # only now: a failed round changes nothing
+        # the views' History names the step (diff.describe); the op-by-op average says so itself
+        events.activity("trained", clients=list(clients), round=number)
+        if self._whole:
+            events.activity("averaged", worker=self.aggregator.id if self.aggregator is not None else None,
+                            models=len(clients))
         scores = {}
         if evaluate is not None:
             scores = evaluate(self.model) if callable(evaluate) else evaluate_classifier(self.model, *evaluate,

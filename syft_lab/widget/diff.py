@@ -177,24 +177,36 @@ def _pointer_names(world: dict, wanted) -> dict:
     return out
 
 
+KIT_EVENTS = ("trained", "averaged")  # what the federated kit says it did (events.activity)
+_HOW = {("stored", "in"): "sent", ("op", "in"): "computed", ("plan run", "in"): "plan run", ("moved", "in"): "moved"}
+
+
 def describe(old: dict, new: dict, raw: list | None = None, code: str | None = None) -> list[dict]:
-    """The events between two worlds, as a learner names them: ``stored``, ``moved`` (with
-    ``to``), ``fetched``, ``deleted``, ``plan run`` and worker changes (``worker added``,
-    ``worker down``, ``worker back``). ``raw`` are the runtime's events of the step
-    (syft_lab.events: a ``deleted`` with reason ``fetched`` tells a get or move from a release);
-    ``code`` is the cell or action that made the step (it names the plan that ran)."""
+    """The events between two worlds, as a learner names them: ``stored`` (with ``how``: sent,
+    computed, moved in, from the lane's record), ``moved`` (with ``to``), ``fetched``,
+    ``deleted``, ``plan run``, ``reconstructed`` (every share of a secret fetched: ``secret``,
+    ``workers``), ``ops`` (ops a worker ran whose results are not in the world any more:
+    ``count``), what a kit did (``trained``, ``averaged``: events.activity), ``named`` (rows of
+    "me" that names now reach) and worker changes (``worker added``, ``worker down``,
+    ``worker back``). ``raw`` are the runtime's events of the step (syft_lab.events: a
+    ``deleted`` with reason ``fetched`` tells a get or move from a release); ``code`` is the cell
+    or action that made the step (it names the plan that ran)."""
     raw = raw or []
     before, after = _index(old), _index(new)
     fetched = {(e.get("worker"), e.get("id")) for e in raw if e.get("type") == "deleted" and e.get("reason") == "fetched"}
-    events: list[dict] = []
+    events: list[dict] = [_kit_event(e) for e in raw if e.get("type") == "activity" and e.get("what") in KIT_EVENTS]
     appeared = [(k, o) for k, o in after.items() if k not in before and k[0] != LOCAL_OWNER]
     names_before = _pointer_names(old, {k for k in before if k[0] != LOCAL_OWNER and k not in after})
     names_after = _pointer_names(new, {k for k, _o in appeared})
+    secrets: dict = {}  # a secret's name -> the workers whose shares of it were fetched
     for (lid, oid), o in list(before.items()):
         if lid == LOCAL_OWNER or (lid, oid) in after:
             continue
         ev = {"type": "deleted", "worker": lid, "id": oid, "names": names_before.get((lid, oid), [])}
         if (lid, oid) in fetched:
+            if o.get("secret") and o.get("share"):  # a share: the secret is being reconstructed
+                secrets.setdefault(o["secret"], []).append(lid)
+                continue
             # a move stores a same-shaped object on another worker in the same step
             dest = next((k for k, a in appeared if k[0] != lid and a.get("shape") == o.get("shape")
                          and a.get("dtype") == o.get("dtype") and a.get("kind") == o.get("kind")), None)
@@ -202,12 +214,26 @@ def describe(old: dict, new: dict, raw: list | None = None, code: str | None = N
             if dest:
                 appeared = [(k, a) for k, a in appeared if k != dest]
         events.append(ev)
+    for secret, workers in secrets.items():
+        events.append({"type": "reconstructed", "secret": secret, "workers": workers, "names": []})
     plans = {n: o.get("location") for o in after.values() if o.get("type") == "PlanPointer" for n in o.get("names", [])}
     ran = {loc for n, loc in plans.items() if code and f"{n}(" in code}
+    lanes_old = {lane["id"]: lane for lane in old.get("workers", [])}
+    records = {lane["id"]: _step_records(lanes_old.get(lane["id"]), lane) for lane in new.get("workers", [])}
+    computed: dict = {}
     for (lid, oid), o in appeared:
         kind = "plan run" if lid in ran and o.get("kind") != "plan" else "stored"
-        events.append({"type": kind, "worker": lid, "id": oid, "names": names_after.get((lid, oid), [])})
-    lanes_old = {lane["id"]: lane for lane in old.get("workers", [])}
+        ev = {"type": kind, "worker": lid, "id": oid, "names": names_after.get((lid, oid), [])}
+        how = records[lid].get(oid)
+        if kind == "stored" and how is not None:
+            ev["how"] = how
+            computed[lid] = computed.get(lid, 0) + (how == "computed")
+        events.append(ev)
+    for lane in new.get("workers", []):  # ops whose results the world no longer shows (temporaries)
+        ops = _ops_in(lanes_old.get(lane["id"]), lane) - computed.get(lane["id"], 0)
+        if ops > 0 and lane["id"] != LOCAL_OWNER:
+            events.append({"type": "ops", "worker": lane["id"], "count": ops})
+    events.extend(_named(old, new))
     for lane in new.get("workers", []):
         prev = lanes_old.get(lane["id"])
         down = lane_is_down(lane)
@@ -218,3 +244,50 @@ def describe(old: dict, new: dict, raw: list | None = None, code: str | None = N
             events.append({"type": "worker down" if down else "worker back", "worker": lane["id"],
                            "state": lane.get("state")})
     return events
+
+
+def _kit_event(e: dict) -> dict:
+    out = {k: v for k, v in e.items() if k not in ("type", "what", "id") and v is not None}
+    return {"type": e["what"], **out}
+
+
+def _step_records(old_lane: dict | None, lane: dict) -> dict:
+    """Object id -> how it came in this step ("sent", "computed", ...), from the lane's record:
+    the records newer than the ones the old lane's record had."""
+    led = lane.get("ledger")
+    if not led:
+        return {}
+    last = (old_lane or {}).get("ledger") or {}
+    since = last.get("seq", 0) if last else 0
+    out = {}
+    for r in led.get("records", []):
+        if r.get("seq", -1) >= since and r.get("id") is not None and r.get("op") != "load":  # loaded: stored
+            how = _HOW.get((r.get("kind"), r.get("direction")))
+            if how is not None:
+                out.setdefault(r["id"], how)
+    return out
+
+
+def _ops_in(old_lane: dict | None, lane: dict) -> int:
+    """Ops (and plan runs) the lane's worker ran in this step, by its record's totals."""
+    new_t = (lane.get("ledger") or {}).get("totals") or {}
+    old_t = ((old_lane or {}).get("ledger") or {}).get("totals") or {}
+    if old_lane is None or not (old_lane.get("ledger")):
+        return 0  # a lane first read now: its record's past is not this step's
+    return sum(new_t.get(k, [0])[0] - old_t.get(k, [0])[0] for k in ("op in", "plan run in"))
+
+
+def _named(old: dict, new: dict) -> list[dict]:
+    """Rows of "me" that kept their id but are named differently now (a rebinding)."""
+    def me(world):
+        lane = next((ln for ln in world.get("workers", []) if ln.get("id") == LOCAL_OWNER), None)
+        return {o["id"]: o for o in (lane or {}).get("objects", [])}
+
+    out = []
+    before, after = me(old), me(new)
+    for oid, o in after.items():
+        prev = before.get(oid)
+        names = o.get("names") or []
+        if prev is not None and names and set(names) - set(prev.get("names") or []):
+            out.append({"type": "named", "worker": LOCAL_OWNER, "id": oid, "names": names})
+    return out

@@ -62,3 +62,68 @@ def test_a_trusted_aggregator_ledger_names_each_hospital():
     finally:
         for w in (*hospitals, aggregator):
             w.close()
+
+
+def _fresh_steps():
+    from syft_lab.widget.tracker import StepContext
+
+    live.scheduler.states, live.scheduler.raw, live.scheduler.step = None, [], StepContext()
+
+
+def _step_of(sent, cell, code, run, ns):
+    live.scheduler.step.cell, live.scheduler.step.code = cell, code
+    run(ns)
+    live.refresh_all()
+    patches = sent.of("world_patch")
+    return patches[-1]["step"] if patches else None
+
+
+def test_history_steps_say_what_happened(capture):
+    """Every History step read "names or values changed", whether a cell trained four hospitals
+    or read a ledger: a step names what it did (sent, trained N clients, averaged, reconstructed)."""
+    from torch import nn
+
+    _fresh_steps()
+    hospitals = [sy.VirtualWorker(f"h4_clinic_{i}") for i in range(4)]
+    agg = sy.VirtualWorker("h4_secure")
+    alice, bob, carol = (sy.VirtualWorker(f"h4_{n}") for n in ("alice", "bob", "carol"))
+    ns = {}
+    view = WorldWidget(namespace=ns)
+    view._views.add("v1")
+    sent = capture(view)
+    try:
+        step = _step_of(sent, 2, "x_ptr = x.send(bob)", lambda ns: ns.update(x_ptr=torch.ones(2).send(bob)), ns)
+        assert [(e["type"], e.get("how"), e["worker"]) for e in step["events"]] == [("stored", "sent", "h4_bob")]
+
+        x = torch.randn(40, 2)
+        y = (x[:, 0] > 0).long()
+        fds = sy.BaseDataset(x, y, name="h4_clinics").federate(hospitals)
+        torch.manual_seed(0)
+        fl = sy.federated.FedAvg(nn.Linear(2, 2), fds, lr=0.1, batch_size=5, plans=False, aggregator=agg)
+        ns.update(fl=fl, fds=fds)
+        step = _step_of(sent, 3, "fl.round()", lambda ns: ns["fl"].round(progress=False), ns)
+        kinds = [e["type"] for e in step["events"]]
+        trained = next(e for e in step["events"] if e["type"] == "trained")
+        assert sorted(trained["clients"]) == sorted(h.id for h in hospitals) and trained["round"] == 1
+        assert "averaged" in kinds and next(e for e in step["events"] if e["type"] == "averaged")["worker"] == agg.id
+        assert any(e["type"] == "ops" and e["count"] > 0 for e in step["events"]), kinds
+
+        def share(ns):
+            ns["sx"] = torch.tensor([0.5, -1.0]).fix_precision().share(alice, bob, crypto_provider=carol)
+        _step_of(sent, 4, "sx = ...share(alice, bob, crypto_provider=carol)", share, ns)
+        step = _step_of(sent, 5, "v = sx.get()", lambda ns: ns.update(v=ns.pop("sx").get()), ns)
+        rec = [e for e in step["events"] if e["type"] == "reconstructed"]
+        assert [(e["secret"], sorted(e["workers"])) for e in rec] == [("sx", ["h4_alice", "h4_bob"])], step["events"]
+        assert not any(e["type"] in ("fetched", "deleted") and e["worker"] in ("h4_alice", "h4_bob")
+                       for e in step["events"]), step["events"]
+
+        before = len(sent.of("world_patch"))
+        _step_of(sent, 6, "bob.ledger()", lambda ns: ns["x_ptr"].location.ledger(), ns)
+        assert len(sent.of("world_patch")) == before  # nothing changed: no step claims it did
+        view.close()
+        del fl, fds
+        ns.clear()
+    finally:
+        _fresh_steps()
+        for w in (*hospitals, agg, alice, bob, carol):
+            w.close()

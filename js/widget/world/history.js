@@ -10,8 +10,13 @@ export const HISTORY = 200; // steps the timeline keeps
 export const MARK_MS = 5000; // how long appeared and changed rows stay highlighted
 export const GHOST_MS = 7000; // how long a ghost of what left stays
 
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+const STORED_HOW = { sent: (e) => `sent to ${e.worker}`, computed: (e) => `computed on ${e.worker}`,
+  moved: (e) => `moved to ${e.worker}`, "plan run": (e) => `plan ran on ${e.worker}` };
+
 const EVENT_TEXT = {
-  stored: (e) => `stored on ${e.worker}`,
+  stored: (e) => (STORED_HOW[e.how] || ((x) => `stored on ${x.worker}`))(e),
   moved: (e) => `moved ${e.worker} → ${e.to}`,
   fetched: (e) => `fetched from ${e.worker}`,
   deleted: (e) => `deleted on ${e.worker}`,
@@ -19,22 +24,47 @@ const EVENT_TEXT = {
   "worker added": (e) => `worker ${e.worker} added`,
   "worker down": (e) => `${e.worker} ${e.state || "down"}`,
   "worker back": (e) => `${e.worker} back`,
+  reconstructed: (e) => `reconstructed ${e.secret} from ${plural((e.workers || []).length, "share")}`,
+  trained: (e) => `trained ${plural((e.clients || []).length, "client")}${e.round ? ` (round ${e.round})` : ""}`,
+  averaged: (e) => `averaged ${plural(e.models ?? 0, "model")}${e.worker ? ` on ${e.worker}` : ""}`,
+  ops: (e) => `${plural(e.count, "op")} on ${e.worker}`,
+  named: (e) => `named ${(e.names || []).join(", ")}`,
 };
+
+// what a step says first: what a kit or a protocol did, then what appeared and left
+const FIRST = ["trained", "averaged", "reconstructed"];
 
 export function eventText(e) {
   const f = EVENT_TEXT[e.type];
   const what = f ? f(e) : `${e.type} ${e.worker ?? ""}`;
-  return e.names && e.names.length ? `${what} (${e.names.join(", ")})` : what;
+  return e.names && e.names.length && e.type !== "named" ? `${what} (${e.names.join(", ")})` : what;
 }
 
-/** One line for a step: its events, counted by type. */
+/** A step's other events counted: "3 sent, 2 deleted, 120 ops on 4 workers". */
+function countedText(evs) {
+  const counts = new Map();
+  let ops = 0;
+  const opWorkers = new Set();
+  for (const e of evs) {
+    if (e.type === "ops") { ops += e.count || 0; opWorkers.add(e.worker); continue; }
+    const key = e.type === "stored" && e.how ? (e.how === "moved" ? "moved in" : e.how) : e.type;
+    counts.set(key, (counts.get(key) || 0) + 1);
+  }
+  const out = [...counts].map(([t, n]) => `${n} ${t}`);
+  if (ops) out.push(`${plural(ops, "op")} on ${plural(opWorkers.size, "worker")}`);
+  return out.join(", ");
+}
+
+/** One line for a step: what a kit did first (trained, averaged, reconstructed), then its
+ * other events (each, or counted by type when there are many). */
 export function stepSummary(step) {
   const evs = step?.events || [];
-  if (!evs.length) return "names or values changed";
-  if (evs.length <= 2) return evs.map(eventText).join("; ");
-  const counts = new Map();
-  for (const e of evs) counts.set(e.type, (counts.get(e.type) || 0) + 1);
-  return [...counts].map(([t, n]) => `${n} ${t}`).join(", ");
+  if (!evs.length) return "nothing changed in the world";
+  const first = evs.filter((e) => FIRST.includes(e.type))
+    .sort((a, b) => FIRST.indexOf(a.type) - FIRST.indexOf(b.type)).map(eventText);
+  const rest = evs.filter((e) => !FIRST.includes(e.type));
+  const restText = !rest.length ? "" : rest.length <= 2 ? rest.map(eventText).join("; ") : countedText(rest);
+  return [...first, restText].filter(Boolean).join("; ");
 }
 
 /** Where a step came from: "start" (none), "button", "[cell]" or "event". */
