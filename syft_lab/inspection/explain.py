@@ -85,13 +85,21 @@ def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> di
             if sent:
                 entry["sent_cell"] = sent[-1]["cell"]
                 entry["sent_to"] = sent[-1]["peer"]
+                entry["sent_bytes"] = sent[-1]["bytes"]
     names = [p["worker"] for p in parties]
     terms = " + ".join(f"share {p['share']} (on {p['worker']})" for p in parties)
-    lines = [f"{secret} is held by nobody: {_and(names)} each hold one share, a uniform int64 that alone "
-             f"reveals nothing.",
-             f"{secret} = ({terms}) mod {RING}" + (f", then / {decode['scale']} (fixed precision)" if decode else "")]
     sent = [p for p in parties if p["sent"]]
     done = len(sent) == n
+    if done:  # after a .get(): the value is here now, the shares are gone from the parties
+        cells = sorted({p["sent_cell"] for p in sent if p.get("sent_cell") is not None})
+        when = f" in cell {', '.join(f'[{c}]' for c in cells)}" if cells else ""
+        first = (f"{secret} was held by nobody until it was reconstructed{when}: {_and(names)} each sent their "
+                 f"share to me, which holds the value now (the result of .get()); no party holds a share of it any more.")
+    else:
+        first = (f"{secret} is held by nobody: {_and(names)} each hold one share, a uniform int64 that alone "
+                 f"reveals nothing.")
+    lines = [first,
+             f"{secret} = ({terms}) mod {RING}" + (f", then / {decode['scale']} (fixed precision)" if decode else "")]
     if done:
         lines.append(f"Reconstructing it took every share: {_and(names)} each sent theirs to me."
                      + (f" {provider}, the crypto provider, held no share." if provider else ""))
@@ -104,11 +112,16 @@ def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> di
                  + (f", {provider} none" if provider else "") + ", me only pointers to the shares.")
     if sent:
         lines.append("Sent: " + ", ".join(
-            f"{p['worker']} sent share {p['share']}" + (f" in cell [{p['sent_cell']}]" if p.get("sent_cell") is not None
-                                                         else "") for p in sent)
+            f"{p['worker']} sent share {p['share']}" + (f" ({_size(p['sent_bytes'])})" if p.get("sent_bytes") else "")
+            + (f" in cell [{p['sent_cell']}]" if p.get("sent_cell") is not None else "") for p in sent)
             + ("" if len(sent) == n else f"; still on their workers: {_and([p['worker'] for p in parties if not p['sent']])}"))
     return {"schema": "syft_lab.explain", "version": 1, "secret": secret, "ring": RING, "parties": parties,
-            "crypto_provider": provider, "decode": decode, "held_by": None, "reconstructed": done, "lines": lines}
+            "crypto_provider": provider, "decode": decode, "held_by": "me" if done else None, "reconstructed": done,
+            "lines": lines}
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
 
 
 def _and(names) -> str:
