@@ -2,9 +2,17 @@
 
 In a Jupyter kernel, a LoggingTensor, a PointerTensor (any chain layer), a worker, a plan,
 a plan pointer and the value of ``sy.world()`` display as the widget when they end a cell,
-with ``text/plain`` from the inspection text renderer and a static ``text/html`` (SVG) for
-nbconvert and notebook viewers. Plain torch tensors keep torch's own display: the hooks are
-registered for syft types only.
+with ``text/plain`` from the inspection text renderer. Plain torch tensors keep torch's own
+display: the hooks are registered for syft types only.
+
+The handout: each display is two outputs, the view's static picture (``text/html``: the SVG of
+svg.py, drawn from the same model as the widget) and then the widget. nbconvert, nbviewer and
+GitHub show the picture: an output carrying the widget and the picture in one bundle shows
+blank there whenever the notebook saved its widget state (``jupyter nbconvert --execute`` does,
+nbclient's ``store_widget_state``), because nbconvert then prefers the widget, whose renderer
+loads from a CDN. Where the widget draws (JupyterLab, Notebook 7), the widget's stylesheet hides
+the picture just before it (js/widget/style.css ``.syft-lab-handout``); where it cannot (a
+notebook reopened without its kernel), the picture stays.
 """
 from __future__ import annotations
 
@@ -65,6 +73,9 @@ def widget_for(obj) -> SyftWidget:
                     f"got {type(obj).__name__}")
 
 
+HANDOUT_CLASS = "syft-lab-handout"  # js/widget/style.css hides it next to a live view
+
+
 def mimebundle(obj) -> tuple[dict, dict]:
     """The display data of a syft object: the widget, its text and its static picture."""
     w = widget_for(obj)
@@ -82,16 +93,43 @@ def mimebundle(obj) -> tuple[dict, dict]:
     return data, meta
 
 
+def handout_parts(obj) -> tuple[dict | None, tuple[dict, dict]]:
+    """The two outputs of one display: the picture's bundle (None when the view has none) and
+    the widget's bundle without it (one picture per output: the one ``mimebundle`` computed)."""
+    data, meta = mimebundle(obj)
+    data = dict(data)
+    picture = data.pop("text/html", None)
+    if not picture:
+        return None, (data, meta)
+    return {"text/html": f'<div class="{HANDOUT_CLASS}">{picture}</div>'}, (data, meta)
+
+
+def _display_picture(picture: dict | None) -> None:
+    """The picture as an output of its own, in an IPython shell only (a script has no outputs)."""
+    if picture is None:
+        return
+    from IPython.core.interactiveshell import InteractiveShell  # optional: only in IPython
+    from IPython.display import publish_display_data
+
+    if InteractiveShell.initialized():
+        publish_display_data(data=picture)
+
+
 def show(obj) -> None:
     """Display ``obj`` as a widget (its chain, its plan graph, or the world for a worker)."""
     from IPython.display import display  # optional: only in IPython
 
-    data, meta = mimebundle(obj)
+    picture, (data, meta) = handout_parts(obj)
+    _display_picture(picture)
     display(data, metadata=meta, raw=True)
 
 
 def _formatter(obj):
-    return mimebundle(obj)
+    """A syft object ending a cell: its picture goes out first (a display of its own), the
+    widget is the cell's result."""
+    picture, bundle = handout_parts(obj)
+    _display_picture(picture)
+    return bundle
 
 
 def install_display_hooks(ip=None) -> bool:

@@ -36,6 +36,26 @@ def _t(x, y, text, extra="") -> str:
     return f'<text x="{x}" y="{y}" fill="currentColor"{extra}>{escape(str(text))}</text>'
 
 
+def clip_middle(text, n: int) -> str:
+    """``text`` in ``n`` characters, cut in the middle: what tells names apart (a path's end, an
+    index, a share number) stays; js/widget/dom.js cuts the same way."""
+    text = str(text)
+    if len(text) <= n:
+        return text
+    head = (n - 1) // 2
+    return text[:head] + "\u2026" + text[len(text) - (n - 1 - head):]
+
+
+def _t_full(x, y, text, n: int, extra="", cut: str | None = None) -> str:
+    """A text cut to ``n`` characters (in the middle, or as ``cut`` says), with the whole of it
+    as its tooltip."""
+    cut = clip_middle(text, n) if cut is None else cut
+    if cut == str(text):
+        return _t(x, y, text, extra)
+    return (f'<text x="{x}" y="{y}" fill="currentColor"{extra}>{escape(cut)}'
+            f'<title>{escape(str(text))}</title></text>')
+
+
 def _svg(width, height, body, label) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="syft-lab-static" width="{width}" '
             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
@@ -152,36 +172,98 @@ def chain_svg(root, title: str | None = None) -> str:
     return _svg(width, y + 4, body, title or "chain")
 
 
+LANE_W, ROW_H, LANE_CHARS = 300, 16, 44  # a lane of the static world picture, its line, its characters
+LEDGER_ROWS = 8  # a lane's newest records in the static picture
+
+
+def _row_names(o: dict) -> list[str]:
+    return list(o.get("names") or []) + list(o.get("held_in") or [])
+
+
+def _pointed_by(world: dict) -> dict:
+    """(worker, object id) -> the names of the pointers to it (a target row says who points)."""
+    out: dict = {}
+    for lane in world.get("workers", []):
+        for o in lane.get("objects", []):
+            if is_edge(o) and _row_names(o):
+                out.setdefault((o.get("location"), o.get("id_at_location")), []).extend(_row_names(o))
+    return out
+
+
+def _row_text(o: dict, pointed_by: list[str] | None = None, n: int | None = None) -> str:
+    """A row in ``n`` characters: its names cut in the middle (their ends tell them apart), then
+    its type, shape and where it points, cut at the end."""
+    names = ", ".join(_row_names(o))
+    if not names and pointed_by:
+        names = "\u2190 " + ", ".join(pointed_by)
+    where = f" -> {o['location']}" if is_edge(o) else ""
+    state = f" ({o['state']})" if o.get("state") not in (None, "ok") else ""
+    what = f"{o.get('type', '')} {shape_text(o)}".strip() + where + state
+    if not names:
+        return f"{short(o['id'])} {what}"
+    if n is None:
+        return f"{names} = {what}"
+    names = clip_middle(names, max(26, n - len(what) - 3))
+    return _clip(f"{names} = {what}", n)
+
+
+def _ledger_lines(ledger: dict | None) -> list[tuple[str, str]]:
+    """A lane's record as (text, style) lines: totals, material, then the newest records."""
+    if not ledger or not ledger.get("seq"):
+        return []
+    from ..inspection.text import fmt_size  # the text renderer's sizes
+
+    ins = sum(c for k, (c, _b) in ledger.get("totals", {}).items() if k.endswith(" in"))
+    outs = sum(c for k, (c, _b) in ledger.get("totals", {}).items() if not k.endswith(" in"))
+    lines = [(f"record \u2193{ins} \u2191{outs}", "head")]
+    for key, (count, nbytes) in sorted(ledger.get("totals", {}).items()):
+        lines.append((f"{count} {key} ({fmt_size(nbytes)})", "muted"))
+    if ledger.get("material"):
+        lines.append(("material made: " + ", ".join(f"{n} {k}" for k, n in sorted(ledger["material"].items())), "muted"))
+    for r in list(reversed(ledger.get("records") or []))[:LEDGER_ROWS]:
+        arrow = "\u2193 from" if r.get("direction") == "in" else "\u2191 to"
+        cell = f" [{r['cell']}]" if r.get("cell") is not None else ""
+        op = f" {r['op']}" if r.get("op") else ""
+        lines.append((f"{r.get('kind')} {arrow} {r.get('peer')} {fmt_size(r.get('bytes') or 0)}{cell}{op}", ""))
+    older = ledger["seq"] - min(len(ledger.get("records") or []), LEDGER_ROWS)
+    if older > 0:
+        lines.append((f"... {older} older record(s)", "muted"))
+    return lines
+
+
 def world_svg(world: dict, focus: list[str] | None = None) -> str:
+    """Each worker as a lane: its objects (names cut in the middle), its record (the ledger
+    view: totals and newest records), and arrows from pointers to what they point at."""
     lanes = [w for w in world.get("workers", []) if not focus or w["id"] in focus]
-    lane_w, row_h, top = 250, 18, 34
+    top = 34
     pos = {}
     body = []
-    max_rows = 0
+    bottom = top
+    pointers = _pointed_by(world)
     for li, lane in enumerate(lanes):
-        x = 4 + li * (lane_w + 10)
+        x = 4 + li * (LANE_W + 10)
         col = _colour(lane["id"])
         objs = lane.get("objects", [])
         shown = objs[:MAX_ROWS]
-        rows = len(shown) + (1 if len(objs) > len(shown) else 0)
-        max_rows = max(max_rows, rows)
-        height = top + rows * row_h + 8
-        body.append(f'<rect x="{x}" y="2" width="{lane_w}" height="{height}" rx="5" fill="{col}" '
+        lines = [(_row_text(o, pointers.get((lane["id"], o["id"]))), "",
+                  _row_text(o, pointers.get((lane["id"], o["id"])), LANE_CHARS)) for o in shown]
+        if len(objs) > len(shown):
+            lines.append((f"... {len(objs) - len(shown)} more", "muted", None))
+        lines += [(text, style, None) for text, style in _ledger_lines(lane.get("ledger"))]
+        height = top + len(lines) * ROW_H + 8
+        bottom = max(bottom, height)
+        body.append(f'<rect x="{x}" y="2" width="{LANE_W}" height="{height}" rx="5" fill="{col}" '
                     f'fill-opacity="0.08" stroke="{col}"/>')
         state = lane.get("state", "")
-        body.append(_t(x + 8, 18, f"{lane['id']} ({lane.get('kind', '')}{', ' + state if state else ''})",
-                       ' font-weight="bold"'))
+        body.append(_t(x + 8, 18, clip_middle(f"{lane['id']} ({lane.get('kind', '')}{', ' + state if state else ''})",
+                                              LANE_CHARS), ' font-weight="bold"'))
         body.append(_t(x + 8, 30, f"{len(objs)} object(s)", ' fill-opacity="0.7"'))
-        for r, o in enumerate(shown):
-            y = top + r * row_h + 12
-            pos[(lane["id"], o["id"])] = (x, y - 4)
-            names = f" = {', '.join(o['names'])}" if o.get("names") else ""
-            where = f" -> {o['location']}" if is_edge(o) else ""
-            text = f"{short(o['id'])} {o.get('type', '')} {shape_text(o)}{where}{names}"
-            body.append(_t(x + 8, y, text[:40]))
-        if len(objs) > len(shown):
-            body.append(_t(x + 8, top + len(shown) * row_h + 12, f"... {len(objs) - len(shown)} more",
-                           ' fill-opacity="0.7"'))
+        for r, (text, style, cut) in enumerate(lines):
+            y = top + r * ROW_H + 12
+            if r < len(shown):
+                pos[(lane["id"], shown[r]["id"])] = (x, y - 4)
+            extra = {"muted": ' fill-opacity="0.7"', "head": ' font-weight="bold"'}.get(style, "")
+            body.append(_t_full(x + 8, y, text, LANE_CHARS, extra, cut))
     for lane in lanes:
         for o in lane.get("objects", [])[:MAX_ROWS]:
             if not is_edge(o):
@@ -190,15 +272,15 @@ def world_svg(world: dict, focus: list[str] | None = None) -> str:
             b = pos.get((o.get("location"), o.get("id_at_location")))
             if a is None or b is None:
                 continue
-            x1 = a[0] + lane_w - 6 if b[0] > a[0] else a[0] + 4
-            x2 = b[0] + 4 if b[0] > a[0] else b[0] + lane_w - 6
+            x1 = a[0] + LANE_W - 6 if b[0] > a[0] else a[0] + 4
+            x2 = b[0] + 4 if b[0] > a[0] else b[0] + LANE_W - 6
             col = _colour(o.get("location", ""))
             body.append(f'<path d="M {x1} {a[1]} C {(x1 + x2) / 2} {a[1]}, {(x1 + x2) / 2} {b[1]}, {x2} {b[1]}" '
                         f'fill="none" stroke="{col}" stroke-width="1.2" marker-end="url(#syft-arrow)"/>')
     defs = ('<defs><marker id="syft-arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
             'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="currentColor" fill-opacity="0.6"/></marker></defs>')
-    width = max(1, len(lanes)) * (lane_w + 10)
-    return _svg(width, top + max_rows * row_h + 14, [defs] + body, "world: workers and their objects")
+    width = max(1, len(lanes)) * (LANE_W + 10)
+    return _svg(width, bottom + 10, [defs] + body, "world: workers and their objects")
 
 
 def plan_layers(graph: dict) -> dict[str, int]:
