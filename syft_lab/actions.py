@@ -526,21 +526,70 @@ def _layer_action(p: dict, entry: dict, ns: dict, held: list) -> dict:
     if action not in getattr(type(obj), "node_actions", ()) or not callable(getattr(type(obj), action, None)):
         raise ActionError(f"a {type(obj).__name__} offers no {action}")
     names = names_of(obj, ns)
-    res = _Resolved(obj, names[0] if names else f"<{type(obj).__name__} {_short(p['id'])}>", names)
+    part_of = _module_path_of(obj, ns) if action == "get" and not names else None
+    expr = names[0] if names else part_of or f"<{type(obj).__name__} {_short(p['id'])}>"
+    res = _Resolved(obj, expr, names)
     name, note = p["name"], None
     if name is not None:
         check_name(name, ns)
     else:
-        base = names[0] if names else f"t_{_short(p['id'])}"
+        base = names[0] if names else _path_name(part_of) if part_of else f"t_{_short(p['id'])}"
         base = (base.removesuffix("_ptr") or base) if action == "get" else f"{base}_{action}"
         name, note = _free_default(base, res, action, ns)
-    result = getattr(obj, action)()
+    if part_of is not None:
+        # a parameter (or buffer) of a model the notebook holds: getting it would take its shares
+        # (or its data) from the workers and leave the model unable to run. Reconstruct a copy:
+        # each party copies its share (a local op), the copies are sent; the model keeps its own.
+        if not hasattr(obj, "detach") or not hasattr(obj, "clone"):
+            raise ActionError(f"{part_of} is part of a model: fetching it would break the model, and a "
+                              f"{type(obj).__name__} cannot be copied first")
+        result = obj.detach().clone().get()
+        call = ".detach().clone().get()"
+        note = (note + "; " if note else "") + f"a copy: {part_of.split('.')[0].split('[')[0]} keeps its own"
+    else:
+        result = getattr(obj, action)()
+        call = f".{action}()"
     ns[name] = result
-    code = f"{name} = {res.expr}.{action}()"
+    code = f"{name} = {res.expr}{call}"
     reply = {"name": name, "code": code if note is None else f"{code}  # {note}", "result": result_ref(result)}
     if note is not None:
         reply["note"] = note
     return reply
+
+
+_MODULE_DEPTH = 8  # submodules deep a model's path is looked for
+
+
+def _module_path_of(obj, ns) -> str | None:
+    """The Python path of ``obj`` as a parameter or buffer of a module bound in the notebook
+    (``cnn[0].weight``), or None. Reads the modules' own dicts (``_modules``, ``_parameters``,
+    ``_buffers``): runs no code of theirs."""
+    def walk(module, path, depth):
+        d = getattr(module, "__dict__", {})
+        for table in ("_parameters", "_buffers"):
+            for k, v in (d.get(table) or {}).items():
+                if v is obj:
+                    return f"{path}.{k}"
+        if depth >= _MODULE_DEPTH:
+            return None
+        for k, sub in (d.get("_modules") or {}).items():
+            if isinstance(sub, torch.nn.Module):
+                found = walk(sub, f"{path}[{k}]" if k.isdigit() else f"{path}.{k}", depth + 1)
+                if found:
+                    return found
+        return None
+
+    for k, v in list((ns or {}).items()):
+        if not k.startswith("_") and isinstance(v, torch.nn.Module):
+            found = walk(v, k, 0)
+            if found:
+                return found
+    return None
+
+
+def _path_name(path: str) -> str:
+    """A variable name from a module path: ``cnn[0].weight`` -> ``cnn_0_weight``."""
+    return re.sub(r"_+", "_", re.sub(r"[^0-9A-Za-z_]", "_", path)).strip("_")
 
 
 def _oplog(p: dict, entry: dict, ns: dict, held: list) -> dict:
