@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import sys
 
+from ..commands import LOCAL_OWNER
 from ..errors import SyftError
 from ..tensors.base import ChainLayer
 from ..tensors.registry import iter_chain
@@ -116,7 +117,7 @@ def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> di
             + (f" in cell [{p['sent_cell']}]" if p.get("sent_cell") is not None else "") for p in sent)
             + ("" if len(sent) == n else f"; still on their workers: {_and([p['worker'] for p in parties if not p['sent']])}"))
     return {"schema": "syft_lab.explain", "version": 1, "secret": secret, "ring": RING, "parties": parties,
-            "crypto_provider": provider, "decode": decode, "held_by": "me" if done else None, "reconstructed": done,
+            "crypto_provider": provider, "decode": decode, "held_by": LOCAL_OWNER if done else None, "reconstructed": done,
             "lines": lines}
 
 

@@ -6,6 +6,7 @@ a field changes meaning or goes away.
 """
 from __future__ import annotations
 
+import html
 import itertools
 import weakref
 
@@ -24,7 +25,7 @@ from ..tensors.registry import iter_chain
 from ..workers.ledger import ledger_reply
 from ..workers.registry import all_workers
 from .explain import explain_dict
-from .text import render_tree, render_world
+from .text import chain_lines, render_world
 
 WORLD_VERSION = 1  # the world snapshot kept its shape (new fields are optional)
 
@@ -33,8 +34,17 @@ class Chain:
     """The inspection model of one chain: a tree from ``root`` (``to_dict()`` for the views);
     ``nodes`` is the tree depth first (for a plain chain: head first, down to the data)."""
 
-    def __init__(self, root):
+    def __init__(self, root, subject=None):
         self.root = tree_from_list(root)
+        try:  # the object it describes, weakly (a view of it may act on it; the model never keeps it)
+            self._subject = weakref.ref(subject) if subject is not None else None
+        except TypeError:
+            self._subject = None
+
+    @property
+    def subject(self):
+        """The object this chain was made from, while it is alive (else None)."""
+        return self._subject() if self._subject is not None else None
 
     @property
     def nodes(self) -> list[dict]:
@@ -48,7 +58,12 @@ class Chain:
         return {"schema": "syft_lab.chain", "version": SCHEMA_VERSION, "root": self.root}
 
     def __repr__(self):
-        return render_tree(self.root)
+        return "\n".join(chain_lines(self.root))
+
+    def _repr_html_(self):
+        """The same tree in a notebook (and in an exported one): one layer a line."""
+        text = html.escape("\n".join(chain_lines(self.root)))
+        return f'<pre class="syft-chain-text" style="line-height:1.35">{text}</pre>'
 
     def __len__(self):
         return len(self.nodes)
@@ -58,7 +73,7 @@ def chain(obj) -> Chain:
     """The inspection model of ``obj``'s chain (a tensor, a layer, a pointer or a plan)."""
     if isinstance(obj, Chain):
         return obj
-    return Chain(_nodes.chain_nodes(obj))
+    return Chain(_nodes.chain_nodes(obj), obj)
 
 
 # --- the world: every worker, its objects, and the pointers between them -------------------

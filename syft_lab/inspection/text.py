@@ -69,6 +69,36 @@ def render_tree(root: dict) -> str:
     return text
 
 
+def _where(node: dict) -> str:
+    """Where a layer lives, for ``chain_lines``: a shared value on no worker, data on its own."""
+    if node.get("distributed"):
+        return f"  · held by nobody (pieces on {', '.join(node['distributed'])})"
+    if node["kind"] == "tensor" and node.get("preview") is None:
+        return ""  # its text says where it is
+    return f"  · on {node['owner']}" if node.get("owner") is not None else ""
+
+
+def chain_lines(root: dict) -> list[str]:
+    """The chain as a tree, one layer a line, each saying where it lives: what ``sy.chain(pp)``
+    prints (a pointer to a pointer is three lines: me -> alice -> bob, not one run-on line)."""
+    lines: list[str] = []
+
+    def walk(node, lead, last, top):
+        where = _where(node)
+        branch = "" if top else ("└─ " if last else "├─ ")
+        lines.append(f"{lead}{branch}{node_text(node)}{_annotations(node)}{where}")
+        children = node.get("children") or []
+        shown = children[:MAX_CHILDREN]
+        lead_below = lead if top else lead + ("   " if last else "│  ")
+        for i, child in enumerate(shown):
+            walk(child, lead_below, i == len(shown) - 1 and len(children) <= MAX_CHILDREN, False)
+        if len(children) > MAX_CHILDREN:
+            lines.append(f"{lead_below}└─ ... {len(children) - MAX_CHILDREN} more")
+
+    walk(root, "", True, True)
+    return lines
+
+
 def render_chain(nodes) -> str:
     """The text of a chain: a tree's root, or a version 1 list of nodes (head first)."""
     return render_tree(tree_from_list(nodes))
