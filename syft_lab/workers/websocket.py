@@ -4,9 +4,10 @@
     p = torch.tensor([1., 2.]).send(bob)
 
 The client protocol is protocol.py's WorkerClient; this module is its transport: wire-format
-frames on a websocket connection read and written in the calling thread (``_LeanConnection``:
-websockets' sans-I/O protocol on a plain socket, no compression: lowest latency; a reply costs
-one thread wake-up, not the two of websockets' sync client and its reader thread). Connection states are explicit:
+frames on a websocket connection read and written in the calling thread (``_LeanConnection``: a
+plain socket whose frames are framing.py's ``ClientFrames``, websockets' sans-I/O protocol with a
+short way for a whole binary frame; no compression: lowest latency; a reply costs one thread
+wake-up, not the two of websockets' sync client and its reader thread). Connection states are explicit:
 
     disconnected --connect--> connected --lost--> disconnected --(next call)--> connected ...
                                         --close()--> closed
@@ -28,7 +29,6 @@ worker on the way out (atexit).
 from __future__ import annotations
 
 import atexit
-import collections
 import os
 import secrets
 import select
@@ -41,13 +41,12 @@ import weakref
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
-from websockets.frames import Opcode, apply_mask
-from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
 from ..errors import SyftError
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE
+from .framing import ClientFrames
 from .protocol import ConnectionLost, FramedTransport, FramedWorker
 
 # Close codes: 1000 says this client is done (the worker ends its session now); a connection
@@ -56,14 +55,13 @@ CLOSE_DONE, CLOSE_RECONNECT = 1000, 4000
 CLOSE_TIMEOUT = 2.0  # seconds close() waits for the worker's closing handshake
 KEEPALIVE = 10.0  # seconds between an idle connection's reads of the worker's pings (it pings every 20 s)
 RECV_BYTES = 64 * 2**10  # bytes read from the socket at a time (larger reads allocate by mmap: slower)
-MASK_POOL = 4096  # bytes of os.urandom taken at a time for the frames' masking keys (4 bytes each)
-ONE_WRITE = 64 * 2**10  # a frame up to this size goes out in one write (header and payload joined)
 _TIMEVAL = struct.Struct("@ll")
 
 
 class _LeanConnection:
-    """One websocket client connection driven in the caller's own thread: websockets' sans-I/O
-    protocol (``ClientProtocol``) over a plain socket.
+    """One websocket client connection driven in the caller's own thread: a plain socket
+    whose bytes go to and come from ``frames`` (framing.py's ``ClientFrames``: websockets'
+    ``ClientProtocol``, with a short way for a whole binary frame). It only moves bytes.
 
     websockets' sync client reads its socket on a background thread and hands each message to
     the caller through a queue: every reply then costs two thread wake-ups (the reader's, then
@@ -86,35 +84,21 @@ class _LeanConnection:
                 sock = ctx.wrap_socket(sock, server_hostname=wsuri.host)
             self.socket = sock
             self.protocol = protocol = ClientProtocol(wsuri, max_size=max_size)
+            self.frames = frames = ClientFrames(protocol)  # every frame read or written (framing.py)
             request = protocol.connect()
             for k, v in (headers or {}).items():
                 request.headers[k] = v
             protocol.send_request(request)
             self._flush()
-            self._messages: collections.deque = collections.deque()  # complete messages not yet returned
-            self._parts: list | None = None  # a fragmented message's frames so far
-            response = None
             deadline = time.monotonic() + open_timeout
-            while response is None:
+            while frames.response is None and protocol.handshake_exc is None:
                 sock.settimeout(max(deadline - time.monotonic(), 0.001))
                 data = sock.recv(RECV_BYTES)
                 if not data:
                     raise ConnectionError("the worker closed the connection during the handshake")
-                protocol.receive_data(data)
-                for event in protocol.events_received():
-                    if isinstance(event, Response):
-                        response = event
-                    else:
-                        self._take(event)
+                frames.receive_data(data)
             if protocol.handshake_exc is not None:
                 raise protocol.handshake_exc
-            # bytes given to the protocol since the handshake, and those its frames accounted
-            # for (a frame's header by its minimal length form, as a worker sends it) less what
-            # its reader held already: equal, the protocol waits for the start of a frame (see
-            # _read); a worker that sent a longer form than needed only turns the short way off
-            left = getattr(getattr(protocol, "reader", None), "buffer", None)
-            self._fed, self._in_step = 0, (-len(left) if left is not None else -2**62)
-            self._max_size = max_size if max_size is not None else 2**62
         except BaseException:
             sock.close()
             raise
@@ -127,7 +111,6 @@ class _LeanConnection:
         if self._plain:
             sock.settimeout(None)
             self._set_timeout(open_timeout)  # until the first read sets the caller's
-        self._masks, self._mask_at = b"", MASK_POOL
         self._broken = False
         self.io = threading.Lock()
         self._closed = threading.Event()
@@ -147,21 +130,6 @@ class _LeanConnection:
                     self.socket.shutdown(socket.SHUT_WR)
                 except OSError:
                     pass
-
-    def _take(self, frame) -> None:
-        """A frame received: a message (or a part of one) kept for recv; control frames are the
-        protocol's (it answers pings and closes by itself)."""
-        op = frame.opcode
-        if op is Opcode.BINARY or op is Opcode.TEXT:
-            if frame.fin:
-                self._messages.append(frame.data)
-            else:
-                self._parts = [frame.data]
-        elif op is Opcode.CONT and self._parts is not None:
-            self._parts.append(frame.data)
-            if frame.fin:
-                self._messages.append(b"".join(self._parts))
-                self._parts = None
 
     def _set_timeout(self, timeout) -> None:
         """The socket's timeout for reads and writes (seconds; None: none), set when it changes."""
@@ -202,32 +170,11 @@ class _LeanConnection:
         except OSError:
             self._broken = True
             raise
-        protocol = self.protocol
         if not data:
             self._broken = True
-            protocol.receive_eof()
+            self.frames.receive_eof()
             raise ConnectionError("the worker closed the connection")
-        n = len(data)
-        if (self._in_step == self._fed and n >= 2 and data[0] == 0x82 and protocol.current_size is None
-                and protocol.state is State.OPEN):
-            # in step (every byte given to the protocol so far made whole frames): one whole
-            # unfragmented binary frame from the worker, the usual reply, taken as it is (what
-            # the protocol would do with it: no state of its own changes for a data frame)
-            size = data[1]
-            head = 2 if size < 126 else 4 if size == 126 else 0
-            if head == 4 and n >= 4:
-                size = (data[2] << 8) | data[3]
-            if head and n == head + size and size <= self._max_size:
-                self._messages.append(data[head:])
-                return
-        self._fed += n
-        protocol.receive_data(data)
-        used = 0
-        for frame in protocol.events_received():
-            k = len(frame.data)
-            used += k + (2 if k < 126 else 4 if k < 65536 else 10)
-            self._take(frame)
-        self._in_step += used
+        self.frames.receive_data(data)
         self._flush()  # pongs, the closing handshake
 
     def _closed_error(self) -> ConnectionError:
@@ -236,34 +183,14 @@ class _LeanConnection:
         return ConnectionError(f"the connection is closed (code {code})" if code else "the connection is closed")
 
     # --- what the transport calls ----------------------------------------------------------
-    def _mask(self) -> bytes:
-        """A fresh masking key (RFC 6455 5.3: unpredictable; from os.urandom, taken in bulk)."""
-        at = self._mask_at
-        if at >= MASK_POOL:
-            self._masks, at = os.urandom(MASK_POOL), 0
-        self._mask_at = at + 4
-        return self._masks[at:at + 4]
-
     def send(self, data) -> None:
-        """Send one binary message as one frame (the frame built here, as the protocol would:
-        FIN, binary, masked; a complete data frame changes none of the protocol's state)."""
+        """Send one binary message as one frame (ClientFrames.frame)."""
         with self.io:
             if self._broken or self.protocol.state is not State.OPEN:
                 raise self._closed_error()
-            n = data.nbytes if type(data) is memoryview else len(data)
-            if n < 126:
-                head = bytes((0x82, 0x80 | n))
-            elif n < 65536:
-                head = bytes((0x82, 0xFE)) + n.to_bytes(2, "big")
-            else:
-                head = bytes((0x82, 0xFF)) + n.to_bytes(8, "big")
-            mask = self._mask()
             try:
-                if n <= ONE_WRITE:  # one write, one segment
-                    self.socket.sendall(b"".join((head, mask, apply_mask(data, mask))))
-                else:  # no copy of a large payload joined to its header
-                    self.socket.sendall(head + mask)
-                    self.socket.sendall(apply_mask(data, mask))
+                for piece in self.frames.frame(data):
+                    self.socket.sendall(piece)
             except OSError:
                 self._broken = True
                 raise
@@ -273,7 +200,7 @@ class _LeanConnection:
         only one already here); ConnectionError if the connection closed. ``timeout`` bounds
         the whole wait: pings, or a message arriving a byte at a time, do not extend it."""
         with self.io:
-            messages = self._messages
+            messages = self.frames.messages
             wait, deadline = timeout, None
             while not messages:
                 if self._broken or self.protocol.state is not State.OPEN:
