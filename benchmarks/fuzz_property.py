@@ -56,6 +56,7 @@ from syft_lab.commands import NewObject, SameAsArg  # noqa: E402
 from syft_lab.errors import SyftError  # noqa: E402
 from syft_lab.tensors.pointer import PointerTensor  # noqa: E402
 from syft_lab.wire.allowlist import ALLOWED, REFUSED  # noqa: E402
+from syft_lab.workers.heap import heap_zeroes_fresh_memory, worker_environment  # noqa: E402
 
 REPORT = ROOT / "benchmarks" / "fuzz_property_report.md"
 REGRESSIONS = ROOT / "tests" / "network" / "fuzz_regressions.json"
@@ -422,6 +423,37 @@ def fuzz_op(engine: Engine, name: str, refused: bool, examples: int, run_seed: i
     prop()
 
 
+def replay(token_file: Path, out: Path) -> int:
+    """Every case of the regression file on a worker process and (unless hostile) in process;
+    their outcomes, case by case, to ``out`` as JSON (written after each case: a crash leaves what
+    ran). Run in a process whose heap zeroes what it hands out, as a worker's does
+    (workers/heap.py; ``worker_environment``): plain torch's reference run then reads the zeros a
+    worker's kernel reads where it reads memory nobody wrote, so their results are comparable bit
+    for bit, and a non-zero byte from the worker is another client's, not the fuzzer's own heap."""
+    torch.set_num_threads(1)  # as the worker: reductions in the same order, the same bits
+    cases = json.loads(REGRESSIONS.read_text())
+    quiet = lambda text: None  # noqa: E731  (the outcomes carry the details)
+    engine = Engine(token_file, token_file.read_text().strip(), log=quiet).start()
+    local = Engine(None, None, log=quiet, in_process=True).start()
+    results = []
+    try:
+        for entry in cases:
+            outcomes = []
+            for where, eng in (("a worker process", engine), ("in process", local)):
+                if entry["case"]["raw"] and eng is local:
+                    continue
+                before = len(eng.failures)
+                status = eng.run_case(entry["op"], entry["case"])
+                detail = eng.failures[before]["detail"] if len(eng.failures) > before else None
+                outcomes.append({"where": where, "status": status, "detail": detail})
+            results.append(outcomes)
+            out.write_text(json.dumps({"heap_zeroes": heap_zeroes_fresh_memory(), "outcomes": results}))
+    finally:
+        engine.close()
+        local.close()
+    return 0
+
+
 def plan(total_cases: int, seed: int) -> list[tuple[str, bool, int]]:
     """Every fuzzed overload with its number of cases (2 for a refused out= overload), in an
     order shuffled by the seed (a run cut short has sampled every kind of op)."""
@@ -495,7 +527,7 @@ def supervise(options) -> dict:
             cmd = [sys.executable, __file__, "--child", "--start", str(start), "--cases", str(options.cases),
                    "--seed", str(options.seed), "--workdir", str(work), "--token-file", options.token_file,
                    "--minutes", str(remaining), "--shard", str(k), "--shards", str(options.shards)]
-            rc = subprocess.call(cmd, cwd=str(ROOT))
+            rc = subprocess.call(cmd, cwd=str(ROOT), env=worker_environment())  # (its heap zeroes: replay())
             state_file = work / f"counts-{k}-{start}.json"
             state = json.loads(state_file.read_text()) if state_file.exists() else {"next": start}
             if rc == 0:
@@ -607,9 +639,12 @@ def main(argv=None) -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--token-file", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--replay", default=None, help=argparse.SUPPRESS)  # (test_property_fuzz.py's)
     options = parser.parse_args(argv)
     if options.child:
         return child(options)
+    if options.replay:
+        return replay(Path(options.token_file), Path(options.replay))
     options.workdir = options.workdir or tempfile.mkdtemp(prefix="fuzz-property-")
     token_file = Path(options.workdir) / "token"
     Path(options.workdir).mkdir(parents=True, exist_ok=True)

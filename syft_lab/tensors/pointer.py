@@ -16,23 +16,22 @@ turns into a live pointer.
 """
 from __future__ import annotations
 
-import functools
 import sys
 import threading
-import weakref
 
 import torch
 
 from .. import events
-from ..commands import NewObject, Ref, SameAsArg, current_holder, get_worker
+from ..commands import NewObject, SameAsArg, get_worker
 from ..errors import ObjectNotFoundError, SyftError, SyftTypeError, SyftValueError
-from ..ids import ID_BITS, short
-from ..ids import _rand as _id_random
+from ..ids import short
 from .base import ChainLayer, flat_layers
 from .nodes import tree_from_list
 from .registry import register_layer, wire_int, wire_shape, wire_text
+from .remote_ref import RemoteRef, _live_refs, mark_left, newest_live_refs, pointer_state  # noqa: F401 (imported here)
 from .strides import ColumnMajor, TensorMeta, constant_key, infer, intern, memo_get as _memo_get
 from .transfer import GetWithGrad, MoveWithGrad
+from .whole_ops import AUTOCAST_CASTS, whole_call, whole_on_the_worker
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _Tensor = torch.Tensor
@@ -43,6 +42,7 @@ _CPU = torch.device("cpu")
 _device = torch.device
 _no_python_dispatch = torch._C._DisableTorchDispatch
 _no_torch_function = torch._C._disabled_torch_function_impl
+_OpOverload = torch._ops.OpOverload
 _MISSING = object()
 aten = torch.ops.aten
 
@@ -90,99 +90,6 @@ _VALUE_OP_IDS = frozenset(id(op) for op in _VALUE_OPS)
 PYTHON_LEVEL: dict = {}
 _python_level = PYTHON_LEVEL.get
 _NO_KWARGS: dict = {}  # never written: unpacked by the call it is passed to
-
-
-# id(ref) -> weakref of every live RemoteRef; a ref leaves in its own __del__. (A WeakSet ran
-# Python code in its add and in a removal callback: ~0.5 us of every pointer op.)
-_live: dict[int, weakref.ref] = {}
-_weakref = weakref.ref
-_new_id = functools.partial(_id_random.getrandbits, ID_BITS)  # ids.new_id without its frame (``or 1``)
-_holder = current_holder.get
-
-
-class RemoteRef(Ref):
-    """A pointer's hold on one remote object. Dropping the last owning one releases the object."""
-
-    __slots__ = ("location", "owning", "released", "pointer_id", "owner_id", "target_kind", "shape", "dtype",
-                 "meta", "helper", "gone_how", "gone_to", "__weakref__")
-
-    def __init__(self, location, obj_id: int, owning: bool, target_kind: str = "tensor", shape=None, dtype=None,
-                 meta: int = -1):
-        self.id = obj_id
-        self.target_kind = target_kind
-        self.shape, self.dtype = shape, dtype  # known for tensor targets; sy.batch needs them
-        self.meta = meta  # the interned (shape, stride, offset, dtype) of the remote tensor (strides.py)
-        self.helper = False  # made by a composite op from no user data (composite.py)
-        self.location = location
-        self.owning = owning
-        self.released = False
-        self.gone_how = self.gone_to = None  # once released by mark_left: "fetched"/"moved", where to
-        self.pointer_id = _new_id() or 1  # the id of the pointer holding this ref, for the views
-        self.owner_id = _holder()  # the worker holding that pointer
-        _live[id(self)] = _weakref(self)
-
-    def __del__(self):
-        _live.pop(id(self), None)
-        if events._subscribers:
-            try:
-                events.emit("pointer_dropped", self.owner_id, self.pointer_id,
-                            location=self.location.id, id_at_location=self.id)
-            except Exception:
-                pass
-        if self.owning and not self.released:
-            self.released = True
-            try:
-                self.location._release(self.id)
-            except Exception:  # the worker may be gone, or the interpreter shutting down
-                pass
-
-
-class _LiveRefs:
-    """Every live RemoteRef (iterate it); held weakly in ``_live``, by ``id``."""
-
-    __slots__ = ()
-
-    def __iter__(self):
-        for w in list(_live.values()):
-            ref = w()
-            if ref is not None:
-                yield ref
-
-    def __len__(self):
-        return len(_live)
-
-
-_live_refs = _LiveRefs()
-
-
-def newest_live_refs():
-    """Every live RemoteRef, newest first (the order they were made, reversed): a scan for the
-    refs made since some known one stops at it (widget/tracker.py)."""
-    for w in reversed(list(_live.values())):
-        ref = w()
-        if ref is not None:
-            yield ref
-
-
-def mark_left(location, obj_id: int, how: str | None = None, to: str | None = None) -> None:
-    """The object left ``location`` (get or move): every pointer to it is stale now, not only
-    the one that was used, and none of them may release it again. ``how`` ("fetched",
-    "moved", "deleted") and ``to`` (the worker it moved to) are kept on the refs for the views."""
-    for ref in list(_live_refs):
-        if ref.id == obj_id and ref.location is location:
-            ref.released = True
-            ref.gone_how, ref.gone_to = how, to
-
-
-def pointer_state(ref) -> str:
-    """'ok', 'gone' (the object was fetched or moved away) or the worker's state when it is down."""
-    if ref.released:
-        return "gone"
-    try:
-        state = ref.location.state
-    except Exception:
-        return "unreachable"
-    return "closed" if state == "closed" else "ok"
 
 
 def _value_error(func, location):
@@ -792,18 +699,9 @@ def _indexed(func, args, kwargs):
 PYTHON_LEVEL[_Tensor.__getitem__] = PYTHON_LEVEL[_Tensor.__setitem__] = _indexed
 
 
-def _whole_on_the_worker(op):
-    """A composite that decides by its tensor's device (autocast's casts: ``self.is_cpu()``) read
-    the pointer's placeholder meta device here and returned its input uncast, where the worker's
-    CPU tensor is cast (found by the property fuzzer). It goes to the worker whole instead."""
-    def run(func, args, kwargs):
-        return PointerTensor.__torch_dispatch__(op, (), tuple(args), kwargs)
-
-    return run
-
-
-for _op in (aten._autocast_to_reduced_precision.default, aten._autocast_to_full_precision.default):
-    PYTHON_LEVEL[_op] = PYTHON_LEVEL[getattr(_Tensor, _op._schema.name.split("::")[1])] = _whole_on_the_worker(_op)
+for _op in AUTOCAST_CASTS:  # (their Tensor methods too: whole_ops.py)
+    PYTHON_LEVEL[_op] = PYTHON_LEVEL[getattr(_Tensor, _op._schema.name.split("::")[1])] = \
+        whole_on_the_worker(_op, PointerTensor)
 
 
 def _worker_device(d: torch.device) -> torch.device:
@@ -854,7 +752,12 @@ def _torch_call(func, types, args, kwargs):
     ``at::empty(..., x.options())`` (``vander``) makes it here, a plain tensor on the pointer's
     placeholder meta device, and fills it by ops on it that a worker cannot run. An empty such
     result holds nothing: it becomes a pointer to an empty tensor made on the worker; any other
-    is refused (the op would need its helper made on the worker: composite.py)."""
+    is refused (the op would need its helper made on the worker: composite.py). A composite
+    aten overload called by name goes to the worker whole instead (whole_ops.py)."""
+    if type(func) is _OpOverload:
+        result = whole_call(func, args, kwargs, PointerTensor)
+        if result is not None:
+            return result
     result = _no_torch_function(func, types, args, kwargs)
     if type(result) is _Tensor:
         return _placed(result, func, args, kwargs)

@@ -31,6 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..dtypes import DTYPES
 from ..errors import QuotaExceededError
+from ..tensors import whole_ops
 from . import op_checks, op_cost
 from .op_checks import OpNotAllowedError
 
@@ -366,6 +367,35 @@ def _check_typed(plan: _Plan, args, kwargs) -> None:
                 raise OpNotAllowedError(f"{plan.name}: unsafe=True skips the kernel's own checks: refused")
         else:
             raise OpNotAllowedError(f"{plan.name}: a generator cannot travel; the worker uses its own")
+
+
+_LITERAL_KINDS = ("enum", "memory_format")
+
+
+class _Literals:
+    __slots__ = ("name", "typed")
+
+    def __init__(self, op):
+        self.name = str(op)
+        self.typed = tuple(t for t in _typed_arguments(op) if t[2] in _LITERAL_KINDS)
+
+
+_literals: dict[int, _Literals] = {}  # id(op) -> its enum-typed arguments (an OpOverload lives as long as torch)
+
+
+def check_enum_literals(op, args, kwargs) -> None:
+    """Any overload's enum-typed int and memory-format arguments against their legal values, as
+    ``check_call`` checks them, for code that runs an op in a client before a worker sees it (a
+    composite's decomposition on a pointer's placeholder: tensors/whole_ops.py). Devices, dtypes
+    and layouts are left to the worker (a pointer's meta placeholder names the meta device)."""
+    lit = _literals.get(id(op))
+    if lit is None:
+        lit = _literals[id(op)] = _Literals(op)
+    if lit.typed:
+        _check_typed(lit, args, kwargs)
+
+
+whole_ops.use_literal_check(check_enum_literals)
 
 
 # --- torch's own binding of a fast op ----------------------------------------------------------

@@ -512,6 +512,38 @@ def _list_outputs(name, a: _Args):
                                 f"makes in one op: nothing ran. Split into larger pieces")
 
 
+# --- in-place internals and their result type ---------------------------------------------------
+
+# add_ refuses a result type its self cannot hold; the internal _add_relu_ casts a wider one into
+# self but returns a new tensor of the wider dtype (plain torch: float64 from a float32 self), while
+# its schema, meta run and every pointer say it returns self. The class rule: an in-place internal
+# overload (`_*_`, its self written and returned) takes operands (tensors and scalars it does not
+# write) whose promotion with self is self's dtype.
+INPLACE_RESULT_RULE = ("in-place internals (`_*_`) returning their self: operands promote to self's dtype (one "
+                       "returned a new tensor of a wider dtype instead of self)")
+
+
+def _returns_written_self(op) -> bool:
+    schema = op._schema
+    args, returns = schema.arguments, schema.returns
+    return bool(args) and args[0].name == "self" and str(args[0].type) == "Tensor" \
+        and args[0].alias_info is not None and args[0].alias_info.is_write and len(returns) == 1 \
+        and returns[0].alias_info is not None and returns[0].alias_info.is_write
+
+
+def _promotes_to_self(operands):
+    def check(name, a: _Args):
+        x = a["self"]
+        if not isinstance(x, torch.Tensor):
+            return
+        for key in operands:
+            v = a[key]
+            if isinstance(v, (torch.Tensor, int, float, complex, bool)) and torch.result_type(x, v) != x.dtype:
+                raise OpNotAllowedError(f"{name}: {key} promotes {x.dtype} to {torch.result_type(x, v)}, which "
+                                        f"self cannot hold (in place, use the public op: add_, ...)")
+    return check
+
+
 def check_for(name: str, op):
     """The argument check of an allowed overload, or None."""
     base = name.split(".")[1]
@@ -528,6 +560,11 @@ def check_for(name: str, op):
             checks.append(_fixed_lengths(sized, ("stride",) if "pool" in base else ()))
     if _LIST_OUTPUT_OPS.search(base):
         checks.append(_list_outputs)
+    if base.startswith("_") and not base.startswith("__") and base.endswith("_") and _returns_written_self(op):
+        operands = [a.name for a in op._schema.arguments[1:] if a.alias_info is None
+                    and str(a.real_type) in ("Tensor", "number")]
+        if operands:
+            checks.append(_promotes_to_self(operands))
     kind = _view_kind(base, set(names))
     if kind is not None:
         checks.append(_view_check(kind))

@@ -53,6 +53,10 @@ def tables() -> str:
     lines.append(f"| internal `_*` overloads | {_cell(op_checks.EMPTY_INPUT_RULE)} | {empty_rule} |")
     listed = sum(1 for name in allowed if op_checks._LIST_OUTPUT_OPS.search(name.split(".")[1]))
     lines.append(f"| list-returning splits | {_cell(op_checks.LIST_OUTPUT_RULE)} | {listed} |")
+    inplace = sum(1 for name, op in allowed.items() if name.split(".")[1].startswith("_")
+                  and not name.split(".")[1].startswith("__") and name.split(".")[1].endswith("_")
+                  and op_checks._returns_written_self(op))
+    lines.append(f"| in-place internals | {_cell(op_checks.INPLACE_RESULT_RULE)} | {inplace} |")
     for pattern, _, what in op_checks.FAMILIES:
         n = sum(1 for name in allowed if op_checks.re.search(pattern, name.split(".")[1]))
         lines.append(f"| `{_cell(pattern)}` | {_cell(what)} | {n} |")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import fuzz_property  # noqa: E402  (the engine lives beside its long-run script)
+from syft_lab.workers.heap import worker_environment  # noqa: E402
 
 pytestmark = pytest.mark.network
 
@@ -101,17 +103,22 @@ def _regression_params():
         marks = ()
         if entry.get("known_open"):
             marks = pytest.mark.xfail(strict=entry["known_open"]["strict"], reason=entry["known_open"]["reason"])
-        params.append(pytest.param(entry, marks=marks, id=f"{i}-{entry['op'].split('.')[1]}"))
+        params.append(pytest.param(i, entry, marks=marks, id=f"{i}-{entry['op'].split('.')[1]}"))
     return params
 
 
 @pytest.fixture(scope="module")
-def replay_engines(token_file, token):
-    engine = fuzz_property.Engine(token_file, token).start()
-    local = fuzz_property.Engine(None, None, in_process=True).start()
-    yield engine, local
-    engine.close()
-    local.close()
+def replay_outcomes(token_file, tmp_path_factory):
+    """Every regression case's outcomes, from one process whose heap zeroes what it hands out as a
+    worker's does (fuzz_property.replay): plain torch's reference then reads what a worker's
+    kernel reads where it reads memory nobody wrote, so outcomes do not depend on this process's
+    heap. (outcomes per case in the file's order, and how that process ended)"""
+    out = tmp_path_factory.mktemp("replay") / "outcomes.json"
+    proc = subprocess.run([sys.executable, fuzz_property.__file__, "--replay", str(out), "--token-file",
+                           str(token_file)], cwd=str(fuzz_property.ROOT), env=worker_environment(),
+                          capture_output=True, text=True, timeout=840)
+    found = json.loads(out.read_text()) if out.exists() else {"heap_zeroes": None, "outcomes": []}
+    return found, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
 
 
 def test_the_regression_file_holds_the_cases_issue_37_and_the_long_runs_found():
@@ -120,13 +127,10 @@ def test_the_regression_file_holds_the_cases_issue_37_and_the_long_runs_found():
     assert all(c["known_open"]["reason"] and type(c["known_open"]["strict"]) is bool for c in cases if "known_open" in c)
 
 
-@pytest.mark.parametrize("entry", _regression_params())
-def test_every_case_the_long_run_found_failing_passes_now(replay_engines, entry):
-    engine, local = replay_engines
-    before = len(engine.failures), len(local.failures)
-    outcomes = [(entry["op"], engine.run_case(entry["op"], entry["case"]))]
-    if not entry["case"]["raw"]:
-        outcomes.append((entry["op"] + " (in process)", local.run_case(entry["op"], entry["case"])))
-    failing = [(op, status) for op, status in outcomes if status in fuzz_property.FAILURES]
-    new = engine.failures[before[0]:] + local.failures[before[1]:]
-    assert not failing, f"{failing}: " + "; ".join(f"{f['status']}: {f['detail'][:200]}" for f in new)
+@pytest.mark.parametrize("index, entry", _regression_params())
+def test_every_case_the_long_run_found_failing_passes_now(replay_outcomes, index, entry):
+    found, ended = replay_outcomes
+    assert index < len(found["outcomes"]), f"the replay process ended before this case ({ended})"
+    assert found["heap_zeroes"], "the replay's process did not start with the zeroing heap"
+    failing = [o for o in found["outcomes"][index] if o["status"] in fuzz_property.FAILURES]
+    assert not failing, "; ".join(f"{o['where']}: {o['status']}: {str(o['detail'])[:300]}" for o in failing)
