@@ -136,6 +136,7 @@ export class SyftPanel extends Widget {
 
   private _setComm(comm: SidebarComm | null): void {
     if (this._comm) this._comm.worldChanged.disconnect(this._onWorld, this);
+    if (comm !== this._comm) this._world.reset(); // another kernel (or none): the old one's History goes
     this._comm = comm;
     this._status.el.textContent = "";
     this._status.el.className = "syft-status";
@@ -149,7 +150,6 @@ export class SyftPanel extends Widget {
     } else {
       this._worldBox.hidden = true;
       this._hint.hidden = true;
-      this._world.update({ workers: [] }, []);
     }
   }
 

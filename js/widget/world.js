@@ -236,7 +236,7 @@ export function createWorldView(ctx) {
     links = worldLinks(next);
     setGroupOrder(links.groups);
     focus = nextFocus || [];
-    const all = next.workers || [];
+    const all = disabled ? (next.workers || []).map(frozenLane) : next.workers || [];
     colours = laneColours(all.map((l) => l.id));
     laneById = new Map(all.map((l) => [l.id, l]));
     let shown = all.filter((l) => (!focus.length || focus.includes(l.id)) && laneMatches(query, l.id));
@@ -302,6 +302,28 @@ export function createWorldView(ctx) {
     if (world) lanesView.drawArrows((key) => worldIndex.has(key), hl.lit);
   }
 
+  /** A lane of a view whose kernel is gone: what its worker is now is not known (an
+   * in-process one went with the kernel; a worker process may be up), so it never says
+   * "connected" under the banner. The rows stay as they were, their buttons off. */
+  function frozenLane(l) {
+    if (l.id === LOCAL || l.gone || isDown(l)) return l;
+    return { ...l, state: "unknown" };
+  }
+
+  /** Forget the history and the world shown (a new kernel: nothing of the old one's steps holds). */
+  function reset() {
+    history = [];
+    latest = null;
+    replaying = -1;
+    changes = { marks: new Map(), ghosts: new Map(), gone: new Map() };
+    frame.classList.remove("syft-replaying");
+    timeline.showReplay("");
+    timeline.render(history, replaying);
+    lanesView.invalidate();
+    update({ workers: [] }, [], true);
+    world = null;
+  }
+
   /** The view's kernel is gone (or back, with ""): say so, and turn every button off. */
   function setDisabled(reason) {
     disabled = reason || "";
@@ -332,6 +354,7 @@ export function createWorldView(ctx) {
     get history() { return history; },
     showStep,
     setDisabled,
+    reset,
     filter(text = "", kind = "", worker = "") {
       onFilter(toolbar.set(text, kind, worker));
     },
