@@ -15,15 +15,17 @@ not what plain torch computes on the worker's CPU tensor whenever the two differ
 - a decomposition that a hostile argument crashes in this process before any worker could check
   it (``_batch_norm_impl_index_backward`` with ``impl_index=-3``: a client segfault).
 
-The class rule: such an overload, called by name (``torch.ops.aten.<op>.<overload>``, what reaches
-``__torch_function__`` as an OpOverload) with tensor results only, goes to the worker as one
-op, where the worker's checks and policy judge it and plain torch's CPU kernel runs it. It is
-decomposed here as before only where the decomposition is what gives the call its meaning:
-an argument requires grad (autograd records the decomposition's ops), a dispatch mode or a
-functorch transform is active (they see the ops), another tensor subclass takes part, or the op
-returns a Python value (computed from metadata, or refused as a value read). Its enum-typed int
-arguments are checked here first in every case, as the worker checks them: no hostile code
-reaches torch in this process either.
+The class rule: such an overload, called by name (``torch.ops.aten.<op>.<overload>``, what
+reaches ``__torch_function__`` as an OpOverload), functional (it writes no argument and returns no
+view) and with tensor results only, goes to the worker as one op, where the worker's checks and
+policy judge it and plain torch's CPU kernel runs it. It is decomposed here as before where the
+decomposition is what gives the call its meaning: an argument requires grad (autograd records
+the decomposition's ops), a dispatch mode or a functorch transform is active (they see the ops),
+another tensor subclass takes part, or the op returns a Python value (computed from metadata, or
+refused as a value read); mutating and view composites stay the dispatcher's too (autograd's
+version counters and view records see their ops). Its enum-typed int arguments are checked here
+first in every case, as the worker checks them: no hostile code reaches torch in this process
+either.
 """
 from __future__ import annotations
 
@@ -75,8 +77,12 @@ def _decomposes_here(op) -> bool:
     autograd_meta = next((ln for ln in table if ln.startswith("AutogradMeta:")), "")
     if "CompositeImplicitAutograd" not in autograd_meta or syft_kernel:
         return False
-    returns = op._schema.returns
-    return bool(returns) and all(str(r.type) in _TENSOR_RESULTS for r in returns)
+    schema = op._schema
+    returns = schema.returns
+    # (a composite that writes an argument or returns a view stays the dispatcher's: autograd's
+    # version counters and view records see its ops, which a tensor saved for backward needs)
+    return bool(returns) and not schema.is_mutable and all(
+        str(r.type) in _TENSOR_RESULTS and r.alias_info is None for r in returns)
 
 
 def _route(op) -> bool:

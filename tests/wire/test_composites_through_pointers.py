@@ -96,3 +96,11 @@ def test_an_in_place_internal_through_a_pointer_is_refused_where_plain_torch_ret
         aten._add_relu_.Tensor(p, worker.send(torch.tensor([0.5, 0.5], dtype=torch.float64)))
     same = aten._add_relu_.Tensor(p, worker.send(torch.tensor([0.5, 0.5])))
     assert same is p and torch.equal(p.get(), torch.tensor([1.5, 0.0]))
+
+
+def test_a_mutating_composite_stays_the_dispatchers_so_autograd_sees_a_saved_tensor_change(worker):
+    w, x = worker.send(torch.ones(3)).requires_grad_(), worker.send(torch.randn(3))
+    y = (w * x).sum()  # x saved for backward
+    aten.absolute_.default(x)  # an in-place composite: decomposed, its abs_ bumps x's version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
