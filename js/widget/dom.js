@@ -148,3 +148,76 @@ export function clear(el) {
   while (el.firstChild) el.removeChild(el.firstChild);
   return el;
 }
+
+/** What a row keeps of a name it must cut (issue 39.3): the characters where it starts to differ
+ * from the other names of its lane (`distinctAt`: their longest common prefix, world/lanes.js),
+ * a few after them, and its last part (the index `[0]`, `.weight`): `data['st_mar…tin…[0]` and
+ * `data['st_mar…y_h…[2]` read apart where `data['st_ma…` did not. Parts:
+ * [head (may be cut), key (kept), middle (cut first), tail (kept)]. */
+export const KEY_CHARS = 4;
+
+/** A name's last part, kept whole when a row cuts the name: its last index or attribute. */
+export function nameTail(t) {
+  if (t.length <= 8) return "";
+  const last = /(\[[^\[\]]*\]|\.[^.[\]]{1,12}|_[^_.[\]]{1,8})$/.exec(t);
+  return last && last[0].length < t.length ? last[0] : t.slice(-3);
+}
+
+export function nameParts(text, distinctAt = 0) {
+  const t = String(text ?? "");
+  if (t.length <= 8) return [t, "", "", ""];
+  const tail = nameTail(t);
+  const end = t.length - tail.length;
+  const at = Math.max(0, Math.min(distinctAt, end));
+  const keyEnd = Math.min(end, at + (at ? KEY_CHARS : 2 * KEY_CHARS)); // a name like no other keeps its start
+  return [t.slice(0, at), t.slice(at, keyEnd), t.slice(keyEnd, end), tail];
+}
+
+/** A name cut to about `n` characters (issue 39.3): its head and middle give way to "…", never
+ * where it starts to differ from the other names (`distinctAt`) nor its tail:
+ * cutName("data['st_mary_hospital'][0]", 14, 12) === "d…y_ho…[0]" (roughly). */
+export function cutName(text, n, distinctAt = 0) {
+  const t = String(text ?? "");
+  if (t.length <= n) return t;
+  let [head, key, mid, tail] = nameParts(t, distinctAt);
+  // with too little room the head goes to "…", then the kept part shortens to two characters
+  while (key.length > 2 && (head ? 1 : 0) + key.length + (mid ? 1 : 0) + tail.length > n) {
+    mid = key.slice(-1) + mid;
+    key = key.slice(0, -1);
+  }
+  let room = n - key.length - tail.length;
+  let midCut = "";
+  if (mid) {
+    room -= 1; // its ellipsis at least
+    midCut = "…";
+  }
+  let headCut = head;
+  if (head.length > Math.max(room, 0)) headCut = room > 1 ? head.slice(0, room - 1) + "…" : head ? "…" : "";
+  else if (mid) {
+    const spare = room - head.length; // what the head left: the start of the middle
+    if (spare > 0) midCut = mid.slice(0, spare) + "…";
+  }
+  return headCut + key + midCut + tail;
+}
+
+/** The HTML of a name a row may cut to fit (world/lanes.js fitNames): the whole name is in
+ * `data-full`, and in the title of the label that holds it. */
+export function nameHTML(text, distinctAt = 0) {
+  return `<span class="syft-cut" data-full="${esc(text)}" data-at="${Number(distinctAt) || 0}">${esc(text)}</span>`;
+}
+
+/** For each text, where it starts to differ from the others before its tail (the longest prefix
+ * its body shares with another's; names that differ in their tail only, `x[0]` and `x[1]`, or a
+ * text alone: 0): what a cut name must keep besides its tail. */
+export function distinctFrom(texts) {
+  const body = (t) => t.slice(0, t.length - nameTail(t).length);
+  const bodies = [...new Set(texts.filter(Boolean).map((t) => body(String(t))))].sort();
+  const common = (a, b) => { let i = 0; while (i < a.length && i < b.length && a[i] === b[i]) i++; return i; };
+  const at = new Map();
+  bodies.forEach((b, i) => {
+    at.set(b, Math.max(i > 0 ? common(b, bodies[i - 1]) : 0, i + 1 < bodies.length ? common(b, bodies[i + 1]) : 0));
+  });
+  const out = new Map();
+  for (const t of texts) if (t) out.set(t, at.get(body(String(t))) ?? 0);
+  return out;
+}

@@ -3,16 +3,17 @@
 // as HTML in one batch and reused while their entry is unchanged), and the arrows' layer over
 // them (arrows.js routes, this measures and draws).
 
-import { LOCAL, colourStyle, esc, h, isEdge, objKey, shapeText, shortId } from "../dom.js";
+import { LOCAL, colourStyle, cutName, distinctFrom, esc, h, isEdge, objKey, shapeText, shortId } from "../dom.js";
 import { arrowsInView, arrowsSVG, lanesToMeasure } from "./arrows.js";
 import { laneItems } from "./filter.js";
 import { withGhosts } from "./history.js";
-import { goneWhere, isDown, laneHead, nodeOf, objectRowHTML, rowsFrom, splitKey } from "./rows.js";
+import { goneWhere, isDown, laneHead, nodeOf, objectRowHTML, pointedLabel, rowLabel, rowsFrom, splitKey } from "./rows.js";
 
 /** Row height in px: style.css gives .syft-obj exactly this height (border included). */
 export const ROW_H = 26;
 export const BIG_ROW_H = 36; // classroom mode (style.css .syft-classroom)
 const OVERSCAN = 8; // rows materialised above and below the visible band
+const DISTINCT_MAX = 2000; // a lane's rows whose "pointed at by" labels are compared (names: all)
 export const DEFAULT_VIEW_H = 520; // the scroller's max-height, when it has no layout yet
 
 function headerChanged(a, b) {
@@ -52,9 +53,13 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
     if (!L) {
       const list = h("ol", { class: "syft-objects" });
       const body = h("div", { class: "syft-lane-body" }, list);
-      const section = h("section", { class: "syft-lane", "data-worker": lane.id, "aria-label": `worker ${lane.id}` }, body);
+      // a lane taller than its body (--syft-lane-h) says how many rows are below: a scroll bar
+      // alone went unseen (issue 39.3); a click shows the next page of rows
+      const more = h("button", { class: "syft-lane-more", type: "button", hidden: true,
+        onclick: () => body.scrollBy({ top: Math.max(rowH, body.clientHeight - rowH) }) });
+      const section = h("section", { class: "syft-lane", "data-worker": lane.id, "aria-label": `worker ${lane.id}` }, body, more);
       body.addEventListener("scroll", () => schedule(), { passive: true });
-      L = { section, head: null, body, list, lane: null, items: [], index: new Map(), rows: new Map(), q: null };
+      L = { section, head: null, body, more, moreText: "", list, lane: null, items: [], index: new Map(), rows: new Map(), q: null };
       lanes.set(lane.id, L);
     }
     return L;
@@ -94,6 +99,7 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
           });
           L.list.style.height = `${L.items.length * rowH}px`;
           L.q = query;
+          L.distinct = distinctOf(lane.id, L.items);
         }
         const closable = s.closable && lane.id !== LOCAL;
         if (!L.head || !prevLane || headerChanged(prevLane, lane) || L.collapsed !== isCollapsed || L.shown !== nShown
@@ -144,13 +150,86 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
     return [first, Math.max(first, last)];
   }
 
+  /** Where each name of a lane starts to differ from the others (dom.js distinctFrom): a row
+   * cut to fit keeps that part (issue 39.3). Names and "pointed at by" labels. */
+  function distinctOf(laneId, items) {
+    const texts = [];
+    const withOpts = items.length <= DISTINCT_MAX;
+    for (const o of items) {
+      if (o.header !== undefined || o.ghost) continue;
+      const opts = withOpts ? rows.opts(laneId, o) : {};
+      texts.push(rowLabel(o, opts.shareOf));
+      if (opts.pointedBy?.length) texts.push(pointedLabel(opts.pointedBy));
+    }
+    return distinctFrom(texts);
+  }
+
+  /** A row's options: the world's (rows.opts) and where its lane's names differ. */
+  const rowOpts = (L, o) => ({ ...rows.opts(L.lane.id, o), distinct: L.distinct });
+
   /** What a row shows besides its entry: redrawn when it changes. */
-  function rowExtra(laneId, o) {
+  function rowExtra(L, o) {
     // not the highlight: it is a class that comes and goes on the row itself (redrawing the row
     // when it ends would close a menu the user is in)
-    const opts = rows.opts(laneId, o);
-    return `${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}|${opts.gone ? goneWhere({}, opts.gone) : ""}|${opts.shareOf ?? ""}`
+    const opts = rows.opts(L.lane.id, o);
+    const at = L.distinct?.get(rowLabel(o, opts.shareOf)) ?? 0;
+    const atBy = opts.pointedBy?.length ? L.distinct?.get(pointedLabel(opts.pointedBy)) ?? 0 : 0;
+    return `${at}/${atBy}|${(opts.pointedBy || []).join(",")}|${opts.dangling ? 1 : 0}|${opts.pending ? 1 : 0}|${opts.gone ? goneWhere({}, opts.gone) : ""}|${opts.shareOf ?? ""}`
       + `|${isEdge(o) ? rows.colour(o.location) : ""}`;
+  }
+
+  /** How many rows of a lane are below what its body shows (0 without layout, or collapsed). */
+  function rowsBelow(L) {
+    const shownH = L.collapsed ? 0 : L.body.clientHeight;
+    const n = L.items.length;
+    if (!shownH || n * rowH <= shownH + 1) return 0;
+    return Math.max(0, n - Math.floor(((L.body.scrollTop || 0) + shownH) / rowH));
+  }
+
+  /** A lane's "N more" line, said again when it changed. */
+  function sayMore(L) {
+    const below = rowsBelow(L);
+    const text = below ? `▾ ${below} more` : "";
+    if (L.moreText === text) return;
+    L.moreText = text;
+    L.more.hidden = !below;
+    L.more.textContent = text;
+    L.more.setAttribute("aria-label", `${below} more row${below === 1 ? "" : "s"} in ${L.lane?.id ?? "this lane"}: show them`);
+    L.more.title = `${below} more below: scroll the lane, or click for the next rows`;
+  }
+
+  /**
+   * Cut the names of `rowEls` that do not fit their label to the characters that do (dom.js
+   * cutName: where each differs from its lane's other names, and its tail, stay). All widths
+   * are read, then all texts written (one layout), three times at most: a label in a proportional
+   * font may need a second look. `again`: rows fitted before (a lane's width changed).
+   */
+  function fitNames(rowEls, again = false) {
+    let cuts = [...rowEls].flatMap((r) => [...r.querySelectorAll(".syft-cut")]);
+    if (again) {
+      for (const c of cuts) {
+        if (c.textContent !== c.dataset.full) c.textContent = c.dataset.full;
+        c.parentElement.classList.remove("syft-fitted");
+      }
+    }
+    for (let pass = 0; pass < 3 && cuts.length; pass++) {
+      const jobs = [];
+      for (const c of cuts) {
+        const box = c.parentElement;
+        if (!(box.clientWidth > 0)) continue; // not laid out (hidden, or a DOM without layout)
+        const over = box.scrollWidth - box.clientWidth;
+        const text = c.textContent;
+        if (!(over > 1) || !text) continue;
+        const charW = c.getBoundingClientRect().width / text.length || 7;
+        jobs.push([c, Math.max(1, text.length - Math.ceil(over / charW) - (pass ? 1 : 0))]);
+      }
+      // a cut label keeps its width (style.css .syft-fitted): what it gave up goes to no one else
+      for (const [c, n] of jobs) {
+        c.textContent = cutName(c.dataset.full, n, Number(c.dataset.at) || 0);
+        c.parentElement.classList.add("syft-fitted");
+      }
+      cuts = jobs.map(([c]) => c);
+    }
   }
 
   /** Materialise the visible rows of every lane (reusing the rows that did not change). */
@@ -158,6 +237,12 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
     const t0 = performance.now();
     const jobs = [];
     for (const L of lanes.values()) {
+      sayMore(L);
+      const width = L.body.clientWidth;
+      if (width && L.fitWidth !== width) { // wider or narrower: the rows' names are cut again
+        if (L.fitWidth !== undefined) fitNames([...L.rows.values()].map((R) => R.el), true);
+        L.fitWidth = width;
+      }
       const items = L.items;
       const [first, last] = band(L);
       const want = new Set();
@@ -167,7 +252,7 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
         const id = o.header !== undefined ? `g:${o.header}` : o.ghost ? `x:${o.key}` : o.id;
         want.add(id);
         const target = isEdge(o) ? rows.targetOf(o) : undefined;
-        const extra = o.header !== undefined || o.ghost ? "" : rowExtra(L.lane.id, o);
+        const extra = o.header !== undefined || o.ghost ? "" : rowExtra(L, o);
         const R = L.rows.get(id);
         if (o.header !== undefined || o.ghost ? !R || R.entry !== o : stale(R, o, target, extra)) fresh.push({ o, id, target, i, extra });
         else {
@@ -186,7 +271,7 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
     const html = [];
     for (const { L, fresh } of jobs) {
       for (const f of fresh) {
-        html.push(f.o.header !== undefined || f.o.ghost ? itemHTML(f.o, rows.colour) : objectRowHTML(L.lane.id, f.o, f.target, rows.opts(L.lane.id, f.o)));
+        html.push(f.o.header !== undefined || f.o.ghost ? itemHTML(f.o, rows.colour) : objectRowHTML(L.lane.id, f.o, f.target, rowOpts(L, f.o)));
       }
     }
     const made = rowsFrom(html);
@@ -209,6 +294,7 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
       }
       L.list.append(frag);
     }
+    if (made.length) fitNames(made); // in the page now: they can be measured
     for (const [row, action] of refocus) {
       const el = (action && /^[\w-]+$/.test(action) && row.querySelector(`[data-action="${action}"]`))
         || row.querySelector("button, [tabindex]");

@@ -4,7 +4,7 @@
 // dangling pointers. Nothing here keeps state but the share groups' order (setGroupOrder).
 
 import { actionBarHTML } from "../actions.js";
-import { LOCAL, esc, h, isEdge, objKey, shapeText, shortId } from "../dom.js";
+import { LOCAL, esc, h, isEdge, nameHTML, objKey, shapeText, shortId } from "../dom.js";
 import { ledgerButton, ledgerPanel } from "../ledger.js";
 
 const DOWN = new Set(["unreachable", "closed", "gone", "error", "stopped", "dead"]);
@@ -45,6 +45,11 @@ export function laneHead(lane, shown, collapsed, closable, provides, ledgerOpen 
 }
 
 
+// a closed worker refuses every request but releases, and keeps what its lane lists until then
+// (tests/contract/test_lifecycle.py)
+export const CLOSED_TEXT = "closed: it refuses every request and still takes releases; it keeps the objects "
+  + "its lane lists until their pointers release them";
+
 const STATE_TEXT = {
   connected: "a worker process, connected",
   alive: "a Ray actor, alive",
@@ -52,8 +57,8 @@ const STATE_TEXT = {
   dead: "dead: its pointers dangle",
   disconnected: "the connection dropped: the next call reconnects",
   unreachable: "cannot be reached: its pointers dangle until it is back",
-  closed: "closed: its objects are gone, its pointers dangle",
-  gone: "closed: its objects are gone, its pointers dangle",
+  closed: CLOSED_TEXT,
+  gone: CLOSED_TEXT,
 };
 
 const DEFAULT_TYPE = { tensor: "Tensor", pointer: "PointerTensor", logging: "LoggingTensor", plan: "Plan" };
@@ -73,11 +78,15 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   const gone = o.state === "gone";
   const dangling = !gone && (o.dangling || opts.dangling);
   let main = `<span class="syft-kind syft-kind-${kind}">${kind}</span>`;
-  if (names.length) main += `<span class="syft-names" title="notebook variables">${esc(names.join(", "))}</span>`;
-  else if (held.length) main += `<span class="syft-names syft-held-in" title="held in a notebook container">${esc(held.join(", "))}</span>`;
-  else if (opts.shareOf) main += `<span class="syft-names syft-held-in" title="one share of the secret ${esc(opts.shareOf)}">share of ${esc(opts.shareOf)}</span>`;
-  else if (o.state_of) main += `<span class="syft-names syft-held-in" title="a copy of the state (parameters) plan ${esc(o.state_of)} runs on, sent with it; it goes with the plan">state of ${esc(o.state_of)}</span>`;
-  else if (o.description) main += `<span class="syft-names syft-held-in" title="its description">${esc(o.description)}</span>`;
+  // a name too long for the row is cut in the middle (its end tells it apart); the whole of it
+  // is the title of its label and of the row
+  const at = opts.distinct?.get(rowLabel(o, opts.shareOf)) ?? 0;
+  const label = (cls, title, text) => `<span class="syft-names${cls}" title="${esc(`${text}: ${title}`)}">${nameHTML(text, at)}</span>`;
+  if (names.length) main += label("", "notebook variables", names.join(", "));
+  else if (held.length) main += label(" syft-held-in", "held in a notebook container", held.join(", "));
+  else if (opts.shareOf) main += label(" syft-held-in", `one share of the secret ${opts.shareOf}`, `share of ${opts.shareOf}`);
+  else if (o.state_of) main += label(" syft-held-in", `a copy of the state (parameters) plan ${o.state_of} runs on, sent with it; it goes with the plan`, `state of ${o.state_of}`);
+  else if (o.description) main += label(" syft-held-in", "its description", o.description);
   else if (isEdge(o) && laneId === LOCAL) main += '<span class="syft-muted" title="no notebook variable or container names it">unnamed</span>';
   if (o.group !== undefined && o.group !== null) main += shareHTML(o); // before the rest: a narrow row keeps it
   if (o.distributed?.length && !isEdge(o)) {
@@ -98,7 +107,8 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   let side = "";
   if (isEdge(o)) {
     const style = opts.colour ? ` style="${opts.colour(o.location)}"` : "";
-    side += `<span class="syft-where"${style}>→ <span class="syft-worker-chip">${esc(o.location)}</span>`
+    const long = o.location.length > 8 ? ` syft-chip-long" title="${esc(o.location)}` : "";
+    side += `<span class="syft-where"${style}>→ <span class="syft-worker-chip${long}">${esc(o.location)}</span>`
       + `<span class="syft-id" title="id ${esc(o.id_at_location)}">:${shortId(o.id_at_location)}</span>`
       + `${o.owning === false ? '<span class="syft-muted" title="does not own its target: dropping it deletes nothing"> weak</span>' : ""}</span>`;
     if (gone) {
@@ -110,8 +120,8 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
   }
   const by = opts.pointedBy || [];
   if (by.length) {
-    side += `<span class="syft-pointed" title="pointed at by ${esc(by.join(", "))}">← ${esc(by.slice(0, 2).join(", "))}`
-      + `${by.length > 2 ? ` +${by.length - 2}` : ""}</span>`;
+    side += `<span class="syft-pointed" title="pointed at by ${esc(by.join(", "))}">← `
+      + `${nameHTML(pointedLabel(by), opts.distinct?.get(pointedLabel(by)) ?? 0)}${by.length > 2 ? ` +${by.length - 2}` : ""}</span>`;
   }
   const tip = [names.length ? names.join(", ") + " =" : held.length ? held.join(", ") + " =" : "", o.type ?? o.kind,
     shortId(o.id), shape, isEdge(o) ? `→ ${o.location}:${shortId(o.id_at_location)}` : "",
@@ -128,6 +138,18 @@ export function objectRowHTML(laneId, o, target, opts = {}) {
     + ` data-names="${esc(names.join(","))}"${o.group !== undefined && o.group !== null ? ` data-group="${esc(o.group)}"` : ""}><span class="syft-obj-main" title="${esc(tip)}">${main}</span>`
     + `${side}${opts.pending ? buttons.replace(/<button /g, "<button disabled ") : buttons}</li>`;
 }
+
+/** The text of a row's name label (what objectRowHTML shows first), or "" for none. */
+export function rowLabel(o, shareOf) {
+  if (o.names?.length) return o.names.join(", ");
+  if (o.held_in?.length) return o.held_in.join(", ");
+  if (shareOf) return `share of ${shareOf}`;
+  if (o.state_of) return `state of ${o.state_of}`;
+  return o.description || "";
+}
+
+/** The text of a target row's "← names" label. */
+export const pointedLabel = (by) => (by || []).slice(0, 2).join(", ");
 
 /** Where a gone pointer's object went: "fetched", "moved to alice", "deleted" (the snapshot's
  * gone_how/gone_to; or what the view saw happen, o.gone_seen). */
