@@ -44,11 +44,13 @@ class RemoteRef(Ref):
         self.owner_id = _holder()  # the worker holding that pointer
         _live[id(self)] = _weakref(self)
 
-    def __del__(self):
-        _live.pop(id(self), None)
-        if events._subscribers:
+    def __del__(self, _forget=_live.pop, _events=events):
+        # (bound as defaults: a ref collected while the interpreter shuts down, after this
+        # module's globals are cleared, would raise here and print "Exception ignored")
+        _forget(id(self), None)
+        if _events._subscribers:
             try:
-                events.emit("pointer_dropped", self.owner_id, self.pointer_id,
+                _events.emit("pointer_dropped", self.owner_id, self.pointer_id,
                             location=self.location.id, id_at_location=self.id)
             except Exception:
                 pass
