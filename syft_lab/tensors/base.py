@@ -26,6 +26,10 @@ and the wire format, workers, the inspection model and every renderer read only 
     wire_fields() -> dict                      # its fields as wire values (children travel apart)
     from_wire(fields, children) (classmethod)  # the layer again, from validated fields; data only
 
+A layer's ``__torch_dispatch__`` hands an op on with ``forward_to_child(args, kwargs, unwrap)``
+(below): the one rule for finding its instances (or any tensors) among an op's arguments and
+putting what stands below them in their place (the shortest example: tests/tensors/note_layer.py).
+
 The text form of a chain (``repr``) comes from the renderer registered with
 ``set_chain_repr`` (syft_lab.inspection registers its text renderer when imported); without
 one, a plain fallback draws ``display()``.
@@ -189,6 +193,52 @@ class ChainLayer(torch.Tensor):
 
     def __reduce_ex__(self, protocol):
         raise SyftError(f"{type(self).__name__} cannot be pickled")
+
+
+_seq = (list, tuple)
+
+
+def forward_to_child(args, kwargs, unwrap, types=_Tensor):
+    """What an op on a layer passes on to the layer below: ``args`` (as a list) and ``kwargs``
+    (a dict, or None when there are none) with every instance of ``types`` among them, at the
+    top level and inside lists and tuples, replaced by ``unwrap(value)``; everything else as it
+    is, lists and tuples as lists and tuples. The one unwrap rule of every layer: ``unwrap``
+    says what a value becomes (a layer's child, a pointer's reference) and notes what the layer
+    wants to know (its log, its inputs' shapes).
+
+    Unrolled for what aten passes (values at the top level and in one list: a pytree walk costs
+    ~3x per op); deeper lists recurse. Equal to
+    ``tree_map_only(types, unwrap, (list(args), kwargs or None))``, which
+    ``tests/tensors/test_forward_to_child.py`` holds it to on random nested arguments."""
+    inner = []
+    for a in args:
+        if isinstance(a, types):
+            a = unwrap(a)
+        elif type(a) in _seq:
+            a = _forward_seq(a, unwrap, types)
+        inner.append(a)
+    if not kwargs:
+        return inner, None
+    kw = {}
+    for k, v in kwargs.items():
+        if isinstance(v, types):
+            v = unwrap(v)
+        elif type(v) in _seq:
+            v = _forward_seq(v, unwrap, types)
+        kw[k] = v
+    return inner, kw
+
+
+def _forward_seq(seq, unwrap, types):
+    """forward_to_child for one list or tuple argument."""
+    inner = []
+    for b in seq:
+        if isinstance(b, types):
+            b = unwrap(b)
+        elif type(b) in _seq:
+            b = _forward_seq(b, unwrap, types)
+        inner.append(b)
+    return inner if type(seq) is list else tuple(inner)
 
 
 def flat_layers(cls, args):

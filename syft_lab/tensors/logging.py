@@ -14,7 +14,7 @@ import torch
 from ..dtypes import dtype_name, parse_dtype
 from ..errors import SyftError
 from ..events import current_cell
-from .base import ChainLayer, layer_like, require_tensor
+from .base import ChainLayer, forward_to_child, layer_like, require_tensor
 from .composite import state_on_worker
 from .pointer import PointerTensor, lazy_bits_included
 from .registry import register_layer, wire_list, wire_shape, wire_text
@@ -44,21 +44,6 @@ def _run(func, args, kwargs):
             with lazy_bits_included():
                 return func._op(*args, **(kwargs or {}))
     return func._op(*args, **kwargs) if kwargs else func._op(*args)
-
-
-def _unwrap_seq(cls, seq, inputs, log):
-    """The children of the layers in one list argument, noting tensor inputs; and the log."""
-    inner = []
-    for b in seq:
-        if isinstance(b, cls):
-            if log is None:
-                log = b.log
-            inputs.append(b._meta)
-            b = b.child
-        elif isinstance(b, _Tensor):
-            inputs.append((b.shape, b.dtype))
-        inner.append(b)
-    return inner, log
 
 
 def _synced(cls, layer, child):
@@ -177,39 +162,22 @@ class LoggingTensor(ChainLayer):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
-        # Flat unwrap of top-level args and one level of lists: a pytree walk costs ~3x.
         log = None
-        unwrapped = []
-        inputs = []
-        for a in args:
-            if isinstance(a, cls):
+        inputs = []  # each tensor input's (shape, dtype), in order
+
+        def unwrap(t):
+            nonlocal log
+            if isinstance(t, cls):
                 if log is None:
-                    log = a.log
-                inputs.append(a._meta)
-                a = a.child
-            elif isinstance(a, _Tensor):
-                inputs.append((a.shape, a.dtype))
-            elif type(a) in _seq:
-                a, log = _unwrap_seq(cls, a, inputs, log)
-            unwrapped.append(a)
-        kw = None
-        if kwargs:
-            kw = {}
-            for k, v in kwargs.items():
-                if isinstance(v, cls):
-                    if log is None:
-                        log = v.log
-                    inputs.append(v._meta)
-                    v = v.child
-                elif isinstance(v, _Tensor):
-                    inputs.append((v.shape, v.dtype))
-                elif type(v) in _seq:
-                    v, log = _unwrap_seq(cls, v, inputs, log)
-                kw[k] = v
-            out = _run(func, unwrapped, kw)
-        else:
-            out = _run(func, unwrapped, None)
-        if log is None:  # a layer nested deeper than we unwrap: it logged in its own dispatch
+                    log = t.log
+                inputs.append(t._meta)
+                return t.child
+            inputs.append((t.shape, t.dtype))
+            return t
+
+        unwrapped, kw = forward_to_child(args, kwargs, unwrap)
+        out = _run(func, unwrapped, kw)
+        if log is None:  # none of this class among the arguments (torch found it elsewhere)
             log = OpLog()
         log.append((func, inputs, _graph_task_id(), _cell.number))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from syft_lab.errors import SyftError
-from syft_lab.tensors.base import ChainLayer, layer_like
+from syft_lab.tensors.base import ChainLayer, forward_to_child, layer_like
 from syft_lab.tensors.registry import register_layer, wire_list, wire_text
 
 _seq = (list, tuple)
@@ -50,17 +50,12 @@ class NoteTensor(ChainLayer):
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
         found = []
 
-        def unwrap(a):
-            if isinstance(a, cls):
-                found.append(a)
-                return a.child
-            if type(a) in _seq:
-                return type(a)(unwrap(b) for b in a)
-            return a
+        def unwrap(layer):
+            found.append(layer)
+            return layer.child
 
-        inner_args = [unwrap(a) for a in args]
-        inner_kwargs = {k: unwrap(v) for k, v in (kwargs or {}).items()}
-        out = func(*inner_args, **inner_kwargs)
+        inner_args, inner_kwargs = forward_to_child(args, kwargs, unwrap, cls)  # the one unwrap rule (base.py)
+        out = func(*inner_args, **(inner_kwargs or {}))
         first = found[0]
         notes = first.notes + [f"{_short(func)}: {first.note}"]
 
