@@ -10,15 +10,23 @@ import logging
 import os
 import sys
 import stat
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import progress as progress_bars
 from ..errors import SyftError
 from ..workers.heap import worker_environment
 from ..workers.registry import all_workers
 
 START_ATTEMPTS = 4  # a local Ray's start, tried again when it timed out (a loaded machine)
 LOCAL_OBJECT_STORE = 2 * 2**30  # a local Ray's shared-memory object store (Ray's default: 30% of RAM)
+# How long a local Ray's raylet waits for its dashboard agent (a Python process) to register:
+# Ray's default gave up on a loaded laptop (the raylet exits, ray.init fails); a local Ray's
+# processes get this in their environment unless the user set it.
+AGENT_REGISTER_TIMEOUT_MS = 300_000
+TICK = 0.5  # seconds between two redraws of a start-up bar (its elapsed time)
 
 
 def require_ray():
@@ -83,8 +91,58 @@ def _nodes(ray) -> list:
              "cpus": n.get("Resources", {}).get("CPU", 0)} for n in ray.nodes() if n.get("Alive")]
 
 
+class StartProgress:
+    """What is starting, and for how long, while a person watches (progress.py's rule): one
+    bar whose text says the phase ("starting a local Ray: its GCS, raylet and object store"),
+    redrawn every TICK seconds so the elapsed time moves while Ray's call blocks."""
+
+    def __init__(self, desc: str, total=None, *, show: bool | None = None, unit: str = "step"):
+        self.bar = progress_bars.bar(total, show=show, desc=desc, unit=unit, leave=True,
+                                     bar_format="{desc} [{elapsed}]" if total is None else None)
+        self.shown = not isinstance(self.bar, progress_bars._Quiet)
+        self._stop = threading.Event()
+        self._thread = None
+        if self.shown:
+            self._thread = threading.Thread(target=self._tick, name="syft-lab start progress", daemon=True)
+            self._thread.start()
+
+    def _tick(self):
+        while not self._stop.wait(TICK):
+            try:
+                self.bar.refresh()
+            except Exception:  # a bar that went away (its output closed): nothing to redraw
+                return
+
+    def say(self, desc: str) -> None:
+        if self.shown:
+            self.bar.set_description_str(desc, refresh=True)
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+
+    def close(self, desc: str | None = None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if desc is not None:
+            self.say(desc)
+        self.bar.close()
+
+
+def ray_process_environment() -> dict:
+    """What a local Ray's processes (its raylet, its agents, the actors it starts) get in their
+    environment: the tunables that make a worker's heap hand out zeros (workers/heap.py), and
+    a raylet that waits long enough for its dashboard agent on a loaded machine."""
+    env = {"GLIBC_TUNABLES": worker_environment()["GLIBC_TUNABLES"]}
+    mine = os.environ.get("RAY_agent_register_timeout_ms")
+    if mine is None or not mine.isdigit() or int(mine) < AGENT_REGISTER_TIMEOUT_MS:
+        env["RAY_agent_register_timeout_ms"] = str(AGENT_REGISTER_TIMEOUT_MS)
+    return env
+
+
 def init(address: str | None = None, *, num_cpus: int | None = None, object_store_memory: int | None = None,
-         namespace: str | None = None, runtime_env: dict | None = None, quiet: bool = True, **ray_kwargs):
+         namespace: str | None = None, runtime_env: dict | None = None, quiet: bool = True,
+         progress: bool | None = None, **ray_kwargs):
     """Start a local Ray, or join a cluster; returns a RayRuntime. Calling it again is a no-op.
 
     - ``sy.ray.init()``: a local Ray on this machine, bound to 127.0.0.1 only (whoever holds
@@ -96,6 +154,9 @@ def init(address: str | None = None, *, num_cpus: int | None = None, object_stor
       environment counts as ``address``. The cluster's nodes need syft_lab installed (the same
       version; ``runtime_env={"pip": [...]}`` can install it per job).
     - ``quiet``: Ray's own log lines (workers' output, start-up warnings) stay out of the notebook.
+    - ``progress``: a line saying what is starting and for how long (a local Ray takes seconds
+      to minutes on a loaded machine): None where a person watches (a notebook, a terminal),
+      True always, False never.
     Other keyword arguments go to ``ray.init``.
     """
     global _runtime
@@ -106,21 +167,27 @@ def init(address: str | None = None, *, num_cpus: int | None = None, object_stor
         return _runtime
     protect_ray_token()
     try:
-        return _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, quiet, ray_kwargs)
+        return _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, quiet, ray_kwargs,
+                     progress)
     finally:
         protect_ray_token()  # the token a new local Ray wrote: 0600
 
 
-def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, quiet, ray_kwargs):
+def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, quiet, ray_kwargs, progress=None):
     global _runtime
     address = address or os.environ.get("RAY_ADDRESS") or None
     kwargs = dict(namespace=namespace, runtime_env=runtime_env, **ray_kwargs)
     if quiet:
         kwargs.setdefault("log_to_driver", False)
         kwargs.setdefault("logging_level", logging.ERROR)
+    t0 = time.monotonic()
     if address:
-        ray.init(address=address, **kwargs)
-        _runtime = RayRuntime(_address(ray), local=False, nodes=_nodes(ray))
+        bar = StartProgress(f"joining the Ray cluster at {address}", show=progress)
+        try:
+            ray.init(address=address, **kwargs)
+        finally:
+            _runtime = RayRuntime(_address(ray), local=False, nodes=_nodes(ray)) if ray.is_initialized() else None
+            bar.close(_ready_text(_runtime, t0) if _runtime else None)
         return _runtime
     kwargs.setdefault("include_dashboard", False)
     kwargs.setdefault("_node_ip_address", "127.0.0.1")
@@ -131,13 +198,16 @@ def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, q
     if kwargs["_node_ip_address"] == "127.0.0.1" and before is not None:
         constants.ENABLE_RAY_CLUSTER = False
     # the local Ray's processes (its raylet, and the actors it starts) inherit this process's
-    # environment: they start with the tunables that make a worker's heap hand out zeros (heap.py)
-    tunables = os.environ.get("GLIBC_TUNABLES")
-    os.environ["GLIBC_TUNABLES"] = worker_environment()["GLIBC_TUNABLES"]
+    # environment, set for the start and restored after (ray_process_environment)
+    saved = {k: os.environ.get(k) for k in ray_process_environment()}
+    os.environ.update(ray_process_environment())
+    cpus = num_cpus if num_cpus is not None else (os.cpu_count() or 1)
+    what = f"starting a local Ray ({cpus} CPU{'s' if cpus != 1 else ''}): its GCS, raylet and object store"
+    bar = StartProgress(what, show=progress)
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
             try:
-                ray.init(address="local", num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
+                ray.init(address="local", num_cpus=cpus,
                          object_store_memory=object_store_memory or LOCAL_OBJECT_STORE, **kwargs)
                 break
             except Exception as e:
@@ -146,15 +216,25 @@ def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, q
                 if attempt == START_ATTEMPTS or "timed out during startup" not in str(e):
                     raise
                 ray.shutdown()
+                bar.say(f"{what}: attempt {attempt + 1} of {START_ATTEMPTS} (the last one timed out: a loaded machine)")
     finally:
-        if tunables is None:
-            os.environ.pop("GLIBC_TUNABLES", None)
-        else:
-            os.environ["GLIBC_TUNABLES"] = tunables
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         if before is not None:
             constants.ENABLE_RAY_CLUSTER = before
-    _runtime = RayRuntime(_address(ray), local=True, nodes=_nodes(ray))
+        _runtime = RayRuntime(_address(ray), local=True, nodes=_nodes(ray)) if ray.is_initialized() else None
+        bar.close(_ready_text(_runtime, t0) if _runtime else None)
     return _runtime
+
+
+def _ready_text(runtime: "RayRuntime", t0: float) -> str:
+    cpus = sum(n["cpus"] for n in runtime.nodes)
+    where = "a local Ray" if runtime.local else "the Ray cluster"
+    return (f"{where} is up: {len(runtime.nodes)} node{'s' if len(runtime.nodes) != 1 else ''}, {cpus:g} CPUs, "
+            f"in {time.monotonic() - t0:.1f} s")
 
 
 def _address(ray) -> str:
