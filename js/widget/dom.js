@@ -175,7 +175,7 @@ export function nameParts(text, distinctAt = 0) {
 
 /** A name cut to about `n` characters (issue 39.3): its head and middle give way to "…", never
  * where it starts to differ from the other names (`distinctAt`) nor its tail:
- * cutName("data['st_mary_hospital'][0]", 14, 12) === "d…y_ho…[0]" (roughly). */
+ * cutName("data['st_mary_hospital'][0]", 14, 12) === "data[…y_ho…[0]". */
 export function cutName(text, n, distinctAt = 0) {
   const t = String(text ?? "");
   if (t.length <= n) return t;
