@@ -29,12 +29,14 @@ import torch
 from ..commands import NewObject, Ref
 from ..errors import SyftError
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Decoder, WireError, encode
+from ..workers.connection import WHOLE, ServiceConnection, error_bytes
 from ..workers.feed import EventFeed
 from ..workers.limits import Limits
 from ..workers.heap import zero_fresh_allocations
-from ..workers.service import Session, WorkerService, error_reply
+from ..workers.service import WorkerService
+from ..workers.sessions import Session, SessionTable
 
-NO_CHUNK = 2**62  # encode's chunk size for "never stream": one frame
+NO_CHUNK = WHOLE  # encode's chunk size for "never stream": one frame
 
 
 def pack(encoded):
@@ -82,11 +84,10 @@ def warm_up() -> None:
     """Run one op through a scratch service: the first op of a process builds the allow-list's
     tables and the quota estimates (~1 s of CPU), which belongs to the actor's start, not to
     the user's first op."""
-    service = WorkerService("warm-up", Limits())
-    session = Session()
-    x = service.handle({"r": 1, "c": "store", "o": torch.ones(1)}, session)[0]["ok"]
-    service.handle({"r": 2, "c": "run", "op": "aten.mul.Tensor", "a": [Ref(x), 2.0], "k": None}, session)
-    service.end_session(session)
+    conn = ServiceConnection(WorkerService("warm-up", Limits()), Session())
+    x = conn.respond({"r": 1, "c": "store", "o": torch.ones(1)}).message["ok"]
+    conn.respond({"r": 2, "c": "run", "op": "aten.mul.Tensor", "a": [Ref(x), 2.0], "k": None})
+    conn.close()
 
 
 RESTARTED = "restarted"  # what a call gets back from an actor Ray restarted since the client's hello
@@ -115,20 +116,20 @@ class WorkerHost:
         limits = Limits(**kwargs, max_op_seconds=None)  # no forks of a Ray actor (docs/workers.md)
         self.services = {w: WorkerService(w, limits) for w in worker_ids}
         warm_up()
-        self.sessions: dict = {}  # (worker id, session id) -> Session
+        self.sessions = {w: SessionTable() for w in worker_ids}  # per worker: session id -> Session
         # per-object events for the client sessions that subscribed, sent with their next reply
         self.feed = EventFeed({w: s.core for w, s in self.services.items()})
-        self.followers: dict = {}  # (worker id, session id) -> feed.Subscriber
+        self.connections: dict = {}  # Session -> its ServiceConnection (answers, pushes, hooks)
         self.info = {**node_info(), "workers": {w: s.instance for w, s in self.services.items()}}
-        self._last = None  # (service, then, Encoded) of the last reply, until Ray has copied it
+        self._last = []  # (connection, Reply) of the last call's replies, until Ray has copied them
 
     def hello(self) -> bytes:
         """Where this actor runs and which workers it hosts (a wire message)."""
         return bytes(encode({"r": 0, "ok": self.info}, chunk_size=NO_CHUNK).frames[0])
 
     def _route(self, message):
-        """The decoded message, its service and its session; ``(None, None, None)`` when the
-        message was made for a service instance of an earlier process (Ray restarted the actor).
+        """The decoded message and its session's connection; ``(None, None)`` when the message
+        was made for a service instance of an earlier process (Ray restarted the actor).
         Routing fields (``@w`` worker id, ``@s`` session id, ``@i`` the service instance of the
         client's hello; none for a hello) travel in the message: one argument per actor call
         (each extra argument of a Ray call costs ~35 us)."""
@@ -138,37 +139,34 @@ class WorkerHost:
         if service is None:
             raise SyftError(f"this Ray actor hosts {', '.join(self.services)}, not {str(worker_id)[:64]!r}")
         if instance is not None and instance != service.instance:
-            return None, None, None
+            return None, None
         if type(session_id) is not str or not 16 <= len(session_id) <= 64:
             raise SyftError("a session id is a string of 16 to 64 characters")
-        session = self.sessions.get((worker_id, session_id))
-        if session is None or session.ended:
-            session = self.sessions[(worker_id, session_id)] = Session(session_id, named=True)
-        return msg, service, session
+        session = self.sessions[worker_id].named(session_id)
+        conn = self.connections.get(session)
+        if conn is None:
+            conn = self.connections[session] = ServiceConnection(service, session, self.feed)
+        return msg, conn
 
     def call(self, message):
         """One command: a packed message in, a packed reply out (``RESTARTED`` if the message
-        names a service instance other than this process's)."""
+        names a service instance other than this process's). Ray copies a method's result into
+        its object store when the method returns, before the next method runs (an actor runs
+        one at a time): the reply has gone out when the next call begins (``_finish_last``)."""
         routed = self._begin(message)
         if type(routed) is not tuple:
             return routed
-        msg, service, session = routed
-        if msg.get("c") == "subscribe" and "rel" not in msg:  # this session follows the worker's events
-            key = (service.id, session.id)
-            if key not in self.followers:
-                self.followers[key] = self.feed.subscribe(service.id)
-            reply = {"r": msg.get("r", 0), "ok": {"seq": self.followers[key].seq}}
-            return bytes(encode(reply, chunk_size=NO_CHUNK).frames[0])
-        # The service's reply path, as the websocket server's (its snapshot copy included: the
-        # bytes Ray copies are then the reply's own). Ray copies a method's result into its
-        # object store when the method returns, before the next method runs (an actor runs one
-        # at a time): the reply has gone out when the next call begins (``_finish_last``).
-        elsewhere = msg.pop("@x", None)  # the reply goes to another actor (a move's source): no push
-        encoded, then = service.encoded_reply(msg, session)
-        self._last = (service, then, encoded)  # ``encoded`` keeps its buffers alive until then
-        if elsewhere:
-            return pack(encoded)
-        return self._reply(service, session, msg, pack(encoded))
+        msg, conn = routed
+        return self._respond(conn, msg, msg.pop("@x", None))
+
+    def _respond(self, conn, msg, elsewhere, shape=None):
+        """Answer one message; its reply is kept until Ray has copied it. ``elsewhere``: the
+        reply goes to another actor (a move's source): no events are pushed with it."""
+        out = conn.respond(msg, shape=shape)
+        self._last.append((conn, out))  # ``out.encoded`` keeps its buffers alive until then
+        packed = pack(out.encoded)
+        push = None if elsewhere else conn.push_owed()
+        return packed if push is None else (bytes(encode(push, chunk_size=NO_CHUNK).frames[0]), packed)
 
     def calls(self, messages):
         """Several commands in one actor call (a client's part of a federated round: the
@@ -182,56 +180,32 @@ class WorkerHost:
         worker's: the client cannot know them when it sends); after a failed plan run it gets
         an error reply. ``@x``: the reply goes to another actor (no pushed events)."""
         if type(messages) is not list or not messages:
-            return _error(0, SyftError("calls takes a non-empty list of messages"))
+            return error_bytes(0, SyftError("calls takes a non-empty list of messages"))
         self._finish_last()
-        replies, lasts, outputs = [], [], None
-        try:
-            for message in messages:
-                routed = self._begin(message, keep_last=True)
-                if type(routed) is not tuple:
-                    replies.append(routed)
+        replies, outputs = [], None
+        for message in messages:
+            routed = self._begin(message, keep_last=True)
+            if type(routed) is not tuple:
+                replies.append(routed)
+                continue
+            msg, conn = routed
+            elsewhere = msg.pop("@x", None)
+            slot = msg.pop("@o", None)
+            if slot is not None:
+                if type(slot) is not int or "id" in msg or msg.get("c") != "fetch":
+                    replies.append(error_bytes(msg.get("r", 0), SyftError(
+                        "'@o' is a fetch's index into the outputs of the call's last run_plan (with no 'id')")))
                     continue
-                msg, service, session = routed
-                elsewhere = msg.pop("@x", None)
-                slot = msg.pop("@o", None)
-                if slot is not None:
-                    if type(slot) is not int or "id" in msg or msg.get("c") != "fetch":
-                        replies.append(_error(msg.get("r", 0), SyftError("'@o' is a fetch's index into the outputs of "
-                                                                         "the call's last run_plan (with no 'id')")))
-                        continue
-                    if outputs is None or not 0 <= slot < len(outputs):
-                        replies.append(_error(msg.get("r", 0), SyftError(
-                            "the plan run before this fetch failed or has no such output: nothing to fetch")))
-                        continue
-                    msg["id"] = outputs[slot]
-                if msg.get("c") == "run_plan":
-                    outputs = None
-                reply, then = service.handle(msg, session)
-                if msg.get("c") == "run_plan" and type(reply.get("ok")) is list:
-                    outputs = [o.id for o in reply["ok"] if type(o) is NewObject]
-                encoded, then = _encoded(service, reply, then)
-                lasts.append((service, then, encoded))
-                packed = pack(encoded)
-                replies.append(packed if elsewhere else self._reply(service, session, msg, packed))
-        finally:
-            self._last = lasts or None  # until Ray has copied the replies (the next call begins)
+                if outputs is None or not 0 <= slot < len(outputs):
+                    replies.append(error_bytes(msg.get("r", 0), SyftError(
+                        "the plan run before this fetch failed or has no such output: nothing to fetch")))
+                    continue
+                msg["id"] = outputs[slot]
+            replies.append(self._respond(conn, msg, elsewhere))
+            if msg.get("c") == "run_plan":
+                ok = self._last[-1][1].message.get("ok")
+                outputs = [o.id for o in ok if type(o) is NewObject] if type(ok) is list else None
         return tuple(replies) if len(replies) > 1 else replies[0]
-
-    def _reply(self, service, session, msg, packed):
-        """A call's packed reply, with the events this session is owed before it, if it follows."""
-        if not self.followers:
-            return packed
-        s = self.followers.get((service.id, session.id))
-        if s is None:
-            return packed
-        rel = msg.get("rel")
-        ids = list(rel) if type(rel) is list else []
-        if msg.get("c") == "incref":
-            ids.append(msg.get("id"))
-        if ids:  # reference counts a command changed without an event
-            self.feed.note_refcount(service.id, ids)
-        push = self.feed.take(s)
-        return _with_push(push and bytes(encode(push, chunk_size=NO_CHUNK).frames[0]), packed)
 
     def receive(self, message, source_reply):
         """Store what another worker sent: ``source_reply`` is that worker's reply to a fetch,
@@ -240,86 +214,56 @@ class WorkerHost:
         ``[id, shape, dtype]``: what the client's pointer needs), or a ``run`` command whose
         argument ``@m`` (an index into ``a``, None there) is the object: an op on it, such as
         ``acc.add_(moved)`` (averaging on the workers), answered as any run."""
-        routed = self._begin(message, lambda msg, service: _moved_object(msg, service, source_reply))
+        routed = self._begin(message, lambda msg, conn: _moved_object(msg, conn.service, source_reply))
         if type(routed) is not tuple:
             return routed
-        msg, service, session = routed
+        msg, conn = routed
         if msg["c"] == "run":  # an op on the moved object (a streamed sum's add): the service's reply
-            encoded, then = service.encoded_reply(msg, session)
-            self._last = (service, then, encoded)
-            return self._reply(service, session, msg, pack(encoded))
+            return self._respond(conn, msg, False)
         obj = msg["o"]
-        reply, _ = service.handle(msg, session)  # a store's reply holds nothing of the store
-        if "ok" in reply:
-            reply["ok"] = [reply["ok"], list(obj.shape), obj.dtype]
-        return self._reply(service, session, msg, bytes(encode(reply, chunk_size=NO_CHUNK).frames[0]))
+        return self._respond(conn, msg, False, shape=lambda obj_id: [obj_id, list(obj.shape), obj.dtype])
 
     def _begin(self, message, check=None, keep_last=False):
         """What every call does first: the previous reply is done (Ray has copied it), then
-        the message is routed (and ``check(msg, service)`` run, which may add to it). Returns
-        ``(msg, service, session)``, or what the call answers at once: ``RESTARTED``, or an
-        error reply (a WireError, a worker id this actor does not host, a bad session id).
+        the message is routed (and ``check(msg, connection)`` run, which may add to it). Returns
+        ``(msg, connection)``, or what the call answers at once: ``RESTARTED``, or an error
+        reply (a WireError, a worker id this actor does not host, a bad session id).
         ``keep_last``: a message of ``calls``, whose earlier replies have not gone out yet."""
         if not keep_last:
             self._finish_last()
         rid = 0
         try:
-            msg, service, session = self._route(message)
+            msg, conn = self._route(message)
             if msg is None:
                 return RESTARTED
             rid = msg.get("r", 0)
             if check is not None:
-                check(msg, service)
+                check(msg, conn)
         except Exception as e:
-            return _error(rid, e)
-        return msg, service, session
+            return error_bytes(rid, e)
+        return msg, conn
 
     def _finish_last(self) -> None:
-        """The last reply has gone out: its ``then`` runs (a fetched plan leaves the store) and
-        the memory budget it held is free again."""
-        last, self._last = self._last, None
-        if last is None:
-            return
-        for service, then, _encoded in (last if type(last) is list else [last]):
-            if then is not None and then.sent is not None:
-                then.sent()
-            service.reply_done(then)
+        """The last call's replies have gone out: their hooks run (a fetched plan leaves the
+        store) and the memory budget they held is free again."""
+        last, self._last = self._last, []
+        for conn, out in last:
+            conn.sent(out.then)
 
     def end_session(self, worker_id: str, session_id: str) -> None:
-        """The client closed: release every reference its session holds."""
+        """The client closed: no more pushes, and every reference its session holds is released."""
         self._finish_last()
-        self.feed.unsubscribe(self.followers.pop((worker_id, session_id), None))
-        s = self.sessions.pop((worker_id, session_id), None)
-        service = self.services.get(worker_id)
-        if s is not None and service is not None:
-            service.end_session(s)
+        table = self.sessions.get(worker_id)
+        s = table.pop(session_id, None) if table is not None else None
+        conn = self.connections.pop(s, None)
+        if conn is not None:
+            conn.close()
+        elif s is not None:
+            self.services[worker_id].end_session(s)
 
 
 class MoveSourceError(SyftError):
     """A move between two Ray workers whose source could not send the object."""
-
-
-def _with_push(push, packed):
-    """A reply and the push owed before it: ``(push frame, packed reply)``; the reply alone if none."""
-    return packed if push is None else (push, packed)
-
-
-def _encoded(service, reply, then):
-    """A reply dict encoded as ``WorkerService.encoded_reply`` encodes it: ``(Encoded, then)``;
-    one that cannot travel becomes an error reply (and a fetched object goes back)."""
-    try:
-        return encode(reply, max_message_size=service.max_message_size,
-                      copy=then is not None and then.snapshot), then
-    except WireError as e:
-        if then is not None:
-            if then.failed is not None:
-                then.failed()
-            service.reply_done(then)
-        return encode(error_reply(reply.get("r", 0), e)), None
-
-
-def _error(rid, e) -> bytes:
-    return bytes(encode(error_reply(rid, e)).frames[0])
 
 
 def _moved_object(msg: dict, service, source_reply) -> None:

@@ -34,7 +34,8 @@ from ..tensors.pointer import PointerTensor
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, encode
 from ..workers.base import check_worker_id
 from ..workers.protocol import ConnectionLost, FramedTransport, FramedWorker, Pending, error_from_reply
-from .host import RESTARTED, MoveSourceError, WorkerHost, _error, pack, unpack
+from ..workers.connection import error_bytes
+from .host import RESTARTED, MoveSourceError, WorkerHost, pack, unpack
 from .runtime import ensure_initialized
 
 DEFAULT_NUM_CPUS = 0.05  # a worker waits most of the time: many share a core
@@ -238,7 +239,7 @@ class RayTransport(FramedTransport):
             if source is not None and getattr(e, "actor_id", None) == source[0].transport.actor_id:
                 # the source died, not this worker: this request's own error reply (the stream stays
                 # in step: the requests after it, in flight, are answered as usual)
-                return _error(rid, MoveSourceError(str(source[0].transport.died(e))))
+                return error_bytes(rid, MoveSourceError(str(source[0].transport.died(e))))
             raise self.died(e, ConnectionLost) from None
         except exc.RayError as e:  # the object store lost the reply, its node went away, ...
             self.health = UNREACHABLE

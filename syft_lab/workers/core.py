@@ -205,21 +205,9 @@ class WorkerCore:
                 _reset_holder(token)
         if (type(out) is _Tensor and limits is None and not out.is_meta and out.layout is _strided
                 and out.dtype in _HELD_DTYPES and id(op) not in _VIEW_IDS):
-            # finish's common case inline (an in-process worker's tiny op: one frame less), the same
-            # checks: check_result has nothing to say of a plain CPU tensor of a held dtype
-            # that no view made
-            shape = out.shape
-            if len(shape) > MAX_DIMS or (shape and max(shape) > MAX_DIM_SIZE):
-                _check_carriable(op, out, "it was dropped")
-            for a in resolved:
-                if out is a:
-                    return self.finish(op, out, resolved, args)  # an argument written in place
-            obj_id = _new_id() or 1
-            objects[obj_id] = out
-            self.refcounts[obj_id] = 1
-            if events._subscribers:
-                events.emit("stored", self.id, obj_id)
-            return NewObject(obj_id, shape, out.dtype)
+            # finish's common case (an in-process worker's tiny op): check_result has nothing to
+            # say of a plain CPU tensor of a held dtype that no view made
+            return self.store_plain(op, out, resolved, args)
         return self.finish(op, out, resolved, args)
 
     def finish(self, op, out, resolved, args):
@@ -230,22 +218,9 @@ class WorkerCore:
         if type(out) is _Tensor:  # the common case inline: a new plain tensor, or an argument
             if out.is_meta or out.layout is not _strided or out.dtype not in _HELD_DTYPES or id(op) in _VIEW_IDS:
                 check_result(op, out)  # (what it checks of a plain tensor, read here first; it raises)
-            shape = out.shape
-            if len(shape) > MAX_DIMS or (shape and max(shape) > MAX_DIM_SIZE):
-                _check_carriable(op, out, "it was dropped")
-            for i, a in enumerate(resolved):
-                if out is a:
-                    if events._subscribers and isinstance(args[i], Ref):  # a stored object written in place
-                        events.emit("changed", self.id, args[i].id)
-                    return SameAsArg(i)
-            obj_id = _new_id() or 1
-            self.objects[obj_id] = out
-            self.refcounts[obj_id] = 1
-            if limits is not None:
-                self.ledger.add(out)
-            if events._subscribers:
-                events.emit("stored", self.id, obj_id)
-            result = NewObject(obj_id, shape, out.dtype)
+            result = self.store_plain(op, out, resolved, args)
+            if type(result) is SameAsArg:
+                return result
         elif isinstance(out, _Tensor):
             check_result(op, out)
             _check_carriable(op, out, "it was dropped")
@@ -261,6 +236,28 @@ class WorkerCore:
         if limits is not None:
             self._check_after(op, result)
         return result
+
+    def store_plain(self, op, out, resolved, args):
+        """Store an op's new plain tensor ``out`` (its checks passed): a NewObject with one
+        reference, or SameAsArg if ``out`` is an argument written in place. The one place an
+        op's plain result enters the store (``run``, ``finish``, the in-process lean path)."""
+        shape = out.shape
+        if len(shape) > MAX_DIMS or (shape and max(shape) > MAX_DIM_SIZE):
+            _check_carriable(op, out, "it was dropped")
+        for a in resolved:
+            if out is a:  # an argument written in place
+                i = next(i for i, b in enumerate(resolved) if b is out)
+                if events._subscribers and isinstance(args[i], Ref):  # a stored object written in place
+                    events.emit("changed", self.id, args[i].id)
+                return SameAsArg(i)
+        obj_id = _new_id() or 1
+        self.objects[obj_id] = out
+        self.refcounts[obj_id] = 1
+        if self.ledger is not None:
+            self.ledger.add(out)
+        if events._subscribers:
+            events.emit("stored", self.id, obj_id)
+        return NewObject(obj_id, shape, out.dtype)
 
     def _check_quota(self, op, args, kwargs, extra_bytes: int, travels: bool = True) -> int:
         """Refuse (QuotaExceededError) an op whose outputs would not fit the quotas; returns the

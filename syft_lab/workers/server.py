@@ -2,17 +2,17 @@
 
     syft-lab worker --id bob --host 127.0.0.1 --port 8777     # see syft_lab/cli.py
 
-The service (service.py) runs the commands, the same for every worker; ``WorkerServer`` moves
-bytes: it bounds and authenticates the opening HTTP handshake (a bearer
-  token, compared in constant time; no browser ``Origin`` unless allowed) before any message is
-  read, feeds each connection's messages through its own wire Decoder, runs commands one at a
-  time on one command thread (so the event loop keeps answering pings, handshakes and other
-  connections while an op runs) and sends replies in chunks. The one exception: a stored plan
-  known to take under a few milliseconds (``WorkerService.quick``) runs on the event loop
-  when the command thread is idle, which saves the two thread wake-ups of a hand-over.
-  As it starts, the server warms up on its command thread (``warm_up``: torch's meta kernels,
-  which size every op before it runs, made to run without importing ``torch._dynamo``), so a
-  fresh worker's first op or plan call no longer takes seconds.
+A driver: each connection's ``ServiceConnection`` (connection.py) answers its messages, says
+where each may run and owns the replies' after-send hooks; ``WorkerServer`` moves bytes. It
+bounds and authenticates the opening HTTP handshake (a bearer token, compared in constant time;
+no browser ``Origin`` unless allowed) before any message is read, feeds each connection's
+messages through its own wire Decoder, runs commands one at a time on one command thread (so
+the event loop keeps answering pings, handshakes and other connections while an op runs) and
+sends replies in chunks. What the connection's policy says takes a moment (fastpath.py) runs on
+the event loop when the command thread is idle, which saves the two thread wake-ups of a
+hand-over. As it starts, the server warms up on its command thread (``warm_up``: torch's meta
+kernels, which size every op before it runs, made to run without importing ``torch._dynamo``),
+so a fresh worker's first op or plan call no longer takes seconds.
 
 A malformed message closes only the connection that sent it; a command that fails gets an
 error reply naming the exception type and message (never a traceback). Objects are stored
@@ -33,7 +33,6 @@ import hmac
 import ipaddress
 import logging
 import os
-import re
 import resource
 import signal
 import sys
@@ -50,13 +49,13 @@ from websockets.protocol import State
 
 import torch
 
-from ..commands import Ref
 from ..errors import SyftError
-from ..wire.allowlist import ALLOWED, check_call
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE, Decoder, RejectedMessage, WireError, encode
+from .connection import READS_ACROSS_SESSIONS, Reply, ServiceConnection, refusal, scrub
+from .fastpath import QUICK_BYTES, QUICK_RELEASES  # noqa: F401 (the fast path's bounds, named here too)
 from .feed import EventFeed
-from .limits import OutputEstimator
-from .service import Session, WorkerService, error_reply, scrub
+from .service import WorkerService
+from .sessions import SESSION_ID, Session, SessionTable
 
 DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_MAX_PENDING_HANDSHAKES = 16
@@ -88,20 +87,7 @@ def decodes_long(data, chunk: bool = False) -> bool:
     return (not chunk and n >= 8 and type(data) is not str
             and (data[4] << 24 | data[5] << 16 | data[6] << 8 | data[7]) > OFFLOAD_HEADER)
 
-# A command whose cost is bounded by its sizes, and small (WorkerServer.quick_command), runs
-# on the event loop while the command thread is idle: a pointer op then costs one round trip,
-# not one plus the two thread wake-ups of a hand-over (issue 28.4). Everything else, and
-# anything while the thread is busy, goes to the thread (its time budget and cancellation).
-QUICK_BYTES = 2**20  # tensors a quick command reads, and again what it makes
-QUICK_WORK = 2**20  # element operations of a quick op (check_call's estimate): well under a millisecond
-QUICK_RELEASES = 64  # releases a quick message may carry (each a decref, maybe a delete)
-QUICK_ARGS = 64  # tensors a quick op's arguments may name (each looked up on the loop)
-_QUICK_LITERALS = (int, float, bool, str, type(None))
-_Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
-
 _DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
-
-_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 
 def is_loopback(host: str) -> bool:
@@ -112,11 +98,6 @@ def is_loopback(host: str) -> bool:
     except ValueError:
         return False
 
-
-_READS_ACROSS_SESSIONS = ("summary", "ledger", "search")  # what reads the store as every session left it
-
-class _NotQuick(Exception):
-    pass
 
 
 def _no_dynamo_disable() -> int:
@@ -301,14 +282,15 @@ class _GuardedConnection(ServerConnection):
 
 
 class _Connection:
-    """One client connection: its websocket, its sender lock, its event subscription, its
-    decoder and session, and what ``WorkerServer._inline`` handed to its handler."""
+    """One client connection: its websocket, its sender lock, its decoder, its service
+    connection (``sc``: session, event subscription, answers) and what ``WorkerServer._inline``
+    handed to its handler."""
 
-    __slots__ = ("ws", "lock", "subscriber", "pushing", "decoder", "session", "later")
+    __slots__ = ("ws", "lock", "sc", "pushing", "decoder", "later")
 
-    def __init__(self, ws):
-        self.ws, self.lock, self.subscriber, self.pushing = ws, asyncio.Lock(), None, False
-        self.decoder, self.session = None, None
+    def __init__(self, ws, sc: ServiceConnection):
+        self.ws, self.lock, self.sc, self.pushing = ws, asyncio.Lock(), sc, False
+        self.decoder = None
         self.later = collections.deque()  # decoded messages (or errors, replies) for the handler, in order
 
 
@@ -350,7 +332,7 @@ class WorkerServer:
         self.session_grace = session_grace
         # None: requests without an Origin header (every non-browser client); browsers always send one
         self.origins = [None, *allow_origins]
-        self.sessions: dict[str, Session] = {}  # named sessions, alive or in their grace period
+        self.sessions = SessionTable()  # named sessions, alive or in their grace period
         self._log = RateLimitedLog(log or (lambda line: print(line, file=sys.stderr, flush=True)))
         self._guard = _HandshakeGuard(max_connections, max_pending_handshakes, self._log)
         self._commands: ThreadPoolExecutor | None = None
@@ -364,7 +346,6 @@ class WorkerServer:
         # per-object events for the connections that subscribed (feed.py), pushed between replies
         self.feed = EventFeed({worker_id: self.service.core})
         self._followers: dict = {}  # Subscriber -> its _Connection
-        self._estimator = OutputEstimator()  # quick_command's output sizes (memoised meta runs)
         self.warm = True  # warm_up() on the command thread when serving starts
 
     @property
@@ -398,11 +379,9 @@ class WorkerServer:
     def _attach(self, msg, session: Session | None) -> Session | None:
         """A hello naming a session: this connection now works in it (on the event loop)."""
         sid = msg.get("session")
-        if type(sid) is not str or not _SESSION_ID.match(sid):
+        if type(sid) is not str or not SESSION_ID.match(sid):
             return session
-        named = self.sessions.get(sid)
-        if named is None:
-            named = self.sessions[sid] = Session(sid, named=True)
+        named = self.sessions.named(sid)
         if named is session:
             return session
         if named.expiry is not None:  # the client came back within the grace period
@@ -431,8 +410,7 @@ class WorkerServer:
             self._end(session)
 
     def _end(self, session: Session) -> None:
-        if self.sessions.get(session.id) is session:
-            del self.sessions[session.id]
+        self.sessions.forget(session)
         self._submit(self.service.end_session, session)
 
     def _submit(self, fn, *args):
@@ -474,127 +452,60 @@ class WorkerServer:
 
     def _push_all(self) -> None:
         for conn in list(self._followers.values()):
-            s = conn.subscriber
+            s = conn.sc.subscriber
             if not conn.pushing and s is not None and (s.pending or s.lost):
                 conn.pushing = True  # one push task per connection: a slow reader holds up only itself
                 asyncio.ensure_future(self._push(conn))
 
     async def _push(self, conn) -> None:
         try:
-            while conn.subscriber is not None and (conn.subscriber.pending or conn.subscriber.lost):
+            while conn.sc.follows and (conn.sc.subscriber.pending or conn.sc.subscriber.lost):
                 await self._send(conn, None)
         except Exception:  # the connection closed: its handler ends it
             pass
         finally:
             conn.pushing = False
 
-    def _follow(self, conn, msg) -> dict:
-        """A ``subscribe`` (on the loop): this connection gets the worker's events from now on."""
-        if conn.subscriber is None:
-            conn.subscriber = self.feed.subscribe(self.service.core.id)
-            self._followers[conn.subscriber] = conn
-        return {"r": msg.get("r", 0), "ok": {"seq": conn.subscriber.seq}}
-
     def _unfollow(self, conn) -> None:
-        if conn.subscriber is not None:
-            self._followers.pop(conn.subscriber, None)
-            self.feed.unsubscribe(conn.subscriber)
-            conn.subscriber = None
+        sc = conn.sc
+        if sc.follows:
+            self._followers.pop(sc.subscriber, None)
+            sc.unfollow()
 
     # --- one connection ----------------------------------------------------------------
-    def _execute(self, msg, session, decoder):
-        """On the command thread: run one command and encode its reply. The message's budget
-        is given back first: what the command stores, the store counts from now on."""
-        decoder.release()
-        out = self.service.encoded_reply(msg, session)
+    def _execute(self, conn, msg) -> Reply:
+        """Where commands run (the command thread, or the loop for a quick one while the thread
+        is idle): answer one message. The message's budget is given back first: what the
+        command stores, the store counts from now on."""
+        conn.decoder.release()
+        out = conn.sc.respond(msg)
         if self._followers:
-            self._refcounts_changed(msg)
             self._pushes_due()
         return out
 
-    def _refcounts_changed(self, msg) -> None:
-        """Reference counts a command changed without an event (an incref, releases that left
-        references): records for the followers too."""
-        ids = list(msg.get("rel") or ()) if type(msg.get("rel")) is list else []
-        if msg.get("c") == "incref":
-            ids.append(msg.get("id"))
-        if ids:
-            self.feed.note_refcount(self.service.core.id, ids)
-
     def quick_command(self, msg) -> bool:
-        """Whether ``msg`` is known to take a moment (a hint for where it runs, never what it
-        does: it goes through the service as every command does; call it on the loop while the
-        command thread is idle). A stored plan known to replay quickly (``WorkerService.quick``),
-        or a ``run`` of an allowed op on plain tensors of at most QUICK_BYTES whose estimated work
-        (check_call, memoised on the arguments' metadata) is at most QUICK_WORK and whose outputs,
-        from the meta run, are at most QUICK_BYTES; releases and increfs. Reads the store only."""
-        cmd = msg.get("c")
-        rel = msg.get("rel")
-        if rel is not None and (type(rel) is not list or len(rel) > QUICK_RELEASES):
-            return False
-        if cmd == "run":
-            return self._quick_op(msg)
-        if cmd in ("release", "incref"):
-            ids = msg.get("ids") if cmd == "release" else [msg.get("id")]
-            return type(ids) is list and len(ids) <= QUICK_RELEASES
-        return self.service.quick(msg)
-
-    def _quick_op(self, msg) -> bool:
-        core = self.service.core
-        if core.limits is None:
-            return False
-        name, args, kwargs = msg.get("op"), msg.get("a"), msg.get("k")
-        op = ALLOWED.get(name) if type(name) is str else None
-        if op is None or type(args) is not list or (kwargs is not None and type(kwargs) is not dict):
-            return False
-        objects = core.objects
-        budget = [QUICK_BYTES, QUICK_ARGS]
-
-        def value(a):
-            tp = type(a)
-            if tp is Ref:
-                a = objects.get(a.id)
-                tp = type(a)
-            if tp is _Tensor or tp is _Parameter:
-                budget[0] -= a.untyped_storage().nbytes()
-                budget[1] -= 1
-                if budget[0] < 0 or budget[1] < 0:
-                    raise _NotQuick
-                return a
-            if tp is list or tp is tuple:
-                return [value(b) for b in a]
-            if tp in _QUICK_LITERALS or isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
-                return a
-            raise _NotQuick  # an unknown id, a chain of layers, a pointer: the thread's run says
-
-        try:
-            resolved = [value(a) for a in args]
-            kw = {k: value(v) for k, v in kwargs.items()} if kwargs else None
-            if check_call(op, resolved, kw) > QUICK_WORK:
-                return False
-            est = self._estimator.estimate(op, resolved, kw)
-        except Exception:  # a hint only: whatever is wrong, the command thread's run says so
-            return False
-        return est.outputs > 0 and est.uncarriable is None and est.new_bytes <= QUICK_BYTES
+        """The fast-path policy's ``quick_command`` (fastpath.py): where a message runs."""
+        return self.service.policy.quick_command(msg)
 
     def _session(self, conn, msg) -> Session:
         """The session a message of this connection works in (a hello may name one)."""
+        sc = conn.sc
         if msg.get("c") == "hello":
-            conn.session = self._attach(msg, conn.session)
-        if conn.session is None:
-            conn.session = Session()
-            conn.session.connections = 1
-        return conn.session
+            sc.session = self._attach(msg, sc.session)
+        if sc.session is None:
+            sc.session = Session()
+            sc.session.connections = 1
+        return sc.session
 
     def _inline(self, conn, data) -> bool:
         """A small message, from the connection's ``data_received`` while its handler waits
         for the next one (nothing queued before it): decoded, and if it is answered on the
-        event loop anyway (hello, ping, a quick command with the command thread idle, the
-        reply one frame, nothing owed before it) run and answered here, which saves the
-        handler's wake-up (a turn of the event loop) per message. Anything else is handed to
+        event loop anyway (``at_once`` but a subscribe, a quick command with the command thread
+        idle, the reply one frame, nothing owed before it) run and answered here, which saves
+        the handler's wake-up (a turn of the event loop) per message. Anything else is handed to
         the handler as decoded (or as its decoding error, or its reply still to send): returns
         False, and the frame goes on to the handler's queue, in order, as a token for it."""
-        ws, later = conn.ws, conn.later
+        ws, later, sc = conn.ws, conn.later, conn.sc
         try:
             msg = conn.decoder.feed(data)
         except WireError as e:  # (RejectedMessage too) the handler answers
@@ -604,40 +515,32 @@ class WorkerServer:
             return True  # streamed buffers still arriving: the decoder holds them
         try:
             cmd = msg.get("c")
-            if (conn.subscriber is not None or cmd in _READS_ACROSS_SESSIONS or ws.paused or conn.lock.locked()
+            if (sc.follows or cmd in READS_ACROSS_SESSIONS or ws.paused or conn.lock.locked()
                     or ws.protocol.state is not State.OPEN or ws.send_in_progress is not None):
                 later.append(msg)
                 return False
-            if cmd in ("hello", "ping") and "rel" not in msg:
-                session = self._session(conn, msg)
+            if sc.at_once(msg) and cmd != "subscribe":  # (a subscribe's reply waits for its pushes)
+                self._session(conn, msg)
                 conn.decoder.release()
-                reply, then = self.service.handle(msg, session)
-                encoded = encode(reply)
-                then = None
-            elif cmd != "subscribe" and self._queued == 0 and self.quick_command(msg):
-                encoded, then = self._execute(msg, self._session(conn, msg), conn.decoder)
+                out = sc.respond(msg)
+            elif self._queued == 0 and sc.quick(msg):
+                self._session(conn, msg)
+                out = self._execute(conn, msg)
             else:
                 later.append(msg)
                 return False
-            if not self._send_now(conn, encoded):  # a streamed reply: the handler sends it
-                later.append((encoded, then))
+            if not self._send_now(conn, out.encoded):  # a streamed reply: the handler sends it
+                later.append(out)
                 return False
-            self._sent(then)
+            sc.sent(out.then, self._submit)
             return True
         except Exception as e:  # the handler raises it (the connection ends, as from the handler)
             later.append(_Failed(e))
             return False
 
-    def _sent(self, then) -> None:
-        if then is not None and then.sent is not None:
-            self._submit(then.sent)
-        self.service.reply_done(then)
-
     async def _handler(self, ws):
-        loop = asyncio.get_running_loop()
-        decoder = Decoder(self.max_message_size, budget=self.service.core.budget)
-        conn = _Connection(ws)
-        conn.decoder = decoder
+        conn = _Connection(ws, ServiceConnection(self.service, None, self.feed))
+        decoder = conn.decoder = Decoder(self.max_message_size, budget=self.service.core.budget)
         later = conn.later
         inline = (lambda data: self._inline(conn, data)) if isinstance(ws, _GuardedConnection) else None
         try:
@@ -650,68 +553,19 @@ class WorkerServer:
                     return
                 finally:
                     ws.inline = None
-                encoded = None
                 try:
-                    if later:  # a message _inline decoded (the frame is its token)
-                        msg = later.popleft()
-                        if type(msg) is tuple:
-                            encoded, then = msg
-                        elif isinstance(msg, BaseException):
-                            raise msg
-                        elif type(msg) is _Failed:
-                            raise msg.error
-                    elif decodes_long(data, decoder.in_message):  # a large header decodes for long: off the loop
-                        msg = await loop.run_in_executor(self._decoding, decoder.feed, data)
-                    else:
-                        msg = decoder.feed(data)
+                    msg = await self._next_message(conn, data)
                 except RejectedMessage as e:  # a well-formed frame refused: answered, the connection goes on
-                    await self._send(conn, encode(error_reply(e.rid, e.error)))
+                    await self._send(conn, encode(refusal(e)))
                     continue
                 except WireError as e:
-                    await self._send(conn, encode(error_reply(0, e)))
+                    await self._send(conn, encode(refusal(e)))
                     await ws.close(CLOSE_POLICY, "malformed message")
                     return
-                if encoded is None:
-                    if msg is None:
-                        continue  # streamed buffers still arriving
-                    cmd = msg.get("c")
-                    if cmd in _READS_ACROSS_SESSIONS:
-                        # a connection that closed a moment ago may not have run its handler's end yet
-                        # (the closing handshake is answered before it): one turn of the loop lets it
-                        # queue its session's release, so a read sees what the closed client stored gone
-                        await asyncio.sleep(0)
-                    session = self._session(conn, msg)
-                    if cmd in ("hello", "ping", "subscribe") and "rel" not in msg:
-                        # answered on the event loop: never queued behind a long op
-                        decoder.release()
-                        if cmd == "subscribe":
-                            reply = self._follow(conn, msg)
-                        else:
-                            reply, then = self.service.handle(msg, session)
-                        encoded = encode(reply)
-                        if not self._send_now(conn, encoded):
-                            await self._send(conn, encoded)
-                        elif ws.paused or ws.transport.is_closing():
-                            await ws.drain()  # what ws.send waits for after a write
-                        continue
-                    if self._queued == 0 and self.quick_command(msg):
-                        # known to take a moment, with the command thread idle: run here, saving
-                        # the two thread wake-ups of the hand-over (quick_command)
-                        encoded, then = self._execute(msg, session, decoder)
-                    else:
-                        encoded, then = await asyncio.wrap_future(
-                            self._on_command_thread(self._execute, msg, session, decoder))
-                try:
-                    if not self._send_now(conn, encoded):
-                        await self._send(conn, encoded)
-                    elif ws.paused or ws.transport.is_closing():
-                        await ws.drain()  # what ws.send waits for after a write
-                except BaseException:
-                    if then is not None and then.failed is not None:
-                        self._submit(then.failed)
-                    self.service.reply_done(then)
-                    raise
-                self._sent(then)
+                if msg is None:
+                    continue  # streamed buffers still arriving
+                out = msg if type(msg) is Reply else await self._answer(conn, msg)
+                await self._deliver(conn, out)
         except ConnectionClosed:
             pass
         finally:
@@ -720,10 +574,60 @@ class WorkerServer:
             decoder.close()  # a half-received message goes with it (and its budget): nothing partial is stored
             del decoder
             conn.decoder = None
-            session = conn.session
+            session = conn.sc.session
             if session is not None:
                 rcvd = ws.protocol.close_rcvd
                 self._leave(session, clean=rcvd is not None and rcvd.code in CLEAN_CLOSE_CODES)
+
+    async def _next_message(self, conn, data):
+        """The message a received frame completes (None: a streamed one still arriving), or the
+        reply ``_inline`` left to send; raises what decoding it raised."""
+        later, decoder = conn.later, conn.decoder
+        if later:  # a message _inline decoded (the frame is its token)
+            item = later.popleft()
+            if isinstance(item, BaseException):
+                raise item
+            if type(item) is _Failed:
+                raise item.error
+            return item
+        if decodes_long(data, decoder.in_message):  # a large header decodes for long: off the loop
+            return await asyncio.get_running_loop().run_in_executor(self._decoding, decoder.feed, data)
+        return decoder.feed(data)
+
+    async def _answer(self, conn, msg) -> Reply:
+        """Answer one message where the connection's policy says: hello, ping and subscribe at
+        once on the loop (never queued behind a long op), a quick command on the loop while the
+        command thread is idle (saving the two thread wake-ups of the hand-over), anything else
+        on the command thread."""
+        sc = conn.sc
+        if msg.get("c") in READS_ACROSS_SESSIONS:
+            # a connection that closed a moment ago may not have run its handler's end yet (the
+            # closing handshake is answered before it): one turn of the loop lets it queue its
+            # session's release, so a read sees what the closed client stored gone
+            await asyncio.sleep(0)
+        self._session(conn, msg)
+        if sc.at_once(msg):
+            conn.decoder.release()
+            out = sc.respond(msg)
+            if sc.follows:
+                self._followers[sc.subscriber] = conn
+            return out
+        if self._queued == 0 and sc.quick(msg):
+            return self._execute(conn, msg)
+        return await asyncio.wrap_future(self._on_command_thread(self._execute, conn, msg))
+
+    async def _deliver(self, conn, out: Reply) -> None:
+        """Send a reply, then run its hooks on the command thread (``failed`` if it could not go)."""
+        ws = conn.ws
+        try:
+            if not self._send_now(conn, out.encoded):
+                await self._send(conn, out.encoded)
+            elif ws.paused or ws.transport.is_closing():
+                await ws.drain()  # what ws.send waits for after a write
+        except BaseException:
+            conn.sc.failed(out.then, self._submit)
+            raise
+        conn.sc.sent(out.then, self._submit)
 
     @staticmethod
     def _send_now(conn, encoded) -> bool:
@@ -732,7 +636,7 @@ class WorkerServer:
         the transport's write), without its async context and coroutine (a small op's reply).
         False: nothing was written, ``_send`` sends it."""
         ws = conn.ws
-        if (conn.subscriber is not None or len(encoded.frames) != 1 or conn.lock.locked()
+        if (conn.sc.follows or len(encoded.frames) != 1 or conn.lock.locked()
                 or ws.protocol.state is not State.OPEN or ws.send_in_progress is not None):
             return False
         ws.protocol.send_binary(encoded.frames[0])
@@ -744,11 +648,9 @@ class WorkerServer:
         go first, so a reply arrives after the events of its own command; one sender at a time
         per connection, so a push never lands between the frames of a streamed reply."""
         async with conn.lock:
-            s = conn.subscriber
-            if s is not None:
-                push = self.feed.take(s)
-                if push is not None:
-                    await conn.ws.send(encode(push).frames[0])
+            push = conn.sc.push_owed()
+            if push is not None:
+                await conn.ws.send(encode(push).frames[0])
             if encoded is not None:
                 for frame in encoded.frames:
                     await conn.ws.send(frame)

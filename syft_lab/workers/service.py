@@ -1,9 +1,10 @@
 """The worker service: every command a worker answers, on one WorkerCore, free of I/O.
 
-Every worker runs its commands here, whatever carries them: an in-process ``VirtualWorker``
-calls ``call`` with the client's own message dicts, the websocket server (server.py) and other
-byte transports (a Ray actor) decode wire messages and call ``handle``. So the validation, the
-op allow-list, the store rules, sessions and paging are the same for every worker.
+Every worker runs its commands here, whatever carries them: each host's driver hands a client
+session's messages to a ``ServiceConnection`` (connection.py), which answers them through this
+service's one command table (``call``). So the validation, the op allow-list, the store rules,
+sessions (sessions.py) and paging are the same for every worker; fastpath.py says where a
+command may run and holds the in-process lean op path.
 
     service = WorkerService("bob")                 # quotas from limits.py (unlimited=True: none)
     reply, then = service.handle({"r": 1, "c": "ping"}, session)    # {"r": 1, "ok": "pong"}
@@ -21,86 +22,43 @@ process (``x.send(bob).send(alice)``); a worker process reaches no other worker 
 that worker's address and the client's credentials), so it refuses every pointer with a
 SyftError that says to move the data instead. Layers that are not ``remote_storable`` (a shared
 tensor) are refused everywhere.
-
-Sessions: the references a client holds belong to its ``Session``; ``end_session`` releases them
-(the client left). A release only drops references its session holds, never another client's.
 """
 from __future__ import annotations
 
 import copy
-import json
-import re
 import secrets
 import threading
 
 import torch
 
-from .. import events
-from ..commands import NewObject, Ref
+from ..commands import NewObject
 from ..events import current_cell as _current_cell
-from ..errors import ObjectNotFoundError, RemoteError, SyftError
-from ..plans.graph import PlanBuilds, PlanGraph, _metadata_key
-from ..plans.plan import StoredPlan
+from ..errors import ObjectNotFoundError, SyftError
+from ..plans.graph import PlanBuilds, PlanGraph
 from ..tensors.base import ChainLayer
 from ..tensors.pointer import PointerSpec, PointerTensor
-from ..tensors.registry import MAX_DIM_SIZE, MAX_DIMS, LayerSpec
-from ..wire import allowlist, op_cost
-from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION, Decoder, RejectedMessage, WireError, encode
-from . import core as _core
-from .core import _new_id, WorkerCore
+from ..tensors.registry import LayerSpec
+from ..wire import allowlist
+from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, MAX_TEXT, WIRE_VERSION
+from .connection import WHOLE, ServiceConnection, Then, error_reply, scrub  # noqa: F401 (named here too)
+from .core import WorkerCore
+from .fastpath import QUICK_GRAPH_TEXT, QUICK_RELEASES, FastPaths, carried_bytes  # noqa: F401 (named here too)
 from .ledger import (READ_LIMIT, WHY, Ledger, arrived_from, fetched_here, may_read_all, message_cell, op_label,
                      parse_note)
 from .limits import Limits
 from .randomness import random_below, random_words
+from .sessions import Session, SessionRefs
 
 DEFAULT_SUMMARY_LIMIT = 1000
 MAX_SUMMARY_LIMIT = 10000
 MAX_TAGS = 256
-MAX_MESSAGE_TEXT = 2000
-WHOLE = 2**62  # a chunk size no message reaches: one message, one frame
-# A stored plan whose last replay on inputs of the same metadata took less than this (and
-# whose every op's sizes follow from that metadata) is ``quick``: the websocket server runs it
-# on its event loop, as it answers a ping, instead of handing it to its command thread and
-# back (two thread wake-ups: ~0.1-0.2 ms on a shared machine, a quarter of a training step's
-# round trip). Anything else, or anything while the command thread is busy, goes there.
-QUICK_SECONDS = 0.005
-QUICK_RELEASES = 64  # releases a quick message may carry (each a decref, maybe a delete)
-QUICK_VALUES = 1024  # state and inputs a quick plan run may name (each looked up on the loop)
-# A one-off graph (``run_graph``: a secure computation's round, syft_lab/smpc/runtime.py) is quick
-# when it is small and of linear-cost ops only: JSON text, tensors it reads (stored and carried)
-# and outputs it declares each under these bounds (issue 30: the hand-over cost ~3 ms a round on
-# a loaded 2-core machine, against ~0.3 ms of work)
-QUICK_GRAPH_TEXT = 64 * 2**10
-QUICK_GRAPH_BYTES = 2**21
 GRAPH_CACHE = 64  # run_graph texts whose validated graphs are kept (_one_off_graph)
-_linear_ops: dict = {}  # op name -> whether its work is linear in its sizes (op_cost.family_of)
 
 _ALLOWED = allowlist.ALLOWED  # op name -> OpOverload
 _ALLOWED_IDS = frozenset(id(op) for op in allowlist.ALLOWED_OPS)
 _OpOverload = torch._ops.OpOverload
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-+~]+){2,}")
 _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
-_strided = torch.strided
-_NUMBERS = (int, float, bool)
-_UNRUN = object()
-_thread_id = threading.get_ident  # (in_process_ops: the op has not run yet)
-_HELD_DTYPES, _VIEW_IDS = allowlist._HELD_DTYPES, allowlist._VIEW_IDS
-_check_call, _function_mode = allowlist.check_call, allowlist.function_mode_enabled
-
-
-def scrub(message: str) -> str:
-    """An error message fit to leave the worker: no file paths, bounded length."""
-    return _PATH.sub("<path>", str(message))[:MAX_MESSAGE_TEXT]
-
-
-def error_reply(rid, e: BaseException) -> dict:
-    if isinstance(e, ObjectNotFoundError):
-        err = {"t": "ObjectNotFoundError", "m": scrub(e), "id": e.obj_id}
-    elif isinstance(e, RemoteError):
-        err = {"t": e.remote_type, "m": scrub(e.remote_message)}
-    else:
-        err = {"t": type(e).__name__, "m": scrub(e)}
-    return {"r": rid, "err": err}
+_thread_id = threading.get_ident
 
 
 def _int(msg, key, default=None):
@@ -161,41 +119,6 @@ def reaches_nobody(location) -> bool:
     return False
 
 
-class Session:
-    """The references one client holds, released together when the client leaves.
-
-    ``refs`` is touched only where commands run (the server's command thread); ``connections``
-    and ``expiry`` only by the server's event loop."""
-
-    __slots__ = ("id", "refs", "connections", "expiry", "named", "ended", "label")
-
-    def __init__(self, session_id: str | None = None, named: bool = False):
-        self.id, self.named = session_id or secrets.token_hex(16), named
-        self.label = None  # its name in the worker's ledger ("client 1"): never the id
-        self.refs: dict[int, int] = {}  # object id -> references held
-        self.connections = 0
-        self.expiry = None
-        self.ended = False
-
-    def __repr__(self):
-        return f"<Session {self.id[:8]}: {sum(self.refs.values())} reference(s)>"
-
-
-class Then:
-    """A command result plus what to do once its reply has (or has not) gone out.
-
-    ``snapshot``: the reply reads memory that another command could change while it travels
-    (a copy kept in the store, a view of a stored tensor), so it is copied first: on the wire
-    its bytes, in process the object (``stored_copy``). ``reserved``: bytes of the worker's
-    memory budget the reply holds until it has gone out (``WorkerService.reply_done``)."""
-
-    __slots__ = ("result", "sent", "failed", "snapshot", "reserved")
-
-    def __init__(self, result, *, sent=None, failed=None, snapshot=False, reserved=0):
-        self.result, self.sent, self.failed, self.snapshot = result, sent, failed, snapshot
-        self.reserved = reserved
-
-
 def dense_bytes(obj) -> int:
     """Bytes of the dense tensor a reply carrying ``obj`` sends (an expanded view, made whole)."""
     t = _tensor_payload(obj)
@@ -223,22 +146,10 @@ def _raw_constants(cv, graph) -> list:
     return cv
 
 
-def carried_bytes(args) -> int:
-    """Bytes of the public tensors an op's arguments carry (its stored inputs are ids)."""
-    n = 0
-    for a in args:
-        tp = type(a)
-        if tp is _Tensor or tp is _Parameter:
-            n += a.numel() * a.element_size()
-        elif tp is list or tp is tuple:
-            n += carried_bytes(a)
-    return n
-
-
 _PEER_KIND = {"dealer": "crypto provider", "move": "worker", "opened": "client"}
 
 
-class WorkerService:
+class WorkerService(SessionRefs):
     """Commands on one WorkerCore: a message dict in, its result (or an error reply) out.
 
     ``limits``: the core's quotas (None: ``Limits()``'s defaults; ``unlimited=True``: none, as
@@ -259,6 +170,7 @@ class WorkerService:
         # (msg, stored plan, values, metadata key, graph, thread) of the run_plan ``quick`` said yes
         # to: the ``call`` of that very message, next on that thread, reuses them (``_run_plan``)
         self._quick_hint = self._plan_hint = None
+        self.policy = FastPaths(self)  # where a command may run, the in-process lean path (fastpath.py)
         # what this worker saw and what left it (ledger.py); its token lets a client read every
         # session's part (the server that serves this worker sets it: None, each session its own)
         self.ledger = Ledger()
@@ -294,118 +206,28 @@ class WorkerService:
             return result.result, result
         return result, None
 
-    def quick(self, msg: dict) -> bool:
-        """Whether ``msg`` is known to take a moment: a ``run_plan`` (with at most QUICK_RELEASES
-        releases) of a stored plan on stored tensors whose last replay on inputs of their
-        metadata, checks learned, took under QUICK_SECONDS (``PlanGraph.replay_seconds``).
-        Reads the store only: call it where commands run, or while nothing runs there. It
-        changes where a command runs, never what it does: the command goes through ``handle``."""
-        core = self.core
-        if msg.get("c") == "run_graph" and core.limits is not None:
-            return self._quick_graph(msg)
-        self._quick_hint = None
-        if msg.get("c") != "run_plan" or core.limits is None:
-            return False
-        rel = msg.get("rel")
-        if rel is not None and (type(rel) is not list or len(rel) > QUICK_RELEASES):
-            return False
-        objects = core.objects
-        plan_id, args, state = msg.get("id"), msg.get("a"), msg.get("s")
-        stored = objects.get(plan_id) if type(plan_id) is int else None
-        if type(stored) is not StoredPlan or type(args) is not list:
-            return False
-        ids = (stored.state_ids if state is None else state) if type(state) in (list, type(None)) else None
-        if ids is None or len(ids) + len(args) > QUICK_VALUES:
-            return False
-        values = []
-        for i in (*ids, *args):
-            v = objects.get(i) if type(i) is int else None
-            if not (type(v) is _Tensor or type(v) is _Parameter):
-                return False
-            values.append(v)
-        try:
-            key = _metadata_key(values)  # (once: the graph's choice and its timing both read it)
-            graph = stored.builds.find(values, key=key)
-            seconds = None if graph is None else graph.replay_seconds(values, core.limits, key)
-        except Exception:  # a hint only: whatever is wrong, the command thread's run says so
-            return False
-        if seconds is None or seconds >= QUICK_SECONDS:
-            return False
-        self._quick_hint = (msg, stored, values, key, graph, _thread_id())
-        return True
-
-    def _quick_graph(self, msg: dict) -> bool:
-        """``quick`` for a ``run_graph``: small (QUICK_GRAPH_TEXT, QUICK_GRAPH_BYTES read and made,
-        QUICK_VALUES), linear-cost ops only (no contraction, window, sort...), releases bounded."""
-        text, ids, cv, rel = msg.get("g"), msg.get("i"), msg.get("cv", []), msg.get("rel")
-        if (type(text) is not str or len(text) > QUICK_GRAPH_TEXT or type(ids) is not list or type(cv) is not list
-                or len(ids) + len(cv) > QUICK_VALUES
-                or (rel is not None and (type(rel) is not list or len(rel) > QUICK_RELEASES))):
-            return False
-        objects = self.core.objects
-        nbytes = 0
-        for t in cv:
-            if type(t) is not _Tensor:
-                return False
-            nbytes += t.numel() * t.element_size()
-        for i in ids:
-            v = objects.get(i) if type(i) is int else None
-            if type(v) is not _Tensor:
-                return False
-            nbytes += v.untyped_storage().nbytes()
-        if nbytes > QUICK_GRAPH_BYTES:
-            return False
-        try:  # a hint only: whatever is wrong, the command's own run says so
-            made = 0
-            for node in json.loads(text)["graphs"][0]["nodes"]:
-                name = node["op"]
-                linear = _linear_ops.get(name)
-                if linear is None:
-                    op = _ALLOWED.get(name)
-                    linear = _linear_ops[name] = op is not None and op_cost.family_of(name, op) is op_cost.LINEAR
-                if not linear:
-                    return False
-                for o in node["outputs"]:
-                    n = 8
-                    for d in o["shape"]:
-                        n *= int(d)
-                    made += n
-            return made <= QUICK_GRAPH_BYTES
-        except Exception:
-            return False
-
+    # --- answering: the connection's (connection.py); these build one for a caller that has none
     def handle(self, msg: dict, session: Session | None = None):
-        """Run one decoded message; returns ``(reply, then)``. Every failure becomes an error
-        reply (the connection lives on)."""
-        if session is None:  # sans-I/O callers (tests): one session for everything
+        """``(reply dict, then)`` for one decoded message (sans-I/O callers, tests: without a
+        session, one session for everything): ``ServiceConnection.answer``."""
+        if session is None:
             if self._default_session is None:
                 self._default_session = Session()
             session = self._default_session
-        rid = msg.get("r", 0)
-        try:
-            result, then = self.call(msg, session)
-        except Exception as e:
-            return error_reply(rid, e), None
-        return {"r": rid, "ok": result}, then
+        return ServiceConnection(self, session).answer(msg)
 
     def encoded_reply(self, msg: dict, session: Session, *, chunk_size: int | None = None):
-        """Run one decoded message and encode its reply: ``(Encoded, then)``. A reply that
-        cannot travel (too large, an odd dtype) becomes an error reply, and ``then.failed``
-        runs (a fetched object goes back into the store)."""
-        reply, then = self.handle(msg, session)
-        kw = {} if chunk_size is None else {"chunk_size": chunk_size}
-        try:
-            # a snapshot's bytes point into a tensor other commands can reach: copied now,
-            # between commands, so the stream never reads memory that changes or is freed
-            encoded = encode(reply, max_message_size=self.max_message_size,
-                             copy=then is not None and then.snapshot, **kw)
-        except WireError as e:
-            if then is not None:
-                if then.failed is not None:
-                    then.failed()
-                self.reply_done(then)
-            return encode(error_reply(reply.get("r", 0), e)), None
-        return encoded, then
+        """``(Encoded, then)``: ``ServiceConnection.respond``."""
+        out = ServiceConnection(self, session).respond(msg, chunk_size=chunk_size)
+        return out.encoded, out.then
+
+    def handle_bytes(self, data, session: Session) -> bytes:
+        """One whole wire message in, its whole reply out: ``ServiceConnection.respond_whole``."""
+        return ServiceConnection(self, session).respond_whole(data)
+
+    def quick(self, msg: dict) -> bool:
+        """``FastPaths.quick_stored``: a run_plan or run_graph known to take a moment."""
+        return self.policy.quick_stored(msg)
 
     def reply_done(self, then) -> None:
         """A reply has gone out (or failed to): the budget it held is free again."""
@@ -419,102 +241,6 @@ class WorkerService:
             return 0
         budget.reserve(nbytes, what)
         return nbytes
-
-    def handle_bytes(self, data, session: Session) -> bytes:
-        """One whole wire message in, its whole reply out (for transports that carry a message
-        as one blob, such as a Ray actor call). Never raises for a bad message: a malformed one
-        gets an error reply with request id 0, which a client reads as out of step."""
-        decoder = Decoder(self.max_message_size, chunk_size=WHOLE, budget=self.core.budget)
-        try:
-            msg = decoder.feed(data)
-            if msg is None:
-                raise WireError("a whole message was expected, got the start of a streamed one")
-        except RejectedMessage as e:
-            return bytes(encode(error_reply(e.rid, e.error)).frames[0])
-        except WireError as e:
-            return bytes(encode(error_reply(0, e)).frames[0])
-        decoder.release()  # the message is the command's now (what it stores, the store counts)
-        encoded, then = self.encoded_reply(msg, session, chunk_size=WHOLE)
-        out = bytes(encoded.frames[0])  # a copy: nothing of the store travels by reference
-        if then is not None and then.sent is not None:
-            then.sent()
-        self.reply_done(then)
-        return out
-
-    # --- sessions ------------------------------------------------------------------------
-    def _own(self, session: Session, obj_id: int) -> int:
-        """The session holds one more reference to ``obj_id``."""
-        refs = session.refs
-        refs[obj_id] = refs.get(obj_id, 0) + 1
-        self.sessions_with_refs.add(session)
-        return obj_id
-
-    def _claim(self, session: Session, result):
-        """The session owns the objects a command stored (its NewObject results, one reference each)."""
-        if type(result) is NewObject:
-            refs = session.refs
-            refs[result.id] = refs.get(result.id, 0) + 1
-            self.sessions_with_refs.add(session)
-        elif type(result) in (list, tuple):
-            for r in result:
-                if type(r) is NewObject:
-                    self._own(session, r.id)
-        return result
-
-    def _disown(self, obj_id: int) -> dict:
-        """The object leaves the store: no session holds it any more. Returns who held it."""
-        holders = {}
-        for s in list(self.sessions_with_refs):
-            n = s.refs.pop(obj_id, 0)
-            if n:
-                holders[s] = n
-        return holders
-
-    def release(self, session: Session, ids) -> None:
-        """Drop references the session holds; ids it does not hold are ignored (a pointer that
-        another session owns, an object fetched meanwhile): never another client's reference."""
-        if type(ids) is not list:
-            raise SyftError("release takes a list of ids")
-        refs = session.refs
-        for i in ids:
-            n = refs.get(i, 0) if type(i) is int else 0
-            if n > 0:
-                if n == 1:
-                    del refs[i]
-                else:
-                    refs[i] = n - 1
-                self.core.decref(i)
-
-    def release_one(self, session: Session, obj_id: int) -> None:
-        """``release(session, [obj_id])``, for one id (an in-process pointer dropped)."""
-        refs = session.refs
-        n = refs.get(obj_id, 0)
-        if n == 1:
-            del refs[obj_id]
-        elif n > 1:
-            refs[obj_id] = n - 1
-        else:
-            return
-        self.core.decref(obj_id)
-
-    def end_session(self, session: Session) -> None:
-        """Release every reference the session holds (its client has left)."""
-        session.ended = True
-        refs, session.refs = session.refs, {}
-        self.sessions_with_refs.discard(session)
-        for obj_id, n in refs.items():
-            for _ in range(n):
-                self.core.decref(obj_id)
-
-    def merge_session(self, source: Session, target: Session) -> None:
-        """``target`` takes over what ``source`` holds (a hello named a session after commands)."""
-        for obj_id, n in source.refs.items():
-            target.refs[obj_id] = target.refs.get(obj_id, 0) + n
-        source.refs = {}
-        source.ended = True
-        self.sessions_with_refs.discard(source)
-        if target.refs:
-            self.sessions_with_refs.add(target)
 
     # --- commands ------------------------------------------------------------------------
     def _hello(self, msg, session):
@@ -651,7 +377,17 @@ class WorkerService:
         args, kwargs = msg.get("a"), msg.get("k")
         if type(args) is not list or (kwargs is not None and type(kwargs) is not dict):
             raise SyftError("run takes a list of arguments and a map of keyword arguments")
-        note = parse_note(msg) if "note" in msg else None
+        return self.run_op(op, args, kwargs, session, msg)
+
+    def run_op(self, op, args: list, kwargs, session: Session, msg: dict | None = None):
+        """Run an allowed op for ``session``: the op itself and its argument list (a ``run``
+        message's, or an in-process pointer's, ``msg`` None: no note, the running cell). The
+        same allow-list, checks, errors, session references and ledger record every way."""
+        if id(op) not in _ALLOWED_IDS:
+            if type(op) is not _OpOverload:
+                raise SyftError("run takes an op")
+            allowlist.resolve(allowlist.op_name(op))  # refused in the words a remote worker uses
+        note = parse_note(msg) if msg is not None and "note" in msg else None
         result = self.core.run(op, args, kwargs)
         nbytes = carried_bytes(args) + (carried_bytes(kwargs.values()) if kwargs else 0)
         obj_id = result.id if type(result) is NewObject else None
@@ -660,139 +396,11 @@ class WorkerService:
             refs[obj_id] = refs.get(obj_id, 0) + 1
             self.sessions_with_refs.add(session)
         if note is None:  # a client's own op: the ledger's compact record (named when read)
-            self.ledger.add_op(session, nbytes, message_cell(msg), obj_id, op)
+            cell = _current_cell.number if msg is None else message_cell(msg)
+            self.ledger.add_op(session, nbytes, cell, obj_id, op)
         else:
             self._note_in(msg, session, note, "op", nbytes, obj_id, op=op_label(op))
         return result if obj_id is not None else self._claim(session, result)
-
-    def run_op(self, op, args: list, kwargs, session: Session):
-        """``run`` for an in-process client (VirtualWorker): the op itself and the argument list
-        its pointer built, no message dict. The same allow-list, checks, errors, session
-        references and ledger record as a ``run`` message without a note or a cell field."""
-        if id(op) not in _ALLOWED_IDS:
-            if type(op) is not _OpOverload:
-                raise SyftError("run takes an op")
-            allowlist.resolve(allowlist.op_name(op))  # refused in the words a remote worker uses
-        result = self.core.run(op, args, kwargs)
-        nbytes = carried_bytes(args) + (carried_bytes(kwargs.values()) if kwargs else 0)
-        if type(result) is NewObject:
-            refs = session.refs
-            obj_id = result.id
-            refs[obj_id] = refs.get(obj_id, 0) + 1
-            self.sessions_with_refs.add(session)
-            self.ledger.add_op(session, nbytes, _current_cell.number, obj_id, op)
-            return result
-        self.ledger.add_op(session, nbytes, _current_cell.number, None, op)
-        return self._claim(session, result)
-
-    def in_process_ops(self, session: Session, client):
-        """The lean path of an in-process client (VirtualWorker): ``(run, release)``, what its
-        pointers call for every op and every dropped pointer (``client._run``/``_release``).
-
-        ``run(op, args, kwargs)`` is ``run_op`` in one frame less for an allowed op:
-        ``WorkerCore.run`` (the op's checks, the op, its result's checks and store), the
-        session's reference and the ledger's record. Inside
-        ``sy.batch(client)`` the op is recorded, as on every worker. ``release(obj_id)`` is
-        ``release_one`` (a batch's own results are dropped once it has run)."""
-        core = self.core
-        sessions_with_refs, ledger, run_op = self.sessions_with_refs, self.ledger, self.run_op
-        decref = core.decref
-        objects, refcounts, plan_of = core.objects, core.refcounts, allowlist._plans.get
-
-        def run(op, args, kwargs):
-            batch = client._batch
-            if batch is not None:
-                return batch.record(op, args, kwargs)
-            if id(op) not in _ALLOWED_IDS:
-                return run_op(op, args, kwargs, session)  # refused there, in a remote worker's words
-            plan = plan_of(id(op))
-            result = _UNRUN
-            if kwargs is None and plan is not None and plan.fast and core.limits is None:
-                # A pointwise op on stored plain tensors and numbers (every tiny op): WorkerCore.run
-                # in this one frame (~10% of a pointer op), the same checks in the same order;
-                # anything else (a missing or non-plain object, a constant) is core.run's.
-                resolved = []
-                numbers = False
-                for a in args:
-                    if isinstance(a, Ref):
-                        obj = objects.get(a.id)
-                        if type(obj) is not _Tensor:
-                            break
-                        resolved.append(obj)
-                    elif type(a) in _NUMBERS:
-                        resolved.append(a)
-                        numbers = True
-                    else:
-                        break
-                else:
-                    if _core.check_call is _check_call:  # check_call's pointwise bound, inline (its plan is here)
-                        product = 1
-                        for x in resolved:
-                            if type(x) is _Tensor:
-                                product *= x.numel()
-                        if product > op_cost.MAX_OP_WORK:
-                            op_cost.check_pointwise(plan.name, resolved)
-                    else:  # (bench_op_policy and bench_runtime swap the module's check for their figures)
-                        _core.check_call(op, resolved, None)
-                    # torch's own binding of the op where it is the same overload (allowlist.fast_call)
-                    call = op._op if numbers or _function_mode() else (
-                        plan.calls.get(len(resolved)) or allowlist.fast_call(plan, resolved))
-                    try:
-                        out = call(*resolved)
-                    except SyftError:
-                        raise
-                    except Exception as e:  # the op's own error, reported without a traceback
-                        raise RemoteError(core.id, type(e).__name__, str(e)) from None
-                    dtype = out.dtype if type(out) is _Tensor else None
-                    if (dtype is not None and not out.is_meta and out.layout is _strided
-                            and dtype in _HELD_DTYPES and id(op) not in _VIEW_IDS):
-                        shape = out.shape  # (WorkerCore.run's inline store)
-                        if len(shape) > MAX_DIMS or (shape and max(shape) > MAX_DIM_SIZE):
-                            result = core.finish(op, out, resolved, args)
-                        else:
-                            for x in resolved:
-                                if out is x:  # an argument written in place
-                                    result = core.finish(op, out, resolved, args)
-                                    break
-                            else:
-                                obj_id = _new_id() or 1
-                                objects[obj_id] = out
-                                refcounts[obj_id] = 1
-                                if events._subscribers:
-                                    events.emit("stored", core.id, obj_id)
-                                result = NewObject(obj_id, shape, dtype)
-                    else:
-                        result = core.finish(op, out, resolved, args)
-                    nbytes = 0  # (ids and numbers: no tensor travels)
-            if result is _UNRUN:
-                result = core.run(op, args, kwargs)
-                nbytes = carried_bytes(args) + (carried_bytes(kwargs.values()) if kwargs else 0)
-            if type(result) is NewObject:
-                obj_id = result.id
-                refs = session.refs
-                refs[obj_id] = refs.get(obj_id, 0) + 1
-                sessions_with_refs.add(session)
-                ledger.add_op(session, nbytes, _current_cell.number, obj_id, op)
-                return result
-            ledger.add_op(session, nbytes, _current_cell.number, None, op)
-            return self._claim(session, result)
-
-        def release(obj_id):
-            batch = client._batch
-            if batch is not None and obj_id in batch.pending:
-                batch.dropped.add(obj_id)
-                return
-            refs = session.refs
-            n = refs.get(obj_id, 0)
-            if n == 1:
-                del refs[obj_id]
-            elif n > 1:
-                refs[obj_id] = n - 1
-            else:
-                return
-            decref(obj_id)
-
-        return run, release
 
     def _fetch(self, msg, session):
         obj_id = _int(msg, "id")

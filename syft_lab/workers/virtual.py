@@ -5,7 +5,7 @@ only the transport differs: ``InProcessTransport`` hands the service the client'
 dicts directly, with no byte encoding, but with everything else a remote worker does (the
 allow-list and argument checks, the store rule, sessions, paging). Pointer ops and releases,
 the hot path, skip even the message dict: the worker's ``_run``/``_release`` are the service's
-``in_process_ops`` (the same checks, errors, session references, ledger records and events as
+lean path (``FastPaths.lean_ops``, fastpath.py: the same checks, errors, session references, ledger records and events as
 a ``run`` message; tests/workers/test_in_process_path.py). What the wire format would
 do to a message, it does by hand: a payload the client still owns is copied into the worker's
 store (``stored_copy``), and a reply that would share memory with the store is copied out.
@@ -38,6 +38,7 @@ from ..tensors.registry import iter_chain, stored_copy
 from . import registry
 from .base import BaseWorker, check_worker_id, closed_error
 from .protocol import Transport, WorkerClient
+from .connection import ServiceConnection
 from .service import Session, WorkerService
 
 
@@ -62,13 +63,6 @@ def _contiguous(obj):
     return obj
 
 
-def _copied(result):
-    """A reply's values as copies (a list reply: each tensor in it)."""
-    if type(result) in (list, tuple):
-        return type(result)(stored_copy(r) if isinstance(r, torch.Tensor) else r for r in result)
-    return stored_copy(result)
-
-
 def reachable_in_process(location) -> bool:
     """The ``reach`` of an in-process worker: any live worker registered in this process."""
     return (isinstance(location, BaseWorker) and registry.lookup(location.id) is location
@@ -86,8 +80,9 @@ class InProcessTransport(Transport):
     def __init__(self, service: WorkerService):
         self.service = service
         self.session = Session()  # this process is the service's one client
+        self.connection = ServiceConnection(service, self.session)  # answers every request (connection.py)
         self.holder = service.core.id
-        self._call = service.call
+        self._result = self.connection.result
         self._closed = False
         self._replies: collections.deque = collections.deque()  # (value, error) of requests sent
         # a dropped pointer frees its object now (a release may come inside another command:
@@ -95,37 +90,26 @@ class InProcessTransport(Transport):
         self.release_now = functools.partial(service.release_one, self.session)
 
     def open(self) -> dict:
-        return self.service.call({"c": "hello"}, self.session)[0]
+        return self.connection.result({"c": "hello"})
 
     def exchange(self, msg: dict, *, detach: bool = False, label=None):
         if self._closed:  # every request of a closed in-process worker comes here (VirtualWorker.close)
             raise closed_error(self.holder)
-        token = _set_holder(self.holder)
-        try:
-            o = msg.get("o")
-            if detach:  # the payload is still the caller's: the store gets its own copy
-                if o is not None:
-                    msg["o"] = _contiguous(stored_copy(o))
-                s = msg.get("s")
-                if s:
-                    msg["s"] = [stored_copy(t) for t in s]
-            elif o is not None and isinstance(o, torch.Tensor):  # a move between in-process workers
-                msg["o"] = _contiguous(o)
-            result, then = self._call(msg, self.session)
-        finally:
-            _reset_holder(token)
-        if then is None:
-            return result
-        if then.snapshot:  # the reply would share memory with the store: hand out a copy
+        o = msg.get("o")
+        if detach or (o is not None and isinstance(o, torch.Tensor)):
+            token = _set_holder(self.holder)
             try:
-                result = _copied(result)
-            except BaseException:
-                if then.failed is not None:
-                    then.failed()
-                raise
-        if then.sent is not None:
-            then.sent()
-        return result
+                if detach:  # the payload is still the caller's: the store gets its own copy
+                    if o is not None:
+                        msg["o"] = _contiguous(stored_copy(o))
+                    s = msg.get("s")
+                    if s:
+                        msg["s"] = [stored_copy(t) for t in s]
+                else:  # a move between in-process workers
+                    msg["o"] = _contiguous(o)
+            finally:
+                _reset_holder(token)
+        return self._result(msg, self.holder)
 
     def send(self, msg: dict, *, detach: bool = False, label=None) -> None:
         try:
@@ -159,8 +143,8 @@ class VirtualWorker(WorkerClient):
         self._service = WorkerService(worker_id, unlimited=True, reach=reachable_in_process)
         super().__init__(worker_id, InProcessTransport(self._service))
         # the lean in-process path of every pointer op and every dropped pointer: the service's
-        # (WorkerService.in_process_ops), called by the pointers as the worker's own methods
-        self._run, self._release = self._service.in_process_ops(self.transport.session, self)
+        # (FastPaths.lean_ops, a fast-path policy), called by the pointers as the worker's own methods
+        self._run, self._release = self._service.policy.lean_ops(self.transport.session, self)
         for t in (data,) if isinstance(data, torch.Tensor) else data:
             self.load(t)
 

@@ -9,7 +9,7 @@ import torch
 import syft_lab as sy
 from syft_lab.errors import QuotaExceededError
 from syft_lab.plans.graph import Node, PlanBuilds, PlanGraph, Value
-import syft_lab.workers.service as service_module
+import syft_lab.workers.fastpath as policy_module  # (the fast-path policy: its bounds)
 from syft_lab.workers.limits import Limits
 from syft_lab.workers.service import QUICK_RELEASES, Session, WorkerService
 
@@ -21,7 +21,7 @@ MiB = 2**20
 def _timing_is_not_the_point(monkeypatch):
     """A replay's time varies (a garbage collection in it): these tests take any time as quick,
     except the one about the bound itself."""
-    monkeypatch.setattr(service_module, "QUICK_SECONDS", 60.0)
+    monkeypatch.setattr(policy_module, "QUICK_SECONDS", 60.0)
 
 
 def _stored(service, name, shape, nodes):
@@ -70,7 +70,7 @@ def test_a_stored_plan_is_quick_once_it_ran_on_inputs_of_the_same_metadata():
 def test_a_plan_whose_last_replay_took_longer_than_the_bound_is_not_quick(monkeypatch):
     service, session, x, msg = _warmed(WorkerService("quick_slow"), 3, 4)
     assert service.quick(msg)
-    monkeypatch.setattr(service_module, "QUICK_SECONDS", 0.0)
+    monkeypatch.setattr(policy_module, "QUICK_SECONDS", 0.0)
     assert not service.quick(msg)
 
 
