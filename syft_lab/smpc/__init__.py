@@ -6,12 +6,15 @@
 ``provider`` (the dealer's correlated randomness), ``protocols`` (Beaver products,
 truncation, the sign bit, relu, max), ``engine`` (which protocol an aten op becomes) and
 ``methods`` (``.fix_precision()``, ``.share()``, ... on tensors and modules). The layers are in
-syft_lab/tensors/fixed_precision.py and additive_sharing.py; docs/secure-computation.md
+syft_lab/tensors/fixed_precision.py (with fixed_precision_compare.py and fixed_precision_views.py)
+and additive_sharing.py; docs/secure-computation.md
 explains the protocols, their rounds and the trust model.
 """
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from ..tensors.fixed_precision import FixedPrecisionTensor
-from . import approximations, convolution, engine, layers, methods, pooling, protocols, ring, runtime  # noqa: F401  (engine registers itself with the layer,
+from ..tensors import fixed_precision_compare, fixed_precision_indexing  # noqa: F401  (comparisons, extrema, %;
+#   a public index or condition: each registers its handlers with the layer)
+from . import approximations, convolution, engine, init, layers, methods, pooling, protocols, ring, runtime  # noqa: F401  (engine registers itself with the layer,
 #                                                       methods with sy.hook())
 from . import costs  # noqa: F401,E402  (last: it measures every handler registered above)
 

@@ -28,7 +28,8 @@ import torch
 from ..errors import SyftError
 from ..tensors import fixed_precision as fp
 from ..tensors.fixed_precision import FixedPrecisionTensor as FPT
-from ..tensors.fixed_precision import _max, _mul, register_handlers, truncate
+from ..tensors.fixed_precision import _mul, register_handlers, truncate
+from ..tensors.fixed_precision_compare import _max
 
 aten = torch.ops.aten
 WORK_SCALE = 2**16  # CrypTen's 16 fractional bits

@@ -23,7 +23,8 @@ INT64 = torch.int64
 _PER_SHARE = {aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose, aten.permute, aten.expand,
               aten.unsqueeze, aten.squeeze, aten.select, aten.slice, aten.flip, aten.index_select, aten.repeat,
               aten.narrow, aten.flatten, aten.sum, aten.neg, aten.unfold, aten.unfold_backward, aten.contiguous, aten.movedim,
-              aten.constant_pad_nd}  # padding with 0: each party pads its share (0 is a sharing of 0)
+              aten.constant_pad_nd,  # padding with 0: each party pads its share (0 is a sharing of 0)
+              aten.cumsum, aten.diagonal, aten.trace, aten.gather, aten.take}  # issue 41: a public index or none
 _BILINEAR = {aten.mul, aten.mm, aten.bmm, aten.convolution, aten.matmul}
 PAIRWISE_MAX = 256  # max_dim compares all m^2 pairs at once (few rounds); longer dims: a tournament
 
@@ -234,6 +235,28 @@ class Engine:
         return protocols.public_op(func, x, lambda i, s: ([t.shares[i] for t in items], *args[1:]))
 
     # --- protocols FixedPrecisionTensor calls ---------------------------------------------------
+    def put(self, base, coords, values) -> AST:
+        """``base`` with ``values`` at the public positions ``coords`` (index_put: a write through a
+        view, tensors/fixed_precision_views.py): each party puts its share of the values into its share of the base;
+        public values are party 0's share (the others put 0). A shared value is not written into a
+        public tensor: that would make part of it secret, the rest public."""
+        if not isinstance(base, AST):
+            raise SyftError("a shared value written into part of a public fixed precision tensor: share the "
+                            "whole tensor first (x.share(...)), then write into it")
+        if isinstance(values, AST):
+            check_same_parties([base, values])
+            return protocols.public_op(aten.index_put.default, base, lambda i, s: (s, coords, values.shares[i]))
+        public = _public(values)
+        zeros = torch.zeros_like(public)
+        return protocols.public_op(aten.index_put.default, base,
+                                   lambda i, s: (s, coords, public if i == 0 else zeros))
+
+    def each_share(self, func, x: AST, args_for) -> AST:
+        """Each party applies ``func(*args_for(share_i))``: an op linear in ``x``'s share, whose other
+        arguments are public and the same for every party (``index_add(zeros, dim, index, share)``: the
+        caller puts the share where the op takes it). No round with the others."""
+        return protocols.public_op(func, x, lambda i, s: args_for(s))
+
     def product(self, op, a, b, extra, d: int) -> AST:
         if op is aten.convolution.default:
             return self.bilinear(op, (a, b, *extra), {}, div=d)

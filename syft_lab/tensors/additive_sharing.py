@@ -95,6 +95,8 @@ class AdditiveSharingTensor(ChainLayer):
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
         if func in _EXTREMA and isinstance(args[0], AdditiveSharingTensor):
             return _extremum(func, args, kwargs or {})
+        if func.overloadpacket in _INPLACE_VIEWS:
+            return _inplace_view(func, args, kwargs or {})
         return engine().dispatch(func, args, kwargs or {})
 
     # --- the layer protocol ------------------------------------------------------------------
@@ -154,7 +156,9 @@ def _extremum(func, args, kwargs):
     keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
     if negate:
         x = -x
-    if dim is None:
+    if dim is None or not x.dim():  # a 0-dim tensor along dim 0 (or -1): its one element, as torch
+        if dim is not None and dim not in (0, -1):
+            raise IndexError(f"Dimension out of range (expected to be in range of [-1, 0], but got {dim})")
         x, dim, keepdim = aten.reshape.default(x, [-1]), 0, False
     values_too = packet in (aten.max, aten.min)
     m = x.shape[dim % x.dim()] if x.dim() else 1
@@ -166,3 +170,20 @@ def _extremum(func, args, kwargs):
     if not values_too:
         return idx
     return (-values if negate else values), idx
+
+
+_INPLACE_VIEWS = {aten.squeeze_, aten.unsqueeze_, aten.t_, aten.transpose_}
+_PYTHON_KEYS = (torch._C.DispatchKeySet(torch._C.DispatchKey.Python)
+                | torch._C.DispatchKeySet(torch._C.DispatchKey.PythonTLSSnapshot))
+
+
+def _inplace_view(func, args, kwargs):
+    """squeeze_, unsqueeze_, t_, transpose_ (matmul's 1-D @ 2-D squeezes its result in place): each
+    party's share takes the view; the wrapper's sizes change by torch's own kernel (metadata only)."""
+    x = args[0]
+    out_of_place = getattr(getattr(aten, func.overloadpacket.__name__[:-1]), func._overloadname)
+    viewed = engine().dispatch(out_of_place, args, kwargs)
+    with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
+        func(x, *args[1:], **kwargs)
+    x.shares = viewed.shares
+    return x

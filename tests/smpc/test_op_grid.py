@@ -124,6 +124,17 @@ OPS = {
     "unbind": ((general,), _unbound, exact),
     "roll": ((general,), lambda a: a.roll((1, -2), (0, 1)), exact),
     "roll flat": ((general,), lambda a: a.roll(5), exact),
+    # issue 41: a public index or condition (each party on its own share), clamp by two relus
+    "clamp": ((general,), lambda a: a.clamp(-5.0, 7.5), exact),
+    "hardtanh": ((general,), lambda a: F.hardtanh(a, -2.5, 3.0), exact),
+    "relu6": ((general,), F.relu6, exact),
+    "where public": ((general, other), lambda a, b: torch.where(general() > other(), a, b), exact),
+    "cumsum": ((general,), lambda a: a.cumsum(1), exact),
+    "trace": ((general,), lambda a: a.trace(), exact),
+    "gather": ((general,), lambda a: a.gather(1, torch.tensor([[5, 0], [1, 1], [2, 4], [3, 0]])), exact),
+    "scatter_add": ((general, other), lambda a, b: a.scatter_add(0, torch.tensor([[3, 0, 3, 1, 2, 0]]), b[:1]),
+                    exact),
+    "index_add": ((general, other), lambda a, b: a.index_add(1, torch.tensor([0, 5, 0]), b[:, :3]), exact),
 }
 
 

@@ -101,7 +101,11 @@ def test_no_share_or_secret_in_any_repr_node_world_ledger_explanation_or_log(par
                 F.binary_cross_entropy(sx.sigmoid(), sx * 0 + 1), F.dropout(sx, 0.5),
                 F.binary_cross_entropy_with_logits(sx, sx * 0 + 1), bn(sx.view(1, 2, 1, 1)),
                 sx % torch.tensor([7.0, -3.0]).fix_precision().share(alice, bob, crypto_provider=carol),
-                torch.remainder(5, sx), F.dropout(sg, 0.3).grad_fn._saved_other]  # the last: a shared mask
+                torch.remainder(5, sx), F.dropout(sg, 0.3).grad_fn._saved_other,  # the last: a shared mask
+                # issue 41: a public index or condition, clamp
+                sx.clamp(-1.0, 1.0), F.hardtanh(sx), sx.cumsum(0), sx.view(1, 2).trace(), sx.gather(0, torch.tensor([1])),
+                torch.where(torch.tensor([True, False]), sx, -sx), sx.scatter_add(0, torch.tensor([1, 1]), sx),
+                sx.index_put((torch.tensor([0]),), sx[1:]), sx.take(torch.tensor([1, 0]))]
         forbidden = {"271828182", "271828.18", "271828.1"} | set(_texts_with(sx, (alice, bob)))
         forbidden |= set(_texts_with(y, (alice, bob))) | set(_texts_with(z, (alice, bob)))
         for m in more:
