@@ -38,22 +38,16 @@ export function ledgerButton(lane, open) {
 const PEER_TITLE = { client: "a client session (me: this notebook)", worker: "another worker (a move)",
   "crypto provider": "the crypto provider's material, through the notebook that runs the protocol" };
 
-/** Who sent it to whom: "hospital_a → aggregator" (`lane`: the worker whose record it is). */
-export function ledgerFlow(r, lane) {
-  if (!lane) return "";
-  return r.direction === "in" ? `${r.peer} → ${lane}` : `${lane} → ${r.peer}`;
-}
-
 /** One record as a list item (newest first in the panel); `lane`: whose record it is. */
 export function ledgerRowHTML(r, lane) {
   const dir = r.direction === "in" ? "in" : "out";
-  const flow = ledgerFlow(r, lane);
   const arrow = dir === "in" ? "↓ from" : "↑ to";
   const what = r.op ? `<span class="syft-ledger-op">${esc(r.op)}</span>` : "";
   const items = r.items ? `<span class="syft-ledger-items">${esc(Object.entries(r.items).map(([k, n]) => `${n} ${k}`).join(", "))}</span>` : "";
   const cell = r.cell !== undefined && r.cell !== null ? `<span class="syft-ledger-cell" title="the notebook cell that sent it">[${esc(r.cell)}]</span>` : "";
-  const from = dir === "in" ? r.peer : lane, to = dir === "in" ? lane : r.peer;
-  const flowAttrs = flow ? ` title="${esc(`${flow}: ${r.kind}`)}" data-from="${esc(from)}" data-to="${esc(to)}"` : "";
+  // who sent it to whom ("hospital_a → aggregator"), on hover
+  const [from, to] = dir === "in" ? [r.peer, lane] : [lane, r.peer];
+  const flowAttrs = lane ? ` title="${esc(`${from} → ${to}: ${r.kind}`)}" data-to="${esc(to)}"` : "";
   return `<li class="syft-ledger-rec syft-ledger-${dir}" data-kind="${esc(r.kind)}" data-seq="${esc(r.seq)}"${flowAttrs}>`
     + `<span class="syft-ledger-kind">${esc(r.kind)}</span>`
     + `<span class="syft-ledger-dir" title="${dir === "in" ? "received" : "sent"}">${arrow}</span>`

@@ -306,7 +306,7 @@ export function createWorldView(ctx) {
    * in-process one went with the kernel; a worker process may be up), so it never says
    * "connected" under the banner. The rows stay as they were, their buttons off. */
   function frozenLane(l) {
-    if (l.id === LOCAL || l.gone || isDown(l)) return l;
+    if (l.id === LOCAL || isDown(l)) return l;
     return { ...l, state: "unknown" };
   }
 

@@ -246,6 +246,29 @@ def describe(old: dict, new: dict, raw: list | None = None, code: str | None = N
     return events
 
 
+def restate(world: dict, stored: list) -> list[dict]:
+    """The ``stored`` events of earlier steps of a cell run again, for the objects whose names
+    or ``how`` ``world`` now knows better (a refresh in the middle of a cell sees an object
+    before a variable names it and before its worker records it). The views keep the later."""
+    if not stored:
+        return []
+    names = _pointer_names(world, {(e["worker"], e["id"]) for e in stored})
+    lanes = {lane["id"]: lane for lane in world.get("workers", [])}
+    out = []
+    for e in stored:
+        lane = lanes.get(e["worker"])
+        if lane is None:
+            continue
+        how = _step_records(None, lane).get(e["id"], e.get("how"))
+        got = names.get((e["worker"], e["id"]), e.get("names") or [])
+        if how != e.get("how") or got != (e.get("names") or []):
+            new = {**e, "names": got}
+            if how is not None:
+                new["how"] = how
+            out.append(new)
+    return out
+
+
 def _kit_event(e: dict) -> dict:
     out = {k: v for k, v in e.items() if k not in ("type", "what", "id") and v is not None}
     return {"type": e["what"], **out}

@@ -199,6 +199,7 @@ class action_step:
     def __enter__(self):
         self.prev = scheduler.step.action
         scheduler.step.action = self.code or "(action)"
+        scheduler.step.stored = {}  # an action's step is its own
 
     def __exit__(self, *exc):
         scheduler.step.action = self.prev
@@ -282,6 +283,7 @@ def _pre_run_cell(info=None, *_args):
     stored = getattr(info, "store_history", False)
     scheduler.step.cell = running_cell(ip) if stored else None
     scheduler.step.code = (getattr(info, "raw_cell", "") or "").strip()[:CODE_CHARS] if stored else None
+    scheduler.step.stored = {}  # a new cell run: its own steps only
     events.set_current_cell(scheduler.step.cell)  # every op a LoggingTensor records names this cell
 
 
@@ -314,6 +316,7 @@ def _post_run_cell(result=None, *_args):
         refresh_all()
     finally:
         scheduler.step.cell = scheduler.step.code = None
+        scheduler.step.stored = {}
         events.set_current_cell(None)
 
 

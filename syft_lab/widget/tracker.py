@@ -530,15 +530,25 @@ class StepContext:
         self.code: str | None = None
         self.action: str | None = None
         self.raw: list = []
+        # (worker, id) -> the "stored" event an earlier refresh of this cell run reported: a
+        # refresh in the middle of a cell sees an object stored before the name it gets and its
+        # record on the worker; the cell's later steps say them (diff.restate)
+        self.stored: dict = {}
 
 
 def make_step(old: dict, new: dict, context: StepContext) -> dict:
     """The step from ``old`` to ``new``: which cell or action made it, and what happened
     (diff.describe)."""
     code = context.action or context.code
+    events = diff.describe(old, new, context.raw, code)
+    events += diff.restate(new, [e for k, e in context.stored.items()
+                                 if not any(x.get("id") == k[1] and x.get("worker") == k[0] for x in events)])
+    for e in events:
+        if e["type"] == "stored":
+            context.stored[(e["worker"], e["id"])] = e
     return {"cell": None if context.action else context.cell, "code": code or "",
             "by": "action" if context.action else ("cell" if context.cell is not None else "event"),
-            "time": time.time(), "events": diff.describe(old, new, context.raw, code)}
+            "time": time.time(), "events": events}
 
 
 def marked_failed(world: dict | None, line: str) -> dict:

@@ -10,13 +10,11 @@ export const HISTORY = 200; // steps the timeline keeps
 export const MARK_MS = 5000; // how long appeared and changed rows stay highlighted
 export const GHOST_MS = 7000; // how long a ghost of what left stays
 
-const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
-
-const STORED_HOW = { sent: (e) => `sent to ${e.worker}`, computed: (e) => `computed on ${e.worker}`,
-  moved: (e) => `moved to ${e.worker}`, "plan run": (e) => `plan ran on ${e.worker}` };
+const plural = (n, one) => `${n} ${one}${n === 1 ? "" : "s"}`;
+const STORED_HOW = { sent: "sent to", computed: "computed on", moved: "moved to" };
 
 const EVENT_TEXT = {
-  stored: (e) => (STORED_HOW[e.how] || ((x) => `stored on ${x.worker}`))(e),
+  stored: (e) => `${STORED_HOW[e.how] || "stored on"} ${e.worker}`,
   moved: (e) => `moved ${e.worker} → ${e.to}`,
   fetched: (e) => `fetched from ${e.worker}`,
   deleted: (e) => `deleted on ${e.worker}`,
@@ -28,7 +26,7 @@ const EVENT_TEXT = {
   trained: (e) => `trained ${plural((e.clients || []).length, "client")}${e.round ? ` (round ${e.round})` : ""}`,
   averaged: (e) => `averaged ${plural(e.models ?? 0, "model")}${e.worker ? ` on ${e.worker}` : ""}`,
   ops: (e) => `${plural(e.count, "op")} on ${e.worker}`,
-  named: (e) => `named ${(e.names || []).join(", ")}`,
+  named: () => "named", // (its names follow)
 };
 
 // what a step says first: what a kit or a protocol did, then what appeared and left
@@ -37,22 +35,17 @@ const FIRST = ["trained", "averaged", "reconstructed"];
 export function eventText(e) {
   const f = EVENT_TEXT[e.type];
   const what = f ? f(e) : `${e.type} ${e.worker ?? ""}`;
-  return e.names && e.names.length && e.type !== "named" ? `${what} (${e.names.join(", ")})` : what;
+  return e.names && e.names.length ? `${what} (${e.names.join(", ")})` : what;
 }
 
-/** A step's other events counted: "3 sent, 2 deleted, 120 ops on 4 workers". */
+/** A step's other events counted: "3 sent, 2 deleted, 120 ops". */
 function countedText(evs) {
   const counts = new Map();
-  let ops = 0;
-  const opWorkers = new Set();
   for (const e of evs) {
-    if (e.type === "ops") { ops += e.count || 0; opWorkers.add(e.worker); continue; }
-    const key = e.type === "stored" && e.how ? (e.how === "moved" ? "moved in" : e.how) : e.type;
-    counts.set(key, (counts.get(key) || 0) + 1);
+    const t = e.type === "stored" ? e.how || "stored" : e.type;
+    counts.set(t, (counts.get(t) || 0) + (e.type === "ops" ? e.count : 1));
   }
-  const out = [...counts].map(([t, n]) => `${n} ${t}`);
-  if (ops) out.push(`${plural(ops, "op")} on ${plural(opWorkers.size, "worker")}`);
-  return out.join(", ");
+  return [...counts].map(([t, n]) => `${n} ${t}`).join(", ");
 }
 
 /** One line for a step: what a kit did first (trained, averaged, reconstructed), then its
@@ -60,8 +53,7 @@ function countedText(evs) {
 export function stepSummary(step) {
   const evs = step?.events || [];
   if (!evs.length) return "nothing changed in the world";
-  const first = evs.filter((e) => FIRST.includes(e.type))
-    .sort((a, b) => FIRST.indexOf(a.type) - FIRST.indexOf(b.type)).map(eventText);
+  const first = FIRST.flatMap((t) => evs.filter((e) => e.type === t)).map(eventText);
   const rest = evs.filter((e) => !FIRST.includes(e.type));
   const restText = !rest.length ? "" : rest.length <= 2 ? rest.map(eventText).join("; ") : countedText(rest);
   return [...first, restText].filter(Boolean).join("; ");
@@ -100,12 +92,23 @@ export function recordStep(history, prev, next, max = HISTORY) {
   const last = out[out.length - 1];
   if (prev && next.step && next.rev !== prev.rev && sameCellRun(last.step, next.step)) {
     // a long cell refreshes while it runs and again when it ends: one run of a cell is one step
-    const events = [...(last.step.events || []), ...(next.step.events || [])];
+    const events = joinEvents(last.step.events || [], next.step.events || []);
     out[out.length - 1] = { rev: next.rev, step: { ...next.step, events }, world: next };
   } else if (prev && next.step && next.rev !== prev.rev) out.push({ rev: next.rev, step: next.step, world: next });
   else if (prev && next.rev !== prev.rev) out.push({ rev: next.rev, step: { by: "event", code: "", events: [] }, world: next });
   else if (!prev) out[0] = { ...out[0], world: next };
   while (out.length > max) out.splice(1, 1);
+  return out;
+}
+
+/** The events of two refreshes of one cell run: a later event about the same object (the
+ * kernel says it again once a variable names it: diff.restate) takes the earlier one's place. */
+function joinEvents(before, after) {
+  const out = before.slice();
+  for (const e of after) {
+    const i = e.id == null ? -1 : out.findIndex((b) => b.id === e.id && b.type === e.type && b.worker === e.worker);
+    if (i < 0) out.push(e); else out[i] = e;
+  }
   return out;
 }
 
