@@ -291,7 +291,9 @@ FAMILIES = (
      r"|quantile|unique|_unique|fft_.*|stft|istft|histogramdd|argwhere)$", None, Family("sorting and fft", _sorting, "largest tensor × log2 of it")),
     (r"attention|^_transformer_encoder_layer_fwd$|^_native_multi_head_attention$", None,
      Family("attention", None, "2 × queries × keys (+ rows × each projection's weights)")),
-    (r"^special_.*polynomial|^mvlgamma", None, Family("degree", _degree, "largest tensor × the degree n (or p)")),
+    # (special_multigammaln: torch.special's alias of mvlgamma, a composite calling it)
+    (r"^special_.*polynomial|^mvlgamma|^special_multigammaln", None,
+     Family("degree", _degree, "largest tensor × the degree n (or p)")),
     (r"^_?index_put(_impl)?_?$", None, Family("indexed write", _index_put, "broadcast index positions × the slice each "
                                                                  "writes")),
     (r"^index_(fill|copy|add|reduce)_?$", None, Family("indexed write along dim", _index_along,

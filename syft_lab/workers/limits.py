@@ -582,6 +582,7 @@ def _mvlgamma_workspace(margs, mkw, outs) -> int:
 
 
 _WORKSPACE = {"aten.mvlgamma.default": _mvlgamma_workspace, "aten.mvlgamma_.default": _mvlgamma_workspace,
+              "aten.special_multigammaln.default": _mvlgamma_workspace,  # (torch.special's alias of mvlgamma)
               "aten.convolution.default": _convolution_workspace, "aten._convolution.default": _convolution_workspace,
               "aten.conv1d.default": _plain_conv_workspace, "aten.conv2d.default": _plain_conv_workspace,
               "aten.conv3d.default": _plain_conv_workspace,
