@@ -136,6 +136,14 @@ class ServiceConnection:
         never queued behind a long op."""
         return msg.get("c") in AT_ONCE and "rel" not in msg
 
+    def on_arrival(self, msg) -> bool:
+        """Whether ``msg`` may be answered the moment it arrives, before the driver's handler
+        reads it (the websocket server's inline path): at once or quick, but never a follower's
+        message (its pushes go first), a subscribe (it makes one) or a read across sessions (it
+        waits for a connection that closed a moment ago to release what it held)."""
+        cmd = msg.get("c")
+        return not (self.subscriber is not None or cmd == "subscribe" or cmd in READS_ACROSS_SESSIONS)
+
     def quick(self, msg) -> bool:
         """Whether ``msg`` is known to take a moment (fastpath.py): a driver may answer it where
         it arrived while nothing else runs. Where, never what: it is answered as any command."""

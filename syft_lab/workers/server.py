@@ -500,8 +500,8 @@ class WorkerServer:
     def _inline(self, conn, data) -> bool:
         """A small message, from the connection's ``data_received`` while its handler waits
         for the next one (nothing queued before it): decoded, and if it is answered on the
-        event loop anyway (``at_once`` but a subscribe, a quick command with the command thread
-        idle, the reply one frame, nothing owed before it) run and answered here, which saves
+        event loop anyway (``ServiceConnection.on_arrival``: at once, or quick with the command
+        thread idle; the reply one frame) run and answered here, which saves
         the handler's wake-up (a turn of the event loop) per message. Anything else is handed to
         the handler as decoded (or as its decoding error, or its reply still to send): returns
         False, and the frame goes on to the handler's queue, in order, as a token for it."""
@@ -514,12 +514,11 @@ class WorkerServer:
         if msg is None:
             return True  # streamed buffers still arriving: the decoder holds them
         try:
-            cmd = msg.get("c")
-            if (sc.follows or cmd in READS_ACROSS_SESSIONS or ws.paused or conn.lock.locked()
+            if (not sc.on_arrival(msg) or ws.paused or conn.lock.locked()
                     or ws.protocol.state is not State.OPEN or ws.send_in_progress is not None):
                 later.append(msg)
                 return False
-            if sc.at_once(msg) and cmd != "subscribe":  # (a subscribe's reply waits for its pushes)
+            if sc.at_once(msg):
                 self._session(conn, msg)
                 conn.decoder.release()
                 out = sc.respond(msg)

@@ -108,6 +108,16 @@ def test_where_a_message_may_be_answered():
     assert not conn.quick({"c": "run", "op": "aten.mm.default", "a": [Ref(x), 3], "k": None})
     assert not conn.quick({"c": "fetch", "id": x})
     assert not connection().quick({"c": "run", "op": "aten.add.Tensor", "a": [1, 1], "k": None})  # no limits: in process
+    assert conn.on_arrival({"c": "ping"}) and not conn.on_arrival({"c": "subscribe"})
+    assert not conn.on_arrival({"c": "summary"})  # a read across sessions waits for closed ones' releases
+
+
+def test_a_followers_messages_wait_for_the_handler_its_pushes_go_first():
+    conn = connection("arrival", feed=True)
+    assert conn.on_arrival({"c": "ping"})
+    ok(conn, {"c": "subscribe"})
+    assert not conn.on_arrival({"c": "ping"}) and conn.follows
+    conn.close()
 
 
 def test_a_follower_is_owed_the_events_of_every_session_before_its_reply():
