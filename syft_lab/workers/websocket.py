@@ -47,7 +47,8 @@ from websockets.uri import parse_uri
 from ..errors import SyftError
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, WS_MAX_SIZE
 from .framing import ClientFrames
-from .protocol import ConnectionLost, FramedTransport, FramedWorker
+from .protocol import FramedWorker
+from .transport import ConnectionLost, FramedTransport
 
 # Close codes: 1000 says this client is done (the worker ends its session now); a connection
 # dropped to start afresh (a timeout, a reply out of step) keeps the session for a reconnect.

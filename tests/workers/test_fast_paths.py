@@ -131,9 +131,10 @@ def test_pointer_ops_through_a_real_worker_take_both_short_ways(counted):
         # the client: every reply was one whole frame read the short way
         assert frames.short - short >= OPS
         # the server: (nearly) no op's request went through websockets' queue, nor its reply
-        # through its send (one of each may, for a message that came before the handler waited)
-        assert counted["queued"] - queued <= 2, counted
-        assert counted["sent"] - sent <= 2, counted
+        # through its send (the get may, and an op that came while the command thread was still
+        # finishing the store); with the short ways off, all of the OPS would
+        assert counted["queued"] - queued <= 4, counted
+        assert counted["sent"] - sent <= 4, counted
     finally:
         if bob is not None:
             bob.close()
