@@ -239,8 +239,8 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
     for (const L of lanes.values()) {
       sayMore(L);
       const width = L.body.clientWidth;
-      if (width && L.fitWidth !== width) { // wider or narrower: the rows' names are cut again
-        if (L.fitWidth !== undefined) fitNames([...L.rows.values()].map((R) => R.el), true);
+      if (width && L.fitWidth !== width) { // shown, wider or narrower: the rows' names are cut again
+        if (L.rows.size) fitNames([...L.rows.values()].map((R) => R.el), true);
         L.fitWidth = width;
       }
       const items = L.items;
