@@ -663,17 +663,6 @@ def _var(func, args, kwargs):
     return _wrap(x, truncate(s, n - int(correction)))
 
 
-def _pow(func, args, kwargs):
-    x, k = args
-    if not (isinstance(k, (int, float)) and float(k).is_integer() and k >= 1):
-        raise SyftError(f"fixed precision pow takes a positive integer exponent, got {k!r}")
-    k = int(k)
-    out = x
-    for _ in range(k - 1):
-        out = _mul(None, (out, x), {})
-    return out if k > 1 else _alias(None, (x,), {})
-
-
 def _inplace(op):
     """x.add_(y) and friends: compute, then this very tensor takes the result's child."""
     def handler(func, args, kwargs):
@@ -690,7 +679,7 @@ _HANDLERS = {
     aten.mul: _mul, aten.div: _div, aten.neg: _neg,
     aten.mm: _bilinear(aten.mm.default), aten.bmm: _bilinear(aten.bmm.default),
     aten.addmm: _addmm, aten.convolution: _convolution,
-    aten.sum: _sum, aten.mean: _mean, aten.pow: _pow,
+    aten.sum: _sum, aten.mean: _mean,  # pow: syft_lab/smpc/approximations.py
     aten.unbind: _unbind, aten.split: _split, aten.split_with_sizes: _split, aten.unsafe_split: _split,
     aten.roll: _roll, aten.var: _var, aten.select_backward: _select_backward, aten.slice_backward: _slice_backward,
     aten.constant_pad_nd: _pad,

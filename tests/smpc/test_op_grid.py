@@ -135,6 +135,8 @@ OPS = {
     "scatter_add": ((general, other), lambda a, b: a.scatter_add(0, torch.tensor([[3, 0, 3, 1, 2, 0]]), b[:1]),
                     exact),
     "index_add": ((general, other), lambda a, b: a.index_add(1, torch.tensor([0, 5, 0]), b[:, :3]), exact),
+    "pow 1.5": ((lambda: grid(0.1, 20),), lambda a: a ** 1.5, rel(0.01, 3e-3)),
+    "norm": ((lambda: general() / 8,), lambda a: torch.norm(a), rel(0.01, 3e-3)),
 }
 
 
