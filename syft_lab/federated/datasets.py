@@ -318,8 +318,13 @@ class WorkerDataset:
         stop = n - n % batch_size if drop_last else n
         for start in range(0, stop, batch_size):
             check_alive(self.location)
-            index = self.location.send(order[start:start + batch_size])
-            yield self.data.index_select(0, index), self.targets.index_select(0, index)
+            # made by a call: a paused epoch holds no pointer (its index tensor's would stay on
+            # the worker, unnamed in the views, after the notebook let go of the batch)
+            yield self._batch(order[start:start + batch_size])
+
+    def _batch(self, indices: torch.Tensor):
+        index = self.location.send(indices)
+        return self.data.index_select(0, index), self.targets.index_select(0, index)
 
     def num_batches(self, batch_size: int, drop_last: bool = False) -> int:
         return len(self) // batch_size if drop_last else -(-len(self) // batch_size)

@@ -184,6 +184,9 @@ class FedAvg:
         yield ".fds", self.fds
         for wid, client in self._clients.items():
             yield f".clients[{wid!r}].model", client.model
+            for part in ("inbox", "plan", "step"):  # a round client's inbox and plan, a client's step
+                if getattr(client, part, None) is not None:
+                    yield f".clients[{wid!r}].{part}", getattr(client, part)
 
     # --- one round ------------------------------------------------------------------------
     def sample_clients(self) -> list[str]:
