@@ -179,29 +179,17 @@ class PlanGraph:
             program = self._unbound
         slots = [*inputs, *self.constants, *([None] * len(program))]
         sizes = [0] * len(program) if guard is not None else None
-        known = learning = data = None
-        deadline = clock = None
+        known = learning = data = deadline = clock = None
         admitted = False
         if learn is not None and guard is not None and self._learnable:
-            if key is _UNKEYED:
-                key = _metadata_key(inputs)
-            if key is not None:
-                entry = self._learned.get(key)
-                if entry is not None and entry[0] is learn:
-                    known = entry[1]
-                    if entry[2]:
-                        if recheck is None:
-                            # every op's checks passed and follow from this metadata, and nothing
-                            # changes between calls that a recheck would see: a plain replay
-                            guard = check = sizes = None
-                        elif admit is not None:
-                            # the quota for the whole replay at once (its peak), the clock per op
-                            admitted = admit(entry[3], entry[4])
-                            if admitted is not None:
-                                deadline, clock = admitted
-                                admitted = True
-                else:  # this replay checks every op and notes which verdicts a later one may reuse
-                    learning, data = [None] * len(program), [False] * len(slots)
+            key, known, plain, admitted = self._recall(inputs, learn, recheck, admit, key)
+            if plain:  # every op's checks passed and follow from this metadata: a plain replay
+                guard = check = sizes = None
+            elif admitted:  # the quota is held for the whole replay (its peak); the clock runs per op
+                deadline, clock = admitted
+                admitted = True
+            elif known is None and key is not None:  # check every op, note the verdicts to reuse
+                learning, data = [None] * len(program), [False] * len(slots)
         else:
             key = None
         live = rechecked = peak = 0
@@ -263,7 +251,29 @@ class PlanGraph:
                     slots[s] = None
                     if sizes is not None:
                         live -= sizes[d]
-        if learning is not None:  # every op passed: later replays on this metadata reuse the verdicts
+        self._remember(key, learn, learning, known, program, peak, started)
+        return [slots[v] if is_ref else v for is_ref, v in outputs]
+
+    def _recall(self, inputs, learn, recheck, admit, key):
+        """What an earlier replay on these inputs' metadata learned: (key, per-node verdicts or
+        None, whether the replay may run plainly, what ``admit`` granted or False)."""
+        if key is _UNKEYED:
+            key = _metadata_key(inputs)
+        entry = self._learned.get(key) if key is not None else None
+        if entry is None or entry[0] is not learn:
+            return key, None, False, False
+        known, every = entry[1], entry[2]
+        if every and recheck is None:
+            return key, known, True, False  # nothing changes between calls that a recheck would see
+        if every and admit is not None:
+            admitted = admit(entry[3], entry[4])  # (deadline, clock), or None: op by op
+            return key, known, False, admitted if admitted is not None else False
+        return key, known, False, False
+
+    def _remember(self, key, learn, learning, known, program, peak, started) -> None:
+        """After a replay: the verdicts it learned (later replays on this metadata reuse them)
+        and, where every op's checks follow from the metadata, how long it took."""
+        if learning is not None:  # every op passed
             if len(self._learned) >= _LEARNED_SIGNATURES:
                 self._learned.clear()
                 self._timed.clear()
@@ -277,7 +287,6 @@ class PlanGraph:
                 self._timed.pop(key, None)
         elif known is not None and key in self._timed:
             self._timed[key] = time.perf_counter() - started
-        return [slots[v] if is_ref else v for is_ref, v in outputs]
 
     def replay_seconds(self, inputs: list, learn, key=_UNKEYED) -> float | None:
         """How long the last replay on inputs of this metadata took, when a replay under the
