@@ -60,7 +60,9 @@ class ClientFrames:
     connection is open and no fragmented message is in progress, is taken as it is: the
     protocol would make exactly that message of it and change none of its state. Every other
     frame (control frames, fragments, text, anything malformed, anything after a close) passes
-    through to the protocol, which answers, closes and fails as it would alone.
+    through to the protocol, which answers, closes and fails as it would alone (and as early:
+    a frame whose first two bytes it refuses, masked or of an unknown opcode, goes on at once
+    with everything after it, which the failed protocol discards).
 
     Writing: ``frame(data)`` is one binary message as one masked frame, what
     ``protocol.send_binary(data)`` would write (a whole data frame changes none of its state
