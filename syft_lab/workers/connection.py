@@ -1,28 +1,19 @@
 """One client session's connection to a worker service, free of I/O: the one place a message is answered.
 
-Every host is a driver that only moves bytes (or, in process, message dicts) and calls a
-``ServiceConnection``: the websocket server (server.py, one per websocket connection), the Ray
-host (ray/host.py, one per worker and client session) and the in-process transport
-(virtual.py). The connection
-
-- says **where** a message may be answered (``at_once``: hello, ping and subscribe without
-  releases, never queued behind a long op; ``quick``: known to take a moment, answered where it
-  arrived while nothing else runs, the fast-path policy of fastpath.py; anything else where
-  commands run),
-- **answers** it through the service's one command table (``WorkerService.call``), a failure
-  as an error reply (``error_reply``) and ``subscribe`` by following the worker's event feed,
-- **encodes** the reply (a snapshot's bytes copied now; a reply that cannot travel becomes an
-  error reply and its object goes back),
-- gives back **what to send**: the events a follower is owed first (``push_owed``), then the
-  reply,
-- and owns the **after-send hooks** (``Then``): ``sent`` once the reply has gone out, ``failed``
-  if it could not go. A driver that runs hooks elsewhere (the websocket server, on its command
-  thread) passes ``run=``.
+Every host is a driver that only moves bytes (in process, message dicts) and calls a
+``ServiceConnection``: the websocket server (one per websocket connection), the Ray host (one per
+worker and client session) and the in-process transport. The connection says **where** a
+message may be answered (``at_once``, ``on_arrival``, ``quick``: the fast-path policy of
+fastpath.py), **answers** it through the service's one command table (``WorkerService.call``; a
+failure is an error reply, ``subscribe`` follows the worker's event feed), **encodes** the reply
+(a reply that cannot travel becomes an error reply and its object goes back), gives back **what
+to send**, the events a follower is owed first (``push_owed``), and owns the **after-send hooks**
+(``Then``): ``sent`` once the reply has gone out, ``failed`` if it could not go (``run=``: where
+a driver runs them, the websocket server on its command thread).
 
     conn = ServiceConnection(service, Session())
     out = conn.respond({"r": 1, "c": "ping"})       # out.message == {"r": 1, "ok": "pong"}
-    ...send out.encoded.frames...
-    conn.sent(out.then)
+    ...send out.encoded.frames...; conn.sent(out.then)
 """
 from __future__ import annotations
 
