@@ -127,3 +127,23 @@ def test_history_steps_say_what_happened(capture):
         _fresh_steps()
         for w in (*hospitals, agg, alice, bob, carol):
             w.close()
+
+
+@pytest.mark.network
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 39.4: a worker process's records carry no cell number until the client "
+                                       "puts the running cell on each request (workers/protocol.py, WorkerClient: "
+                                       "msg['cell'] = events.current_cell.number); strict: it passes once it does")
+def test_a_worker_process_records_the_cell_that_sent_each_message():
+    w = sy.start_worker("h4_ledger_cells")
+    try:
+        events.set_current_cell(7)
+        p = torch.ones(3).send(w)
+        q = p * 2
+        events.set_current_cell(None)
+        records = w.ledger()
+        assert [r["cell"] for r in records[-2:]] == [7, 7], records[-2:]
+        del p, q
+    finally:
+        events.set_current_cell(None)
+        w.close()
