@@ -329,6 +329,22 @@ def _positive_scales(name, a: _Args):
                 raise OpNotAllowedError(f"{name}: a scale factor is a positive finite number, got {key}={v!r:.40}")
 
 
+def _random_range(name, a: _Args):
+    """random_ on a floating tensor draws integers in [from, to): torch warns (an error to come)
+    when from or to - 1 lies outside the dtype's exact integers, ±2**digits, and a float32 from of
+    2**63 - 1 (cast to the float 2**63, past int64) passed its range check and hung the kernel for
+    good (the seed-41 long run: a worker stalled). Integral dtypes get torch's own bounds check."""
+    x = a["self"]
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        return
+    bound = 2 ** (round(-math.log2(torch.finfo(x.dtype).eps)) + 1)  # (float32: 2**24)
+    for key, shift in (("from", 0), ("to", 1)):
+        v = a[key] if key in a else None
+        if v is not None and not (type(v) is int and -bound <= v - shift <= bound):
+            raise OpNotAllowedError(f"{name}: {key}={v!r:.40} is outside the integers a {x.dtype} holds exactly "
+                                    f"(from and to - 1 within ±2**{bound.bit_length() - 1})")
+
+
 # --- int arguments that name a C++ enum -------------------------------------------------------------
 # Their schema type is a plain int, so only their names tell (torch casts any int to the enum:
 # a grid sampler's mode 9 or an fft's normalization 9 runs silently on garbage, other kernels
@@ -389,6 +405,8 @@ FAMILIES = (
     (r"^_weight_norm_interface_backward$", _weight_norm_backward,
      "grad_w of saved_v's shape, saved_g and saved_norms of the shape dim implies"),
     (r"^_transform_bias_rescale_qkv$", _transform_bias_rescale_qkv, "qkv [B, T, 3*D], its bias [3*D], heads divide D"),
+    (r"^random_?$", _random_range, "on a floating self, from and to - 1 within ±2**digits (a float32 from of "
+                                   "2**63 - 1 hung the kernel)"),
     (r"^_?upsample_", _positive_scales, "scale factors positive and finite (a negative one read outside the input)"),
 )
 _FAMILY_RES = [(re.compile(p), check, what) for p, check, what in FAMILIES]

@@ -147,3 +147,15 @@ def test_an_upsample_with_a_scale_that_is_not_positive_is_refused_before_it_runs
         "coefficients" in allowlist.REFUSED["aten._compute_linear_combination.default"]
     with pytest.raises(OpNotAllowedError, match="not on the worker's allow-list"):
         check_call(_torch.ops.aten._compute_linear_combination.default, [x, _torch.randn(3, 3)], None)
+
+
+def test_random_on_a_float_tensor_refuses_a_range_past_its_exact_integers():
+    """random_.from(float32 x, 2**63 - 1) hung torch's kernel for good (the seed-41 long run: a
+    stalled worker); torch itself warns outside ±2**24 for float32. Refused before it runs."""
+    random_from = getattr(aten.random_, "from")
+    with pytest.raises(OpNotAllowedError, match="outside the integers a torch.float32 holds exactly"):
+        allowlist.check_call(random_from, [torch.zeros(()), 2**63 - 1, None], {})
+    with pytest.raises(OpNotAllowedError, match="to=1073741824"):
+        allowlist.check_call(aten.random_.to, [torch.zeros(3), 2**30], {})
+    allowlist.check_call(random_from, [torch.zeros(3), -5, 2**24 + 1], {})  # its exact integers: fine
+    allowlist.check_call(random_from, [torch.zeros(3, dtype=torch.int64), 2**63 - 1, None], {})  # torch checks ints
