@@ -93,6 +93,7 @@ class Engine:
         self.peak = 0
         self._oom_seen = 0
         self._since_ping = 0
+        self._previous = None  # the case run before on this worker: a stall may be its op still running
 
     # --- the worker ---------------------------------------------------------------------------
     def start(self) -> "Engine":
@@ -188,11 +189,12 @@ class Engine:
             if self.counts.get("engine", 0) < 20:
                 self.log(f"engine: {name} {json.dumps(case)[:200]}: {detail[:300]}")
         status, detail = self._after(status, detail)
+        previous, self._previous = self._previous, {"op": name, "case": case}
         self.counts[status] = self.counts.get(status, 0) + 1
         self.counts["cases"] = self.counts.get("cases", 0) + 1
         if status in FAILURES:
             self.failures.append({"op": name, "case": case, "status": status, "detail": str(detail)[:400],
-                                  "seed": seed})
+                                  "seed": seed, **({"case_before": previous} if status == "stall" and previous else {})})
             self.log(f"{status}: {name} {json.dumps(case)[:300]}: {str(detail)[:300]}")
         if status in ("dead", "oom", "stall"):
             self.restart()
@@ -594,7 +596,10 @@ def write_report(options, runs: list[dict], works: list[Path]) -> dict:
                   "tests/network/fuzz_regressions.json)", "", "| status | op | case | symptom |", "|---|---|---|---|"]
         for f in failures[:200]:
             case = json.dumps(f["case"]).replace("|", "\\|")[:200]
-            lines.append(f"| {f['status']} | `{f['op']}` | `{case}` | {str(f['detail']).replace('|', '/')[:200]} |")
+            before = f.get("case_before")
+            symptom = (f"the case before it on its worker: `{before['op']}` "
+                       f"`{json.dumps(before['case']).replace('|', '/')[:150]}`; " if before else "") + str(f["detail"])
+            lines.append(f"| {f['status']} | `{f['op']}` | `{case}` | {symptom.replace('|', '/')[:400]} |")
     REPORT.write_text("\n".join(lines) + "\n")
     return {"counts": n, "failures": failures}
 
@@ -620,7 +625,7 @@ def add_regressions(failures: list[dict], per_kind: int = 3) -> int:
             continue
         kinds[key] = kinds.get(key, 0) + 1
         known.append({"op": f["op"], "case": f["case"], "found": f["status"], "symptom": f["detail"][:300],
-                      "seed": f.get("seed")})
+                      "seed": f.get("seed"), **({"case_before": f["case_before"]} if f.get("case_before") else {})})
         added += 1
     REGRESSIONS.write_text(json.dumps(known, indent=1) + "\n")
     return added
