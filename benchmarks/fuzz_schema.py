@@ -251,7 +251,9 @@ def tensor_plan(spec):
         base_shape, steps = ([1] + shape[1:]) if layout == "b" else [1] * d, [("expand", (shape,))]
     else:
         base_shape, steps = shape, []
-    base = tensor_values(dtype_named(dtype_name), math.prod(base_shape), fill, seed).reshape(base_shape)
+    # (a tensor of its own, as the worker's copy of a sent base is: a reshape of the flat values is
+    # a view, on which plain torch refused detach_ where the worker's fresh tensor takes it)
+    base = tensor_values(dtype_named(dtype_name), math.prod(base_shape), fill, seed).reshape(base_shape).clone()
     return base, steps
 
 
