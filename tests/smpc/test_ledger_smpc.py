@@ -98,7 +98,8 @@ def test_what_left_bob_is_his_share_when_the_secret_is_reconstructed(parties2, c
     after = sy.explain(sx)
     assert after["reconstructed"] is True
     assert [(p["worker"], p["sent"], p["sent_cell"]) for p in after["parties"]] == [("alice", True, 8), ("bob", True, 8)]
-    assert "Sent: alice sent share 1 in cell [8], bob sent share 2 in cell [8]" in repr(after)
+    # each share's size is said too (16 B: two int64 words)
+    assert "Sent: alice sent share 1 (16 B) in cell [8], bob sent share 2 (16 B) in cell [8]" in repr(after)
     assert "Before the reconstruction no lane held sx" in repr(after)
 
 
