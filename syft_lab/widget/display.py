@@ -20,7 +20,7 @@ import weakref
 
 import torch
 
-from ..inspection.model import World
+from ..inspection.model import Chain, World
 from ..inspection.text import render_world
 from ..tensors.base import ChainLayer
 from ..workers.base import BaseWorker
@@ -57,6 +57,8 @@ def widget_for(obj) -> SyftWidget:
         return obj
     if isinstance(obj, World):
         return inspect()
+    if isinstance(obj, Chain) and obj.subject is not None:
+        return widget_for(obj.subject)  # sy.chain(x): the view of x's chain
     if isinstance(obj, BaseWorker):
         w = _worker_widgets.get(obj.id)
         if w is None or w.comm is None:
@@ -132,6 +134,15 @@ def _formatter(obj):
     return bundle
 
 
+def _chain_formatter(chain: Chain):
+    """``sy.chain(x)`` ending a cell: the chain view of ``x`` (its plain text the chain's tree);
+    the text tree alone once ``x`` is gone."""
+    if chain.subject is None:
+        return None
+    data, meta = _formatter(chain.subject)
+    return {**data, "text/plain": repr(chain)}, meta
+
+
 def install_display_hooks(ip=None) -> bool:
     """Register the rich display of syft types with IPython (only in a kernel). Idempotent."""
     if ip is None:
@@ -145,6 +156,7 @@ def install_display_hooks(ip=None) -> bool:
     f = ip.display_formatter.mimebundle_formatter
     for cls in (ChainLayer, BaseWorker, World):
         f.for_type(cls, _formatter)
+    f.for_type(Chain, _chain_formatter)
     # Plans are registered by name: their module may be imported later (or not at all).
     for module, name in (("syft_lab.plans.plan", "Plan"), ("syft_lab.plans.pointer", "PlanPointer")):
         f.for_type_by_name(module, name, _formatter)

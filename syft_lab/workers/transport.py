@@ -14,6 +14,7 @@ from ..errors import ObjectNotFoundError, OpCancelledError, QuotaExceededError, 
 from ..wire.allowlist import OpNotAllowedError
 from ..wire.format import DEFAULT_MAX_MESSAGE_SIZE, Decoder, RejectedMessage, WireError, encode
 from .. import progress as progress_bars
+from ..events import current_cell as _current_cell
 from .base import closed_error
 
 PROGRESS_THRESHOLD = 8 * 2**20  # a progress bar for transfers above this many bytes
@@ -317,6 +318,9 @@ class FramedTransport(Transport):
     def send(self, msg: dict, *, detach: bool = False, label: str | None = None) -> None:
         self._rid += 1
         rid = msg["r"] = self._rid
+        cell = _current_cell.number
+        if cell is not None:  # the worker's record says which cell sent it (workers/ledger.py)
+            msg["cell"] = cell
         try:
             self._send_message(msg, detach, label)
         except ConnectionLost:

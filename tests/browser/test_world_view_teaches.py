@@ -285,7 +285,7 @@ def test_change_and_history_highlight_ghosts_and_replay(open_notebook, artifacts
     steps = timeline.locator(".syft-step")
     texts = [s.inner_text() for s in steps.all()]
     joined = "\n".join(texts)
-    assert "x_ptr = x.send(bob)" in joined and "stored on bob" in joined
+    assert "x_ptr = x.send(bob)" in joined and "sent to bob" in joined
     assert "x_ptr = x_ptr.move(alice)" in joined and "moved bob → alice" in joined
     assert "plan ran on alice" in joined and "y_ptr = double_ptr(x_ptr)" in joined
     cell_numbers = [re.match(r"\[(\d+)\]", t).group(1) for t in texts if t.startswith("[")]

@@ -102,7 +102,7 @@ test("a step highlights what appeared and changed, leaves a ghost saying where a
   const steps = [...wv.frame.querySelectorAll(".syft-step")].map((s) => s.textContent);
   assert.equal(steps.length, 2);
   assert.match(steps[0], /\[4\].*moved bob → alice.*moved = p\.move\(alice\)/);
-  assert.equal(stepSummary({ events: [] }), "names or values changed");
+  assert.equal(stepSummary({ events: [] }), "nothing changed in the world");
   // replay: the world as it was when the view opened, buttons off; then back to now
   wv.showStep(0);
   assert.ok(wv.rowFor("bob", 2) && !wv.rowFor("alice", 8));

@@ -92,7 +92,7 @@ test("the timeline lists steps newest first, with where, what, two lines of code
   assert.equal(stepLabel(h[0]), "when the view opened");
   assert.equal(stepLabel(h[1]), "[2] 2 stored, 1 moved");
   assert.equal(replayText(h[1]), "Showing the world as it was after [2] 2 stored, 1 moved: a = 1 (buttons are off). ");
-  assert.equal(stepSummary({ events: [] }), "names or values changed");
+  assert.equal(stepSummary({ events: [] }), "nothing changed in the world");
   assert.equal(stepSummary({ events: [{ type: "worker down", worker: "bob", state: "closed" }] }), "bob closed");
 });
 

@@ -131,9 +131,6 @@ def test_history_steps_say_what_happened(capture):
 
 @pytest.mark.network
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 39.4: a worker process's records carry no cell number until the client "
-                                       "puts the running cell on each request (workers/protocol.py, WorkerClient: "
-                                       "msg['cell'] = events.current_cell.number); strict: it passes once it does")
 def test_a_worker_process_records_the_cell_that_sent_each_message():
     w = sy.start_worker("h4_ledger_cells")
     try:

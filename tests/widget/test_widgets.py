@@ -27,7 +27,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 def test_the_bundle_is_built_and_small():
     assert STATIC.is_file(), "run npm run build (scripts/setup does)"
     # a guard against bloat (a second copy of a dependency, a source map): dagre is 48 KB of it
-    assert STATIC.stat().st_size <= 160 * 1024
+    assert STATIC.stat().st_size <= 168 * 1024
     assert ChainWidget._esm is not None and "export" in str(ChainWidget._esm)
 
 
@@ -207,6 +207,15 @@ def test_display_hooks_in_a_kernel_shell(bob):
         assert WIDGET_MIME not in data and data["text/plain"] == repr(torch.ones(2))
         for obj in (torch.ones(1).send(bob), bob, sy.world({})):
             assert WIDGET_MIME in ip.display_formatter.format(obj)[0]
+        # sy.chain(pp) ending a cell shows the chain view (issue 39.5), its text tree as the plain text
+        pp = torch.ones(1).send(bob)
+        chain = sy.chain(pp)
+        data, _ = ip.display_formatter.format(chain)
+        assert WIDGET_MIME in data and data["text/plain"] == repr(chain)
+        del pp
+        gc.collect()
+        data, _ = ip.display_formatter.format(chain)  # its tensor is gone: the text tree stays
+        assert WIDGET_MIME not in data and data["text/plain"] == repr(chain)
     finally:
         f.type_printers.clear()
         f.type_printers.update(saved[0])

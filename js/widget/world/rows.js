@@ -59,6 +59,7 @@ const STATE_TEXT = {
   unreachable: "cannot be reached: its pointers dangle until it is back",
   closed: CLOSED_TEXT,
   gone: CLOSED_TEXT,
+  unknown: "not known: the kernel that followed this worker is gone",
 };
 
 const DEFAULT_TYPE = { tensor: "Tensor", pointer: "PointerTensor", logging: "LoggingTensor", plan: "Plan" };
