@@ -15,6 +15,7 @@ and no module imports inside a function, except an optional dependency (the line
 it says why in a comment); no syft_lab module is imported lazily.
 """
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -192,18 +193,24 @@ def test_no_module_outside_a_layers_file_names_its_kind():
     assert found == []
 
 
-# the sharing layers' own files and their protocols (smpc/) are the only modules that import them
-SHARING_MODULES = ("syft_lab.tensors.additive_sharing", "syft_lab.tensors.fixed_precision")
+# the sharing layers' own files (a layer may span several: fixed_precision_views.py) and their
+# protocols (smpc/) are the only modules that import them
+SHARING_LAYER = re.compile(r"(additive_sharing|fixed_precision)(_\w+)?")
+
+
+def _is_sharing_module(name: str) -> bool:
+    parts = name.split(".")
+    return parts[:2] == ["syft_lab", "tensors"] and len(parts) > 2 and bool(SHARING_LAYER.fullmatch(parts[2]))
 
 
 def test_only_smpc_imports_the_sharing_layers():
     found = []
     for path in _sources():
         rel = str(path.relative_to(SYFT))
-        if rel.startswith("smpc/") or rel in ("tensors/additive_sharing.py", "tensors/fixed_precision.py"):
+        if rel.startswith("smpc/") or (rel.startswith("tensors/") and SHARING_LAYER.fullmatch(path.stem)):
             continue
         for name, line in _imported_modules(path.read_text(), path):
-            if any(name == m or name.startswith(m + ".") for m in SHARING_MODULES):
+            if _is_sharing_module(name):
                 found.append(f"syft_lab/{rel}:{line} imports {name}")
     assert found == []
 
@@ -224,6 +231,8 @@ def test_the_sharing_import_check_sees_a_module_imported_from_its_package():
     src = "from ..tensors import additive_sharing\nfrom ..tensors.fixed_precision import FPT\n"
     got = {n for n, _ in _imported_modules(src, SYFT / "inspection" / "probe.py")}
     assert "syft_lab.tensors.additive_sharing" in got and "syft_lab.tensors.fixed_precision" in got
+    assert all(map(_is_sharing_module, ("syft_lab.tensors.fixed_precision_views", "syft_lab.tensors.additive_sharing.X")))
+    assert not any(map(_is_sharing_module, ("syft_lab.tensors.pointer", "syft_lab.smpc.fixed_precision")))
 
 
 def test_the_kind_check_sees_a_kind_in_code_not_in_a_docstring():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from ..ids import short
+from ..inspection.text import fmt_size  # the text renderer's sizes
 from ..tensors.nodes import LOCAL_OWNER, is_edge, tree_from_list
 
 PALETTE = (330, 95, 30, 280, 205, 180, 0, 150)  # hues; js/widget/dom.js has the same list
@@ -211,7 +212,6 @@ def _ledger_lines(ledger: dict | None) -> list[tuple[str, str]]:
     """A lane's record as (text, style) lines: totals, material, then the newest records."""
     if not ledger or not ledger.get("seq"):
         return []
-    from ..inspection.text import fmt_size  # the text renderer's sizes
 
     ins = sum(c for k, (c, _b) in ledger.get("totals", {}).items() if k.endswith(" in"))
     outs = sum(c for k, (c, _b) in ledger.get("totals", {}).items() if not k.endswith(" in"))
