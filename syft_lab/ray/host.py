@@ -37,6 +37,7 @@ from ..workers.service import WorkerService
 from ..workers.sessions import Session, SessionTable
 
 NO_CHUNK = WHOLE  # encode's chunk size for "never stream": one frame
+_error = error_bytes  # an error reply as one frame (tests/ray/test_ray_worker.py names it so)
 
 
 def pack(encoded):

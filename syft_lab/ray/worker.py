@@ -33,8 +33,8 @@ from ..errors import RemoteError, SyftError, WorkerUnavailableError
 from ..tensors.pointer import PointerTensor
 from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, encode
 from ..workers.base import check_worker_id
-from ..workers.protocol import ConnectionLost, FramedTransport, FramedWorker, Pending, error_from_reply
 from ..workers.connection import error_bytes
+from ..workers.protocol import ConnectionLost, FramedTransport, FramedWorker, Pending, error_from_reply
 from .host import RESTARTED, MoveSourceError, WorkerHost, pack, unpack
 from .runtime import ensure_initialized
 
