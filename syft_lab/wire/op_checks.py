@@ -345,6 +345,21 @@ def _random_range(name, a: _Args):
                                     f"(from and to - 1 within ±2**{bound.bit_length() - 1})")
 
 
+def _finite_matrix(name, a: _Args):
+    """LAPACK's general eigensolver (geev, behind linalg_eigvals and _linalg_eigvals) segfaults on an
+    inf or NaN entry (the seed-42 long run: two worker deaths); linalg_eig checks for them first,
+    its eigenvalues-only paths do not. The same check, before the kernel: every entry finite."""
+    x = a["self"]
+    if not isinstance(x, torch.Tensor) or not x.numel() or not (x.dtype.is_floating_point or x.dtype.is_complex):
+        return
+    v = distinct_elements(x)  # (each stored value once, reduced in place: no copy of a broadcast)
+    if v.is_complex():
+        v = torch.view_as_real(v.resolve_conj())
+    lo, hi = value_range(v)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise OpNotAllowedError(f"{name}: input tensor should not contain infs or NaNs (as torch.linalg.eig says)")
+
+
 # --- int arguments that name a C++ enum -------------------------------------------------------------
 # Their schema type is a plain int, so only their names tell (torch casts any int to the enum:
 # a grid sampler's mode 9 or an fft's normalization 9 runs silently on garbage, other kernels
@@ -405,6 +420,8 @@ FAMILIES = (
     (r"^_weight_norm_interface_backward$", _weight_norm_backward,
      "grad_w of saved_v's shape, saved_g and saved_norms of the shape dim implies"),
     (r"^_transform_bias_rescale_qkv$", _transform_bias_rescale_qkv, "qkv [B, T, 3*D], its bias [3*D], heads divide D"),
+    (r"^(_?linalg_eigvals|linalg_eig)$", _finite_matrix, "every entry finite (LAPACK's geev segfaulted on inf and "
+                                                          "NaN, which linalg_eig refuses and eigvals did not)"),
     (r"^random_?$", _random_range, "on a floating self, from and to - 1 within ±2**digits (a float32 from of "
                                    "2**63 - 1 hung the kernel)"),
     (r"^_?upsample_", _positive_scales, "scale factors positive and finite (a negative one read outside the input)"),

@@ -159,3 +159,13 @@ def test_random_on_a_float_tensor_refuses_a_range_past_its_exact_integers():
         allowlist.check_call(aten.random_.to, [torch.zeros(3), 2**30], {})
     allowlist.check_call(random_from, [torch.zeros(3), -5, 2**24 + 1], {})  # its exact integers: fine
     allowlist.check_call(random_from, [torch.zeros(3, dtype=torch.int64), 2**63 - 1, None], {})  # torch checks ints
+
+
+@pytest.mark.parametrize("op", [aten.linalg_eigvals.default, aten._linalg_eigvals.default, aten.linalg_eig.default])
+def test_the_general_eigensolver_refuses_infs_and_nans_before_lapack_sees_them(op):
+    """LAPACK's geev segfaulted a worker on an inf or NaN entry through linalg_eigvals (the seed-42
+    long run: two deaths); linalg_eig's own check said so, its eigenvalues-only paths did not."""
+    bad = torch.tensor([[float("inf"), -float("inf")], [3e38, float("nan")]])
+    outcome = _outcome(op, lambda s: [s(bad)])
+    assert outcome.startswith("OpNotAllowedError") and "infs or NaNs" in outcome, outcome
+    assert _outcome(op, lambda s: [s(torch.tensor([[2.0, 1.0], [1.0, 2.0]]))]) == "ran"
