@@ -150,7 +150,7 @@ def logging_cost(quick: bool) -> list[dict]:
 
 def pointer_cost(quick: bool) -> list[dict]:
     """A pointer op on a VirtualWorker takes the service's lean in-process path (issue 22:
-    WorkerService.in_process_ops: the allow-list and argument checks, session, ledger, the core
+    FastPaths.lean_ops (workers/fastpath.py): the allow-list and argument checks, session, ledger, the core
     runs it; no message dict). Beside it, the core alone (what an in-process op cost before the
     service was in its path), and the worker's part of the op both ways: the lean path, and a
     ``run`` message through the in-process transport (the command path every worker takes)."""

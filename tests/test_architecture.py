@@ -241,3 +241,32 @@ def test_the_kind_check_sees_a_kind_in_code_not_in_a_docstring():
     assert _excepted("shared", "smpc/engine.py") and not _excepted("shared", "inspection/model.py")
     assert not _excepted("fixed_precision", "tensors/nodes.py")
     assert not _excepted("pointer", "widget/diff.py") and not _excepted("logging", "actions.py")
+
+
+# --- one place answers messages (#38 item 1) -----------------------------------------------------
+# The hosts are drivers: they move bytes and call their session's ServiceConnection
+# (workers/connection.py), which alone calls the command table and owns error replies and the
+# after-send hooks (``Then``).
+DRIVERS = ["workers/server.py", "ray/host.py", "workers/virtual.py"]
+ANSWERING = {"call", "handle", "encoded_reply", "handle_bytes", "run_op", "in_process_ops", "error_reply", "reply_done"}
+
+
+def _answering_sites(source: str, where: str) -> list:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        value = node.value if isinstance(node, ast.Attribute) else None
+        if (isinstance(value, ast.Name) and value.id == "then") or (isinstance(value, ast.Attribute) and value.attr == "then"):
+            found.append(f"{where}:{node.lineno} then.{node.attr}")
+        elif (isinstance(node, ast.Attribute) and node.attr in ANSWERING) or (isinstance(node, ast.Name) and node.id in ANSWERING):
+            found.append(f"{where}:{node.lineno}")
+    return found
+
+
+def test_hosts_answer_messages_only_through_their_service_connection():
+    found = [site for driver in DRIVERS for site in _answering_sites((SYFT / driver).read_text(), driver)]
+    assert found == []
+
+
+def test_the_answering_check_sees_a_driver_that_answers_itself():
+    src = "def on(msg, service, then):\n    reply = service.call(msg)\n    then.run()\n"
+    assert _answering_sites(src, "x.py") == ["x.py:2", "x.py:3 then.run"]
