@@ -656,7 +656,8 @@ def decided_by_metadata(op, args, kwargs, out) -> bool:
     return not watch.seen
 
 
-_Tensor, _Parameter, _strided = torch.Tensor, torch.nn.Parameter, torch.strided  # read on every result
+# (read on every result)
+_Tensor, _Parameter, _strided, _bool = torch.Tensor, torch.nn.Parameter, torch.strided, torch.bool
 # Ops returning uninitialised memory: whatever a freed tensor (another client's, taken back with
 # .get()) left in the allocator's pages. Their results are zero-filled (check_result) before any
 # client sees them. (resize_, set_ and the out= overloads, which may hand back grown storage, are
@@ -701,6 +702,9 @@ def check_result(op, t) -> None:
     if t.dtype not in _HELD_DTYPES:
         raise OpNotAllowedError(f"{op} made a {t.dtype} tensor: a worker holds {', '.join(DTYPES)} only")
     if id(op) in _VIEW_IDS:
+        if t.dtype is _bool and t.is_neg():  # (nothing resolves it: torch has no negation of bool, and
+            # fetching it dropped the client's connection; the seed-43 long run's _neg_view of a bool tensor)
+            raise OpNotAllowedError(f"{op} made a negative view of a bool tensor: torch cannot negate bools")
         if id(op) in _UNINITIALISED_IDS:
             t.untyped_storage().fill_(0)  # (every byte of it: a strided result may skip some)
         elif not _in_bounds(t):

@@ -169,3 +169,11 @@ def test_the_general_eigensolver_refuses_infs_and_nans_before_lapack_sees_them(o
     outcome = _outcome(op, lambda s: [s(bad)])
     assert outcome.startswith("OpNotAllowedError") and "infs or NaNs" in outcome, outcome
     assert _outcome(op, lambda s: [s(torch.tensor([[2.0, 1.0], [1.0, 2.0]]))]) == "ran"
+
+
+def test_a_negative_view_of_a_bool_tensor_is_refused_not_stored():
+    """_neg_view of a bool tensor was stored; fetching it dropped the client's connection (its reply
+    could not be encoded: torch cannot negate bools). The seed-43 long run found it."""
+    with pytest.raises(OpNotAllowedError, match="negative view of a bool tensor"):
+        allowlist.check_result(aten._neg_view.default, aten._neg_view.default(torch.tensor([True, False])))
+    allowlist.check_result(aten._neg_view.default, aten._neg_view.default(torch.tensor([1.0, 2.0])))  # a number: fine
