@@ -75,7 +75,7 @@ def _limit_address_space():  # the fallback where no memory cgroup can be made: 
     resource.setrlimit(resource.RLIMIT_AS, (CGROUP_LIMIT, CGROUP_LIMIT))
 
 
-FAILURES = ("dead", "oom", "memory", "stall", "wrong", "leak", "foreign", "differs", "client crash")
+FAILURES = ("dead", "oom", "memory", "stall", "wrong", "leak", "foreign", "differs", "dropped", "client crash")
 
 
 class Engine:
@@ -186,6 +186,8 @@ class Engine:
             status, detail = "dead", str(e)
         except Exception as e:  # the engine's own trouble (making a view, fetching): counted, shown
             status, detail = "engine", f"{type(e).__name__}: {e}"
+            if type(e).__name__ == "ConnectionLost":  # (a dead worker: _after says so) a live one hung up on us
+                status = "dropped"
             if self.counts.get("engine", 0) < 20:
                 self.log(f"engine: {name} {json.dumps(case)[:200]}: {detail[:300]}")
         status, detail = self._after(status, detail)
@@ -589,6 +591,7 @@ def write_report(options, runs: list[dict], works: list[Path]) -> dict:
              f"| wrong results | {n['wrong']} |", f"| worker values returned as local tensors | {n['leak']} |",
              f"| foreign bytes (non-zero bytes from uninitialised-memory ops) | {foreign} in {n['foreign']} cases |",
              f"| a pointer raises where plain torch computes | {n['differs']} |",
+             f"| connections a live worker dropped (a reply it could not send) | {n['dropped']} |",
              f"| fuzzer process crashes (client side) | {n['client crash']} |",
              f"| time | {run['seconds'] / 60:.0f} min |", ""]
     if failures:
