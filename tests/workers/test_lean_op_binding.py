@@ -40,12 +40,15 @@ def test_a_shape_mismatch_is_the_error_plain_torch_gives(bob):
         assert "The size of tensor a (3) must match the size of tensor b (4)" in str(plain.value)
 
 
-def test_the_binding_is_used_only_where_it_is_the_same_overload():
+def test_the_binding_is_used_only_where_it_is_the_same_overload(monkeypatch):
     t = torch.ones(2)
     plan = allowlist._plan(aten.add.Tensor)
+    # what earlier tests' calls learned is forgotten: this test sees the first learning
+    monkeypatch.setattr(plan, "calls", {})
     assert allowlist.fast_call(plan, [t, t]) is torch._C._VariableFunctions.add
     # no torch function of that name (an in-place op is a method): the overload's own call
     inplace = allowlist._plan(aten.add_.Tensor)
+    monkeypatch.setattr(inplace, "calls", {})
     assert allowlist.fast_call(inplace, [t, t]) == aten.add_.Tensor._op
 
 
