@@ -65,6 +65,13 @@ class PlanGraph:
                                       if isinstance(a, Value) and a.kind == "input"})
 
     # --- running ----------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Compile the replay program now (once; ``run`` would on its first call). A worker does
+        it before a plan's time budget starts: the first compile in a process imports torch's
+        compiler stack (seconds on a loaded machine), which is no op of the plan."""
+        if self._program is None:
+            self._compile()
+
     def _compile(self):
         """Per node: the callable, an arg list template, where its references come from, and
         which node values are used for the last time there (replay frees them right after).

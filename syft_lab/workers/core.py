@@ -385,6 +385,7 @@ class WorkerCore:
             raise QuotaExceededError(f"plan {graph.name!r} would store {len(graph.outputs)} objects while the worker "
                                      f"holds {len(self.objects)} of its limit of {limits.max_objects}: nothing ran")
         budget = limits.max_op_seconds if limits is not None else None
+        graph.prepare()  # (its one-time compile is not the plan's time)
         self._graph_deadline = None if budget is None else (time.monotonic() + budget, budget, graph.name)
         try:
             outs = graph.run(values, guard=self._guard_node, check=check_result, generator=self.generator,
