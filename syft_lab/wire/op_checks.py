@@ -360,6 +360,14 @@ def _finite_matrix(name, a: _Args):
         raise OpNotAllowedError(f"{name}: input tensor should not contain infs or NaNs (as torch.linalg.eig says)")
 
 
+def _negatable_power(name, a: _Args):
+    """matrix_power(x, n) takes a negative n as the inverse's power -n: -(-2**63) overflows to itself,
+    and the kernel never returns (the seed-43 long run: a stall). n is above int64's minimum."""
+    n = a["n"]
+    if type(n) is int and n <= -2**63:
+        raise OpNotAllowedError(f"{name}: n={n} has no negation in int64 (the inverse's power -n overflows)")
+
+
 # --- int arguments that name a C++ enum -------------------------------------------------------------
 # Their schema type is a plain int, so only their names tell (torch casts any int to the enum:
 # a grid sampler's mode 9 or an fft's normalization 9 runs silently on garbage, other kernels
@@ -422,6 +430,8 @@ FAMILIES = (
     (r"^_transform_bias_rescale_qkv$", _transform_bias_rescale_qkv, "qkv [B, T, 3*D], its bias [3*D], heads divide D"),
     (r"^(_?linalg_eigvals|linalg_eig)$", _finite_matrix, "every entry finite (LAPACK's geev segfaulted on inf and "
                                                           "NaN, which linalg_eig refuses and eigvals did not)"),
+    (r"^(linalg_)?matrix_power$", _negatable_power, "n above int64's minimum (a negative n is the inverse's power "
+                                                     "-n: -(-2**63) overflowed and hung the kernel)"),
     (r"^random_?$", _random_range, "on a floating self, from and to - 1 within ±2**digits (a float32 from of "
                                    "2**63 - 1 hung the kernel)"),
     (r"^_?upsample_", _positive_scales, "scale factors positive and finite (a negative one read outside the input)"),

@@ -177,3 +177,13 @@ def test_a_negative_view_of_a_bool_tensor_is_refused_not_stored():
     with pytest.raises(OpNotAllowedError, match="negative view of a bool tensor"):
         allowlist.check_result(aten._neg_view.default, aten._neg_view.default(torch.tensor([True, False])))
     allowlist.check_result(aten._neg_view.default, aten._neg_view.default(torch.tensor([1.0, 2.0])))  # a number: fine
+
+
+@pytest.mark.parametrize("op", [aten.linalg_matrix_power.default, aten.matrix_power.default])
+def test_matrix_power_refuses_a_power_whose_negation_overflows(op):
+    """matrix_power(x, -2**63) negates n for the inverse's power: it overflowed and the kernel never
+    returned (the seed-43 long run's stall). Refused before it runs; -2**63 + 1 still computes."""
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(OpNotAllowedError, match="no negation in int64"):
+        allowlist.check_call(op, [x, -2**63], {})
+    allowlist.check_call(op, [x, -2**63 + 1], {})
