@@ -14,14 +14,16 @@ torch.set_num_threads(1)
 
 
 def _count_requests(worker, counter):
-    """Count the worker's request/reply exchanges (one message each way)."""
-    request = worker._request
+    """Count the worker's request/reply exchanges (one message each way): the ones a caller
+    waits on (``_request``) and the ones sent ahead (``_submit``: a plan round's calls)."""
+    for door in ("_request", "_submit"):
+        send = getattr(worker, door)
 
-    def counted(*args, **kwargs):
-        counter[0] += 1
-        return request(*args, **kwargs)
+        def counted(*args, _send=send, **kwargs):
+            counter[0] += 1
+            return _send(*args, **kwargs)
 
-    worker._request = counted
+        setattr(worker, door, counted)
 
 
 def _in_parallel(fn, items):

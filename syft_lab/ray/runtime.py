@@ -164,6 +164,8 @@ def init(address: str | None = None, *, num_cpus: int | None = None, object_stor
     if ray.is_initialized():
         if _runtime is None:  # the user started Ray themselves: use it as it is
             _runtime = RayRuntime(_address(ray), local=False, nodes=_nodes(ray))
+        # a re-run cell says so, where the first run's line said Ray came up
+        StartProgress("", show=progress).close(_ready_text(_runtime).replace(" is up:", " is already up:"))
         return _runtime
     protect_ray_token()
     try:
@@ -230,11 +232,11 @@ def _init(ray, address, num_cpus, object_store_memory, namespace, runtime_env, q
     return _runtime
 
 
-def _ready_text(runtime: "RayRuntime", t0: float) -> str:
+def _ready_text(runtime: "RayRuntime", t0: float | None = None) -> str:
     cpus = sum(n["cpus"] for n in runtime.nodes)
     where = "a local Ray" if runtime.local else "the Ray cluster"
-    return (f"{where} is up: {len(runtime.nodes)} node{'s' if len(runtime.nodes) != 1 else ''}, {cpus:g} CPUs, "
-            f"in {time.monotonic() - t0:.1f} s")
+    took = "" if t0 is None else f", in {time.monotonic() - t0:.1f} s"
+    return f"{where} is up: {len(runtime.nodes)} node{'s' if len(runtime.nodes) != 1 else ''}, {cpus:g} CPUs{took}"
 
 
 def _address(ray) -> str:
