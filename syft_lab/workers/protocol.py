@@ -540,8 +540,12 @@ class WorkerClient(BaseWorker):
             obj = source._fetch(obj_id)
             new_id = self._request({"c": "store", "o": obj}, label="move")
         else:
-            obj = source._copy_out(obj_id)
-            new_id = self._request({"c": "store", "o": obj}, label="copy" if keep_source else "move")
+            # through this process, but noted as the worker-to-worker flow it is: each worker's
+            # record says who sent what to whom (workers/ledger.py, notes)
+            obj = _plan_or_object(source._request({"c": "fetch", "id": obj_id, "keep": True,
+                                                   "note": {"why": "move", "peer": self.id}}, label="copy"))
+            new_id = self._request({"c": "store", "o": obj, "note": {"why": "move", "peer": source.id}},
+                                   label="copy" if keep_source else "move")
             if not keep_source:
                 source._discard(obj_id)
         return PointerTensor(self, new_id, obj.shape, obj.dtype, requires_grad=requires_grad)

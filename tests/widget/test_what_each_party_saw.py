@@ -144,3 +144,23 @@ def test_a_worker_process_records_the_cell_that_sent_each_message():
     finally:
         events.set_current_cell(None)
         w.close()
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_a_move_between_worker_processes_is_a_worker_to_worker_flow_in_both_records():
+    """model.move(secure_worker) between worker processes goes through the notebook, but each
+    worker's record says the other worker sent or took it (not "from me" / "to me")."""
+    hospital, secure = sy.start_worker("h4_move_hospital"), sy.start_worker("h4_move_secure")
+    try:
+        p = torch.ones(3).send(hospital)
+        moved = p.move(secure)
+        arrived = [r for r in secure.ledger() if r["direction"] == "in" and r["kind"] == "moved"]
+        assert [(r["peer"], r["peer_kind"]) for r in arrived] == [(hospital.id, "worker")], secure.ledger()
+        left = [r for r in hospital.ledger() if r["direction"] == "out" and r["kind"] == "moved"]
+        assert [r["peer"] for r in left] == [secure.id], hospital.ledger()
+        assert torch.equal(moved.get(), torch.ones(3))
+        del p
+    finally:
+        hospital.close()
+        secure.close()
