@@ -28,6 +28,7 @@ from .explain import explain_dict
 from .text import chain_lines, render_world
 
 WORLD_VERSION = 1  # the world snapshot kept its shape (new fields are optional)
+WORLD_HEADER = {"schema": "syft_lab.world", "version": WORLD_VERSION}  # every world description starts so
 
 
 class Chain:
@@ -502,7 +503,7 @@ def world_dict(namespace: dict | None = None) -> dict:
     down = {lane["id"] for lane in lanes if lane_is_down(lane)}
     for lane in lanes:
         lane["objects"] = [mark_dangling(o, down, names, lane["id"]) for o in lane["objects"]]
-    return {"schema": "syft_lab.world", "version": WORLD_VERSION, "workers": lanes}
+    return {**WORLD_HEADER, "workers": lanes}
 
 
 class World(dict):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 import weakref
 
-from ..inspection.model import (Names, _notebook_namespace, finish_entry, gone_lane, gone_lane_objects, lane_header,
+from ..inspection.model import (WORLD_HEADER, Names, _notebook_namespace, finish_entry, gone_lane, gone_lane_objects, lane_header,
                                 lane_is_down, lane_of, local_pointer_entry, local_pointers, mark_dangling,
                                 mark_plan_state)
 from ..tensors.nodes import LOCAL_OWNER, is_edge, live_edge
@@ -517,7 +517,7 @@ class WorldTracker:
         return self.world
 
     def _snapshot(self) -> dict:
-        return {"schema": "syft_lab.world", "version": 1,
+        return {**WORLD_HEADER,
                 "workers": [{**self.lanes[lid].header, "objects": self.lanes[lid].as_list()} for lid in self.order]}
 
 
@@ -561,7 +561,7 @@ def marked_failed(world: dict | None, line: str) -> dict:
             break
     else:
         lanes.insert(0, {"id": LOCAL_OWNER, "kind": "local", "state": "in-process", "error": line, "objects": []})
-    return {**(world or {"schema": "syft_lab.world", "version": 1}), "workers": lanes}
+    return {**(world or WORLD_HEADER), "workers": lanes}
 
 
 class Feed:
