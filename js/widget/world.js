@@ -107,7 +107,7 @@ export function createWorldView(ctx) {
         const m = replaying < 0 ? changes.marks.get(key) : undefined;
         return { pointedBy: links.pointedBy.get(key), colour: rowColour, mark: m?.mark, dangling: danglingRow(o),
           pending: pending.has(key) || !!disabled || replaying >= 0, gone: changes.gone.get(key),
-          shareOf: o.group !== undefined && o.group !== null && !o.crypto ? o.secret ?? links.secretName.get(o.group) : undefined };
+          shareOf: o.group !== undefined && o.group !== null ? o.secret ?? links.secretName.get(o.group) : undefined };
       },
     },
   });

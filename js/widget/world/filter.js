@@ -24,7 +24,7 @@ function textOf(o) {
   let t = searchText.get(o);
   if (t === undefined) {
     t = [...(o.names || []), ...(o.held_in || []), o.type, o.kind, shortId(o.id), o.location, o.name, o.description,
-      o.dataset?.name, o.group !== undefined && o.group !== null ? `share group:${o.group}` : "", o.crypto ? "crypto" : "",
+      o.dataset?.name, o.group !== undefined && o.group !== null ? `share group:${o.group}` : "",
       ...(o.tags || [])].filter(Boolean).join(" ").toLowerCase();
     searchText.set(o, t);
   }
@@ -64,8 +64,7 @@ export function pinnedTargets(lanes, q) {
  * person would look for (tagged, a share, a dataset, held data, a plan or its state). */
 export function isTemporary(laneId, o, namedTargets) {
   if (o.state === "gone") return true;
-  if (o.names?.length || o.held_in?.length || o.tags?.length || o.group != null || o.dataset || o.held || o.state_of || o.kind === "plan"
-    || o.kind === "crypto" || o.crypto) return false;
+  if (o.names?.length || o.held_in?.length || o.tags?.length || o.group != null || o.dataset || o.held || o.state_of || o.kind === "plan") return false;
   if (isEdge(o)) return laneId === LOCAL;
   return laneId !== LOCAL && !namedTargets?.has(objKey(laneId, o.id));
 }

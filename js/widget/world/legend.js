@@ -17,8 +17,6 @@ export function legendHTML() {
     item('<span class="syft-legend-lane"></span>', `one colour per worker: its lane, its pointers' chips and arrows ('${LOCAL}' is the notebook)`),
     item('<span class="syft-share" style="--syft-group-hue:205">share 1/2</span>',
       "one share of a secret (its value is never shown: alone it reveals nothing); hover or click one to light up its siblings on the other workers"),
-    item('<span class="syft-share syft-share-crypto" style="--syft-group-hue:205">crypto material</span>',
-      "the crypto provider's correlated randomness (Beaver triples) for a shared secret, while it exists"),
     item('<span class="syft-lane-state syft-state-connected">connected</span>',
       "a worker process; <i>disconnected</i>: reconnects on the next call; <i>unreachable</i>, <i>closed</i>: down"),
     item('<span class="syft-legend-new">new</span><span class="syft-legend-changed">changed</span><span class="syft-ghost-sample">left</span>',

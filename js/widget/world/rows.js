@@ -182,14 +182,11 @@ export function groupHue(g) {
 
 function shareHTML(o) {
   const sh = o.share;
-  const crypto = o.crypto || o.kind === "crypto";
-  const label = crypto ? "crypto material" : isEdge(o) || o.kind === "tensor" || sh ? `share${sh ? ` ${sh.index + 1}/${sh.of}` : ""}` : "secret";
-  const tip = crypto
-    ? `correlated randomness from the crypto provider for secret ${o.group}: it exists until it is used`
-    : isEdge(o) || o.kind === "tensor" || sh
-      ? `one share of secret ${o.group}: alone it reveals nothing about the secret (its value is never shown); hover to light up its siblings`
-      : `a secret shared as group ${o.group}: hover to light up its shares`;
-  return `<span class="syft-share${crypto ? " syft-share-crypto" : ""}" style="--syft-group-hue:${groupHue(o.group)}"`
+  const label = isEdge(o) || o.kind === "tensor" || sh ? `share${sh ? ` ${sh.index + 1}/${sh.of}` : ""}` : "secret";
+  const tip = isEdge(o) || o.kind === "tensor" || sh
+    ? `one share of secret ${o.group}: alone it reveals nothing about the secret (its value is never shown); hover to light up its siblings`
+    : `a secret shared as group ${o.group}: hover to light up its shares`;
+  return `<span class="syft-share" style="--syft-group-hue:${groupHue(o.group)}"`
     + ` title="${esc(tip)}">${esc(label)}</span>`;
 }
 
