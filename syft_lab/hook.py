@@ -88,15 +88,23 @@ _TABLES = {torch.Tensor: _TENSOR_METHODS, torch.nn.Module: _MODULE_METHODS, Data
 _added: list[tuple[type, str]] = []
 
 
-def register_methods(cls: type, methods: dict) -> None:
-    """Methods that sy.hook() adds to ``cls`` (one of torch.Tensor, nn.Module, Dataset) and
-    sy.unhook() removes; added at once when syft_lab is hooked already."""
-    _TABLES[cls].update(methods)
-    if _added:
-        for name, fn in methods.items():
-            if name not in cls.__dict__:
-                setattr(cls, name, fn)
-                _added.append((cls, name))
+def register_methods(cls: type, methods: dict, *, replacing: tuple = ()) -> None:
+    """Methods that sy.hook() adds to ``cls`` (torch.Tensor, nn.Module, Dataset, an optimizer
+    class...) and sy.unhook() removes; added at once when syft_lab is hooked already.
+    ``replacing``: names whose earlier registration these take over (smpc's ``Module.get``,
+    which also reconstructs shared parameters), on the class too when it holds the earlier one."""
+    table = _TABLES.setdefault(cls, {})
+    earlier = {name: table.get(name) for name in replacing}
+    table.update(methods)
+    if not is_hooked():
+        return
+    for name, fn in methods.items():
+        current = cls.__dict__.get(name)
+        if current is None:
+            setattr(cls, name, fn)
+            _added.append((cls, name))
+        elif name in earlier and current is earlier[name]:
+            setattr(cls, name, fn)
 
 
 _native_tensor_repr = torch.Tensor.__repr__

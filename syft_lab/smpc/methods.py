@@ -1,6 +1,6 @@
 """``.fix_precision()``, ``.share()``, ... on tensors and ``nn.Module``s, added by ``sy.hook()``.
 
-Registered in syft_lab/hook.py's method tables when this module is imported, so ``sy.hook()``
+Registered with syft_lab/hook.py's ``register_methods`` when this module is imported, so ``sy.hook()``
 adds them with ``send`` and ``tag`` and ``sy.unhook()`` removes them again (if syft_lab was
 hooked already, they are added at once). Methods of the layers themselves (``float_precision``,
 ``get``, ``share`` and ``refresh`` of a FixedPrecisionTensor) need no hook.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..hook import _MODULE_METHODS, _TABLES, _TENSOR_METHODS, _added, is_hooked
+from ..hook import register_methods
 from ..errors import SyftError
 from ..tensors.fixed_precision import refuse_left_out
 from ..tensors.additive_sharing import AdditiveSharingTensor
@@ -21,7 +21,7 @@ from ..tensors.base import ChainLayer
 from ..tensors.fixed_precision import (DEFAULT_BASE, DEFAULT_PRECISION, RING, RING_MAX, FixedPrecisionTensor,
                                        check_precision, encode)
 from ..tensors.pointer import PointerTensor
-from ..workers.modules import in_place_possible, replace_tensor, weights_unreferenced
+from ..workers.modules import get_module, in_place_possible, replace_tensor, weights_unreferenced
 from ..workers.modules import module_tensors as _tensors
 from .engine import ENGINE
 
@@ -155,17 +155,13 @@ def module_float_precision(module):
     return module
 
 
-_plain_module_get = _MODULE_METHODS["get"]
-
-
 def module_get(module):
     """``model.get()``: shared parameters are reconstructed here (still fixed precision, as in
-    PySyft), pointer parameters fetched from their worker."""
+    PySyft), pointer parameters fetched from their worker.
+
+    In place: every parameter pointer is fetched back into a local Parameter."""
     _module_get_shared(module)
-    return _plain_module_get(module)
-
-
-module_get.__doc__ = (module_get.__doc__ or "") + "\n\n" + (_plain_module_get.__doc__ or "")
+    return get_module(module)
 
 # --- optimizers ---------------------------------------------------------------------------------
 
@@ -208,20 +204,10 @@ MODULE_METHODS = {"fix_precision": module_fix_precision, "fix_prec": module_fix_
 
 
 def _register() -> None:
-    """Into hook.py's tables: sy.hook() adds these and sy.unhook() removes them."""
-    _TENSOR_METHODS.update(TENSOR_METHODS)
-    _MODULE_METHODS.update(MODULE_METHODS)
-    _TABLES.setdefault(torch.optim.Optimizer, {}).update(OPTIMIZER_METHODS)
-    _MODULE_METHODS["get"] = module_get
-    if is_hooked():  # hooked before this module was imported: add them now
-        for cls, methods in ((torch.Tensor, TENSOR_METHODS), (nn.Module, MODULE_METHODS),
-                             (torch.optim.Optimizer, OPTIMIZER_METHODS)):
-            for name, fn in methods.items():
-                if name not in cls.__dict__:
-                    setattr(cls, name, fn)
-                    _added.append((cls, name))
-        if nn.Module.__dict__.get("get") is _plain_module_get:
-            nn.Module.get = module_get
+    """Into hook.py's tables through its public API: sy.hook() adds these and sy.unhook() removes them."""
+    register_methods(torch.Tensor, TENSOR_METHODS)
+    register_methods(nn.Module, {**MODULE_METHODS, "get": module_get}, replacing=("get",))
+    register_methods(torch.optim.Optimizer, OPTIMIZER_METHODS)
 
 
 _register()
