@@ -1,11 +1,14 @@
 """hook.py's public registration: packages above it (smpc, federated) add and replace methods
 through ``register_methods``, hooked or not, and sy.unhook() removes what was added."""
+import importlib
+
 import torch
 from torch import nn
 
 import syft_lab as sy
-from syft_lab import hook as hook_module
 from syft_lab.hook import register_methods
+
+hook_module = importlib.import_module("syft_lab.hook")  # (sy.hook is the function)
 
 
 class Thing:
