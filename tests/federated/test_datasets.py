@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import syft_lab as sy
-from conftest import numbered, peek
+from federated_data import numbered, peek
 
 
 def test_federate_leaves_consecutive_slices_held_by_each_worker(trio):

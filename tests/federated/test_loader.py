@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import syft_lab as sy
-from conftest import numbered, unload
+from federated_data import numbered, unload
 
 
 @pytest.fixture
