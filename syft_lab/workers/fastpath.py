@@ -286,26 +286,20 @@ class FastPaths:
             ledger.add_op(session, nbytes, _current_cell.number, None, op)
             return claim(session, result)
 
-        return run, _lean_release(core, session, client)
+        return run, _lean_release(service, session, client)
 
 
-def _lean_release(core, session, client):
-    decref = core.decref
+def _lean_release(service, session, client):
+    """A dropped in-process pointer's release: the session's one release rule
+    (``release_one``), after the client's ``sy.batch`` rule."""
+    release_one = service.release_one
 
     def release(obj_id):
         batch = client._batch
         if batch is not None and obj_id in batch.pending:
             batch.dropped.add(obj_id)
             return
-        refs = session.refs
-        n = refs.get(obj_id, 0)
-        if n == 1:
-            del refs[obj_id]
-        elif n > 1:
-            refs[obj_id] = n - 1
-        else:
-            return
-        decref(obj_id)
+        release_one(session, obj_id)
 
     return release
 
