@@ -250,14 +250,7 @@ class WorkerCore:
                 if events._subscribers and isinstance(args[i], Ref):  # a stored object written in place
                     events.emit("changed", self.id, args[i].id)
                 return SameAsArg(i)
-        obj_id = _new_id() or 1
-        self.objects[obj_id] = out
-        self.refcounts[obj_id] = 1
-        if self.ledger is not None:
-            self.ledger.add(out)
-        if events._subscribers:
-            events.emit("stored", self.id, obj_id)
-        return NewObject(obj_id, shape, out.dtype)
+        return self._store_new(out, shape)
 
     def _check_quota(self, op, args, kwargs, extra_bytes: int, travels: bool = True) -> int:
         """Refuse (QuotaExceededError) an op whose outputs would not fit the quotas; returns the
@@ -312,14 +305,19 @@ class WorkerCore:
                 if events._subscribers and isinstance(args[i], Ref):  # a stored object written in place
                     events.emit("changed", self.id, args[i].id)
                 return SameAsArg(i)
-        obj_id = new_id()
+        return self._store_new(out, out.shape)
+
+    def _store_new(self, out, shape) -> NewObject:
+        """An op's new result into the store with one reference (``store_plain``'s and ``_result``'s
+        last step): the ledger counts it and followers hear of it."""
+        obj_id = _new_id() or 1
         self.objects[obj_id] = out
         self.refcounts[obj_id] = 1
         if self.ledger is not None:
             self.ledger.add(out)
         if events._subscribers:
             events.emit("stored", self.id, obj_id)
-        return NewObject(obj_id, out.shape, out.dtype)
+        return NewObject(obj_id, shape, out.dtype)
 
     # --- plans -----------------------------------------------------------------------------
     def store_plan(self, builds, state: list, tags=(), description=None, json_size: int = 0) -> int:
