@@ -470,7 +470,7 @@ def uncarriable(t: torch.Tensor) -> str | None:
 
 _UNKNOWN = Estimate(0, 0)
 
-# id(op) -> (op, its name, whether it returns a view), for the checks every op of a worker runs:
+# id(op) -> (op, its name, whether it only returns a view), for the checks every op of a worker runs:
 # str(op) and op._schema.returns are Python work (~1 us each). The entry keeps the op alive, so
 # its id is never reused.
 _op_info: dict[int, tuple] = {}
@@ -479,7 +479,11 @@ _op_info: dict[int, tuple] = {}
 def _info(op) -> tuple:
     entry = _op_info.get(id(op))
     if entry is None or entry[0] is not op:
-        entry = _op_info[id(op)] = (op, str(op), any(r.alias_info is not None for r in op._schema.returns))
+        aliases = [r.alias_info for r in op._schema.returns if r.alias_info is not None]
+        # a view computes nothing; an in-place op (``Tensor(a!)``) aliases its input too, but writes every
+        # element of it: rrelu_ into a 2**31-element broadcast view makes temporaries at that size
+        only_a_view = bool(aliases) and not any(a.is_write for a in aliases)
+        entry = _op_info[id(op)] = (op, str(op), only_a_view)
     return entry
 
 
@@ -703,7 +707,8 @@ def _tensors_in(args):
 def check_input_sizes(limits: Limits, op, args, kwargs) -> None:
     """Refuse computing on a tensor larger than the memory limit: only a broadcast view (an
     ``expand`` to 2**40 elements of one stored number) can be, and a reduction over it would
-    occupy the worker for hours. View ops on it stay allowed (they compute nothing)."""
+    occupy the worker for hours. View ops on it stay allowed (they compute nothing); in-place ops
+    into it do not (they visit every element, and some make temporaries at its full size)."""
     if _info(op)[2]:
         return
     for t in _tensors_in(list(args) + list(kwargs.values() if kwargs else ())):

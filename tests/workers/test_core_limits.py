@@ -173,6 +173,22 @@ def test_no_computing_on_a_broadcast_view_larger_than_the_memory_limit():
         c.run(aten.sum.default, [Ref(huge.id)], None)
 
 
+@pytest.mark.parametrize("write", [
+    (aten.rrelu_.default, [], {"training": False}),  # makes temporaries at the view's full size first
+    (aten.fill_.Scalar, [3], {}),  # torch allows it on a broadcast view: it still visits every element
+    (aten.add_.Tensor, [1.0], {}),
+])
+def test_an_in_place_write_into_a_broadcast_view_is_refused_before_it_runs(write):
+    # found by the seed-44 fuzz: rrelu_ into an expand of 2**31 int8 elements peaked at 2.26 GiB
+    op, more, kwargs = write
+    c = core()
+    one = c.store(torch.tensor([5], dtype=torch.uint8))
+    huge = c.run(aten.expand.default, [Ref(one), [3, 2**24 + 1]], None)  # 48 MiB of view, one stored byte
+    with pytest.raises(QuotaExceededError, match="broadcast view"):
+        c.run(op, [Ref(huge.id), *more], kwargs or None)
+    assert c.objects[one].tolist() == [5]  # nothing ran: the stored byte is unchanged
+
+
 def test_estimates_are_memoised_on_shapes_and_arguments():
     est = OutputEstimator()
     a = torch.ones(3, 4)
