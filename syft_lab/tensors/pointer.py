@@ -26,6 +26,7 @@ from ..commands import NewObject, SameAsArg, get_worker
 from ..errors import ObjectNotFoundError, SyftError, SyftTypeError, SyftValueError
 from ..ids import short
 from .base import ChainLayer, flat_layers
+from .lazy_bits import lazy_bits_included
 from .nodes import tree_from_list
 from .registry import register_layer, wire_int, wire_shape, wire_text
 from .remote_ref import RemoteRef, _live_refs, mark_left, newest_live_refs, pointer_state  # noqa: F401 (imported here)
@@ -45,37 +46,6 @@ _no_torch_function = torch._C._disabled_torch_function_impl
 _OpOverload = torch._ops.OpOverload
 _MISSING = object()
 aten = torch.ops.aten
-
-# The worker's op runs inside this class's __torch_dispatch__ when the worker is in process
-# (VirtualWorker): there torch excludes every dispatch key above Python, the Conjugate,
-# Negative and ZeroTensor keys among them, whose fallbacks materialise a tensor's lazy bits
-# (``x.conj()``, ``_neg_view``) before a kernel that does not read them. A worker's own tensor
-# with such a bit (``aten._conj`` of a stored tensor) then reached such a kernel as its raw
-# memory: ``torch.fft.hfftn`` (``_fft_c2r`` of a conjugate view) was wrong by up to 15.6. The
-# worker's call runs with those keys included again, as it would in a worker process; the
-# other keys (autograd, functionalization, vmap) stay as they are.
-_LAZY_BIT_KEYS = (torch._C.DispatchKey.Conjugate, torch._C.DispatchKey.Negative, torch._C.DispatchKey.ZeroTensor)
-_tls_excluded = torch._C._dispatch_tls_local_exclude_set
-_tls_included = torch._C._dispatch_tls_local_include_set
-_ForceKeys = torch._C._ForceDispatchKeyGuard
-_LAZY_SHOWN: dict = {}  # an excluded key set's raw bits -> it without the lazy-bit keys (a handful of sets)
-
-
-def _show_lazy_bits(excluded):
-    shown = excluded
-    for k in _LAZY_BIT_KEYS:
-        shown = shown.remove(k)
-    if len(_LAZY_SHOWN) < 64:
-        _LAZY_SHOWN[excluded.raw_repr()] = shown
-    return shown
-
-
-def lazy_bits_included():
-    """A guard for running a tensor's op from inside a ``__torch_dispatch__`` (an in-process
-    worker's op, a layer's inner op): the Conjugate, Negative and ZeroTensor keys included again."""
-    excluded = _tls_excluded()
-    return _ForceKeys(_tls_included(), _LAZY_SHOWN.get(excluded.raw_repr()) or _show_lazy_bits(excluded))
-
 
 # Ops whose result is a Python value computed from the data: they would move values off the
 # worker behind the user's back.
@@ -319,9 +289,9 @@ class PointerTensor(ChainLayer, RemoteHandle):
     # --- ops --------------------------------------------------------------------------
     @classmethod
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
-        # One function, the whole body in the try (free in Python 3.11): a helper call costs
-        # ~0.1 us on every op. ``key``: the op and its arguments' metadata, the memo key of the
-        # results' strides (strides.py).
+        # The common path in one function, the whole body in the try (free in Python 3.11): a
+        # helper call costs ~0.1 us on every op; keyword and list arguments (rarer) have theirs.
+        # ``key``: the op and its arguments' metadata, the memo key of the results' strides (strides.py).
         if _probe is not None and types is not _INNER:  # a call is being learned (the direct path)
             return _probed(cls, func, args, kwargs)
         try:
@@ -343,51 +313,16 @@ class PointerTensor(ChainLayer, RemoteHandle):
                 elif type(a) is _device:
                     wire_args.append(_worker_device(a))
                     key.append(a)
-                elif type(a) in _seq:
-                    inner = []
-                    inner_key = []
-                    for b in a:
-                        if isinstance(b, PointerTensor):
-                            if loc is None:
-                                loc = b._ref.location
-                            elif b._ref.location is not loc:
-                                raise _mixed_error(f"worker {loc.id!r}", f"worker {b._ref.location.id!r}")
-                            inner.append(b._ref)
-                            inner_key.append(b._ref.meta)
-                        elif isinstance(b, _Tensor):
-                            inner.append(_local_constant(b, func))
-                            inner_key.append(constant_key(b.dtype))
-                        else:
-                            inner.append(b)
-                            inner_key.append(b)
+                elif type(a) in _seq:  # a list of tensors (cat, stack, index): rarer, a call of its own
+                    inner, inner_key, loc = _wire_sequence(a, func, loc)
                     wire_args.append(inner)
-                    key.append(tuple(inner_key))
+                    key.append(inner_key)
                 else:
                     wire_args.append(a)
                     key.append(a)
             wire_kwargs = None
-            if kwargs:
-                wire_kwargs = {}
-                for k, v in kwargs.items():
-                    key.append(k)
-                    if isinstance(v, PointerTensor):
-                        if loc is None:
-                            loc = v._ref.location
-                        elif v._ref.location is not loc:
-                            raise _mixed_error(f"worker {loc.id!r}", f"worker {v._ref.location.id!r}")
-                        key.append(v._ref.meta)
-                        v = v._ref
-                    elif isinstance(v, _Tensor):
-                        key.append(constant_key(v.dtype))
-                        v = _local_constant(v, func)
-                    elif type(v) is _device:
-                        key.append(v)
-                        v = _worker_device(v)
-                    elif type(v) in _seq:
-                        key.append(tuple(v))
-                    else:
-                        key.append(v)
-                    wire_kwargs[k] = v
+            if kwargs:  # (most ops reach here with none)
+                wire_kwargs, loc = _wire_kwargs(kwargs, func, loc, key)
             if id(func) in _VALUE_OP_IDS:
                 raise _value_error(func, loc)
             with lazy_bits_included():
@@ -475,6 +410,59 @@ class PointerTensor(ChainLayer, RemoteHandle):
             f"Fetch it with .get() first, or keep the data on the worker.")
 
 
+def _joined(loc, ref):
+    """The one worker of an op's pointers: ``loc`` (None before the first pointer), checked
+    against ``ref``'s."""
+    if loc is None:
+        return ref.location
+    if ref.location is not loc:
+        raise _mixed_error(f"worker {loc.id!r}", f"worker {ref.location.id!r}")
+    return loc
+
+
+def _wire_sequence(seq, func, loc):
+    """A list argument of a dispatched op (``cat``'s tensors): (its items as the worker takes
+    them, their memo key, the op's worker)."""
+    inner = []
+    inner_key = []
+    for b in seq:
+        if isinstance(b, PointerTensor):
+            loc = _joined(loc, b._ref)
+            inner.append(b._ref)
+            inner_key.append(b._ref.meta)
+        elif isinstance(b, _Tensor):
+            inner.append(_local_constant(b, func))
+            inner_key.append(constant_key(b.dtype))
+        else:
+            inner.append(b)
+            inner_key.append(b)
+    return inner, tuple(inner_key), loc
+
+
+def _wire_kwargs(kwargs, func, loc, key):
+    """A dispatched op's keyword arguments: (them as the worker takes them, the op's worker);
+    each name and its metadata go on ``key`` (the memo key of the results' strides)."""
+    wire_kwargs = {}
+    for k, v in kwargs.items():
+        key.append(k)
+        if isinstance(v, PointerTensor):
+            loc = _joined(loc, v._ref)
+            key.append(v._ref.meta)
+            v = v._ref
+        elif isinstance(v, _Tensor):
+            key.append(constant_key(v.dtype))
+            v = _local_constant(v, func)
+        elif type(v) is _device:
+            key.append(v)
+            v = _worker_device(v)
+        elif type(v) in _seq:
+            key.append(tuple(v))
+        else:
+            key.append(v)
+        wire_kwargs[k] = v
+    return wire_kwargs, loc
+
+
 # --- the direct path ---------------------------------------------------------------------------
 # ``p + p`` reaches __torch_dispatch__ through torch's C++ dispatcher (the Python arg parser,
 # autograd's kernel, the Python key's trip back into Python): on a VirtualWorker that was ~8 us of
@@ -489,6 +477,7 @@ class PointerTensor(ChainLayer, RemoteHandle):
 # and no functorch transform (checked too). The worker's checks are the same: it gets the same
 # op and arguments. Any other call (keywords, a local tensor, a list, an attribute read, a
 # composite of several ops) takes the dispatcher, as before.
+
 
 class _Direct:
     __slots__ = ("op", "desc")
