@@ -639,6 +639,7 @@ class OutputEstimator:
             return _sized_by_int_lists(schema, margs, mkw)  # bounded by the sizes its int lists name
         outs = out if type(out) in (list, tuple) else [out]
         aliased = [r.alias_info is not None for r in schema.returns]
+        writes = [r.alias_info is not None and r.alias_info.is_write for r in schema.returns] + [False] * len(outs)
         inputs = {a.untyped_storage()._cdata for a in _tensors_in([*margs, *mkw.values()])}
         new_bytes = count = 0
         why = None
@@ -651,6 +652,10 @@ class OutputEstimator:
                 may_alias = aliased[i] if i < len(aliased) else aliased and aliased[-1]
                 if not (may_alias and o.untyped_storage()._cdata in inputs):
                     new_bytes += _nbytes(o)
+                elif writes[i] and o.numel() * o.element_size() > o.untyped_storage().nbytes():
+                    # a write into a broadcast view: some ops (rrelu_) make temporaries at its full size
+                    # before torch refuses the overlapping write
+                    new_bytes += o.numel() * o.element_size()
         workspace = _WORKSPACE.get(_info(op)[1])
         if workspace is not None:
             new_bytes += workspace(margs, mkw, [o for o in outs if isinstance(o, torch.Tensor)])
@@ -661,21 +666,25 @@ _SIZE_LIST = re.compile(r"(^|_)(size|sizes|shape)$")
 
 
 def _sized_by_int_lists(schema, margs, mkw) -> Estimate:
-    """An op whose meta run cannot tell may still allocate what a size list names before it
-    checks anything (_pack_padded_sequence_backward makes zeros(input_size) first, then reads
-    batch_sizes' data): count the largest ``*size``/``*sizes``/``*shape`` int list as an output
-    of the widest argument dtype. Unknown (0, 0) when it has none."""
-    largest = 0
+    """An op whose meta run cannot tell may still allocate before it checks anything:
+    _pack_padded_sequence_backward makes zeros(input_size) first, then reads batch_sizes' data
+    (count the largest ``*size``/``*sizes``/``*shape`` int list as an output of the widest
+    argument dtype); rrelu_ into a broadcast view makes temporaries at the view's full size, then
+    refuses the overlapping write the meta run met first (count the written view). Unknown (0, 0)
+    when neither says anything."""
+    largest = written = 0
     for i, a in enumerate(schema.arguments):
-        if not _SIZE_LIST.search(a.name) or not str(a.type).startswith(("int[", "SymInt[", "List[int]")):
-            continue
         v = margs[i] if i < len(margs) else mkw.get(a.name)
-        if type(v) in (list, tuple) and v and all(type(n) is int for n in v):
-            largest = max(largest, math.prod(abs(n) for n in v))
-    if not largest:
+        if a.alias_info is not None and a.alias_info.is_write and isinstance(v, torch.Tensor):
+            if v.numel() * v.element_size() > v.untyped_storage().nbytes():
+                written = max(written, v.numel() * v.element_size())
+        elif _SIZE_LIST.search(a.name) and str(a.type).startswith(("int[", "SymInt[", "List[int]")):
+            if type(v) in (list, tuple) and v and all(type(n) is int for n in v):
+                largest = max(largest, math.prod(abs(n) for n in v))
+    if not (largest or written):
         return _UNKNOWN
     width = max((t.element_size() for t in _tensors_in([*margs, *mkw.values()])), default=8)
-    return Estimate(largest * width, 1)
+    return Estimate(max(largest * width, written), 1)
 
 
 def _nbytes(t: torch.Tensor) -> int:

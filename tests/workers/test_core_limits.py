@@ -189,6 +189,16 @@ def test_an_in_place_write_into_a_broadcast_view_is_refused_before_it_runs(write
     assert c.objects[one].tolist() == [5]  # nothing ran: the stored byte is unchanged
 
 
+def test_an_in_place_write_into_a_broadcast_view_is_costed_at_the_view_size():
+    c = core()  # 16 MiB, 5 held: a 12 MiB view of one byte passes the input check, its temporaries do not fit
+    one = c.store(torch.tensor([5], dtype=torch.uint8))
+    held = c.store(torch.zeros(5 * MiB, dtype=torch.uint8))
+    view = c.run(aten.expand.default, [Ref(one), [3, 4 * MiB]], None)
+    with pytest.raises(QuotaExceededError, match="would make 12.0 MiB"):
+        c.run(aten.rrelu_.default, [Ref(view.id)], {"training": False})
+    assert c.objects[one].tolist() == [5] and c.objects[held].sum() == 0
+
+
 def test_estimates_are_memoised_on_shapes_and_arguments():
     est = OutputEstimator()
     a = torch.ones(3, 4)
