@@ -54,7 +54,6 @@ from .tensors.pointer import PointerTensor, mark_left
 from .workers.registry import all_workers
 
 ACTIONS = ("send", "get", "move", "oplog")  # and the actions layers declare (node_actions)
-MUTATING = ("send", "get", "move")
 
 
 def mutates(action) -> bool:

@@ -64,7 +64,6 @@ class Panel:
         self._namespace = namespace
         self.tracker = live.tracker_for(namespace)
         self.feed = tracker.Feed(self.tracker)
-        self.messages_sent = 0
         self.closed = False
 
     @property
@@ -80,7 +79,6 @@ class Panel:
     def send(self, msg: dict) -> None:
         if self.closed:
             return
-        self.messages_sent += 1
         self.comm.send(msg)
 
     def snapshot(self) -> dict:

@@ -101,7 +101,6 @@ def _tuple_state(fn, state):
 
     with_state.__signature__ = _inspect.Signature(list(_inspect.signature(fn).parameters.values())[:-1])
     with_state.__name__ = getattr(fn, "__name__", "plan")
-    with_state.__wrapped_plan_fn__ = fn
     return with_state, holder
 
 

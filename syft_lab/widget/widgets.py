@@ -20,7 +20,6 @@ the kernel's own current model of the object it names (``lookup``), never agains
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import re
 import time
@@ -101,7 +100,6 @@ class SyftWidget(anywidget.AnyWidget):
         self._hello_refreshes = collections.deque(maxlen=HELLO_REFRESHES)  # when hellos last refreshed it
         self._seen = False
         self._cells_unseen = 0
-        self.refused_updates = 0  # state updates a browser sent (and the kernel dropped)
         super().__init__(**kwargs)
         self.on_msg(self._on_front_msg)
         live.register(self)
@@ -129,7 +127,6 @@ class SyftWidget(anywidget.AnyWidget):
         never writes a trait; a browser that does (a forged world offering more actions) must
         change nothing the kernel decides from."""
         if sync_data:
-            self.refused_updates += 1
             log.info("syft_lab widget: ignored a browser state update of %s", ", ".join(map(str, sync_data))[:80])
 
     # --- messages from the browser ---------------------------------------------------------
@@ -405,8 +402,6 @@ class WorldWidget(SyftWidget):
             world = self._feed.marked(live.failure_line(e))
         self.world = self._feed.start(world)
         self.workers = worker_headers()
-        self.patches_sent = 0
-        self.bytes_sent = 0
         live.watch_events()
 
     def refresh(self) -> None:
@@ -438,8 +433,6 @@ class WorldWidget(SyftWidget):
         return [v for _path, v in container_items(self.namespace)]
 
     def _push(self, msg: dict) -> None:
-        self.patches_sent += 1
-        self.bytes_sent += len(json.dumps(msg, separators=(",", ":")))
         self.send(msg)
 
     def lookup(self, worker: str, obj_id: int) -> dict | None:

@@ -40,8 +40,6 @@ from .base import BaseWorker
 LEDGER_CAP = 2000  # records kept per worker (a ring buffer); totals per kind are kept beyond it
 READ_LIMIT = LEDGER_CAP  # one ledger reply: at most this many records
 KINDS = ("stored", "op", "plan run", "opened value", "dealer material", "fetched", "moved", "deleted")
-DIRECTIONS = ("in", "out")
-PEER_KINDS = ("client", "worker", "crypto provider")
 WHY = {"dealer": "dealer material", "opened": "opened value", "move": "moved"}  # a note's why -> kind
 MAX_NOTE_ITEMS = 16  # distinct material labels in one note
 MAX_NOTE_CARRIES = 8
