@@ -209,12 +209,3 @@ def test_convolution_gradients(parties2, kernel, stride, padding, dilation):
     assert _close(secure.bias.grad.get().float_precision(), conv.bias.grad, 1e-3, 4 * summed)
     del sx
 
-
-def test_grouped_convolution_gradient_is_refused(parties2):
-    alice, bob, carol = parties2
-    conv = nn.Conv2d(2, 2, 3, groups=2).fix_precision()
-    sx = torch.randn(1, 2, 4, 4).fix_precision().share(alice, bob, crypto_provider=carol, requires_grad=True)
-    out = conv(sx)
-    with pytest.raises(sy.SyftError, match="groups=1"):
-        out.sum().backward()
-    del sx, out
