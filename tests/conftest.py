@@ -146,6 +146,8 @@ _kernelspec_dir = None
 
 
 _census: KernelCensus | None = None  # the main process's (not an xdist worker's)
+# scripts/test-other-torch names its own file: the whole suite's census stays beside it
+_CENSUS_FILE = ARTIFACTS / os.environ.get("SYFT_LAB_KERNEL_CENSUS", "kernels.json")
 
 
 def pytest_configure(config):
@@ -180,7 +182,7 @@ def pytest_sessionfinish(session):
         return
     _census.stop()
     _census.sample()
-    _census.write(ARTIFACTS / "kernels.json")
+    _census.write(_CENSUS_FILE)
     if _census.verdict() and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -190,7 +192,7 @@ def pytest_terminal_summary(terminalreporter):
         return
     verdict = _census.verdict()
     terminalreporter.write_sep("-", f"Jupyter kernels alive at once: at most {_census.peak} "
-                                    f"(limit {MAX_KERNELS}; test-artifacts/kernels.json)", red=bool(verdict))
+                                    f"(limit {MAX_KERNELS}; test-artifacts/{_CENSUS_FILE.name})", red=bool(verdict))
     if verdict:
         terminalreporter.write_line("FAILED: " + verdict, red=True)
 
