@@ -49,10 +49,8 @@ from ..wire.format import WireError
 from .. import events
 from . import registry
 from .base import BaseWorker, closed_error
-# the transports and reply errors live in transport.py; named here too, where clients and
-# transports have always imported them from
-from .transport import (ConnectionLost, FramedTransport, RemoteOpCancelledError, RemoteOpNotAllowedError,  # noqa: F401
-                        RemoteQuotaExceededError, RemoteWireError, Transport, error_from_reply)
+from .transport import (ConnectionLost, FramedTransport, RemoteQuotaExceededError, Transport,  # noqa: F401
+                        error_from_reply)
 
 PUSHED_TYPES = ("stored", "changed", "deleted")  # the events a service pushes (feed.py)
 SUMMARY_PAGE = 10000  # entries per summary request (the service's maximum)
@@ -160,6 +158,13 @@ def _wire_arg(a, loc):
 # --- the client ---------------------------------------------------------------------------------
 
 _op_names: dict = {}  # id(OpOverload) -> its wire name (ops live as long as torch)
+
+
+def _wire_name(op) -> str:
+    name = _op_names.get(id(op))
+    if name is None:
+        name = _op_names[id(op)] = op_name(op)
+    return name
 
 
 def _plan_or_object(obj):
@@ -274,17 +279,25 @@ class WorkerClient(BaseWorker):
             if self._waiting:
                 return self._submit(msg, detach, label).result()
             return self.transport.exchange(msg, detach=detach, label=label)
+        return self._locked(self._exchange_locked, msg, detach, label)
+
+    def _locked(self, fn, *args):
+        """``fn(*args)`` (an exchange, or a transport's own request such as ``follow``) as one
+        request of this client: alone on the transport, after the replies in flight; the
+        pushes it brought are emitted after it."""
         if self.before_request is not None:
             self._send_held()
         if self._owner == threading.get_ident():
             raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
         try:
-            with lock:
+            with self._lock:
                 self._owner = threading.get_ident()
                 try:
                     if self._waiting:
                         self._drain()
-                    return self._exchange_locked(msg, detach, label)
+                    if self.transport.state != "connected":
+                        self.transport.ensure_open()
+                    return fn(*args)
                 finally:
                     self._owner = None
         finally:
@@ -399,7 +412,7 @@ class WorkerClient(BaseWorker):
         if transport.following:
             return True
         try:
-            return bool(self._request_with(transport.follow))
+            return bool(self._locked(transport.follow))
         except SyftError:
             return False
 
@@ -426,28 +439,6 @@ class WorkerClient(BaseWorker):
         """Send what ``before_request`` holds back, once, ahead of the request being made."""
         send, self.before_request = self.before_request, None
         send()
-
-    def _request_with(self, fn):
-        """``fn()`` (a transport's own request, such as ``follow``) as one request of this client."""
-        if self.before_request is not None:
-            self._send_held()
-        lock = self._lock
-        if self._owner == threading.get_ident():
-            raise SyftError(f"re-entrant call on worker {self.id!r} (a callback inside a request?)")
-        try:
-            with lock:
-                self._owner = threading.get_ident()
-                try:
-                    if self._waiting:
-                        self._drain()
-                    if self.transport.state != "connected":
-                        self.transport.ensure_open()
-                    return fn()
-                finally:
-                    self._owner = None
-        finally:
-            if self._pushes:
-                self._emit_pushes()
 
     def _pushed(self, records) -> None:
         """Records a push brought (None: some were lost, a resync), kept until the request ends:
@@ -496,10 +487,7 @@ class WorkerClient(BaseWorker):
     def _submit_run(self, op, args, kwargs, wrap) -> Pending:
         if self._batch is not None:
             raise SyftError(f"submit cannot run inside sy.batch({self.id}): the batch sends its ops at its end")
-        name = _op_names.get(id(op))
-        if name is None:
-            name = _op_names[id(op)] = op_name(op)
-        return self._submit({"c": "run", "op": name, "a": args, "k": kwargs}, wrap=wrap)
+        return self._submit({"c": "run", "op": _wire_name(op), "a": args, "k": kwargs}, wrap=wrap)
 
     # --- what BaseWorker asks of a worker ---------------------------------------------------
     def _run(self, func, args, kwargs):
@@ -507,10 +495,7 @@ class WorkerClient(BaseWorker):
             return self._batch.record(func, args, kwargs)
         if self._lock is None:  # in process the op itself (the service checks it against the allow-list)
             return self._request({"c": "run", "op": func, "a": args, "k": kwargs})
-        name = _op_names.get(id(func))
-        if name is None:
-            name = _op_names[id(func)] = op_name(func)
-        return self._request({"c": "run", "op": name, "a": args, "k": kwargs})
+        return self._request({"c": "run", "op": _wire_name(func), "a": args, "k": kwargs})
 
     def _release(self, obj_id) -> None:
         batch = self._batch
