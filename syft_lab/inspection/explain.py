@@ -88,19 +88,23 @@ def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> di
                 entry["sent_to"] = sent[-1]["peer"]
                 entry["sent_bytes"] = sent[-1]["bytes"]
     names = [p["worker"] for p in parties]
-    terms = " + ".join(f"share {p['share']} (on {p['worker']})" for p in parties)
     sent = [p for p in parties if p["sent"]]
     done = len(sent) == n
-    if done:  # after a .get(): the value is here now, the shares are gone from the parties
+    where = "from" if done else "on"  # after a .get() each share came from its party
+    terms = " + ".join(f"share {p['share']} ({where} {p['worker']})" for p in parties)
+    numbers = _numbers(getattr(split, "reconstructed", None), decode) if done else None
+    ring_sum = f"{secret} = ({terms}) mod {RING}" + (f" = {numbers[0]}" if numbers else "")
+    ring_sum += (f", then / {decode['scale']} (fixed precision)" + (f" = {numbers[1]}" if numbers else "")) if decode else ""
+    if done:  # after a .get(): the value is here now (its numbers, when kept), the shares are gone
         cells = sorted({p["sent_cell"] for p in sent if p.get("sent_cell") is not None})
         when = f" in cell {', '.join(f'[{c}]' for c in cells)}" if cells else ""
-        first = (f"{secret} was held by nobody until it was reconstructed{when}: {_and(names)} each sent their "
-                 f"share to me, which holds the value now (the result of .get()); no party holds a share of it any more.")
+        value = f": {numbers[1]}" if numbers else " (the result of .get())"
+        first = (f"{secret} is held by me now{value}, reconstructed{when} from the shares {_and(names)} sent to me; "
+                 f"no party holds a share of it any more.")
     else:
         first = (f"{secret} is held by nobody: {_and(names)} each hold one share, a uniform int64 that alone "
                  f"reveals nothing.")
-    lines = [first,
-             f"{secret} = ({terms}) mod {RING}" + (f", then / {decode['scale']} (fixed precision)" if decode else "")]
+    lines = [first, ring_sum]
     if done:
         lines.append(f"Reconstructing it took every share: {_and(names)} each sent theirs to me."
                      + (f" {provider}, the crypto provider, held no share." if provider else ""))
@@ -119,6 +123,28 @@ def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> di
     return {"schema": "syft_lab.explain", "version": 1, "secret": secret, "ring": RING, "parties": parties,
             "crypto_provider": provider, "decode": decode, "held_by": LOCAL_OWNER if done else None, "reconstructed": done,
             "lines": lines}
+
+
+def _numbers(ring_sum, decode) -> tuple[str, str] | None:
+    """A reconstructed secret's numbers: the sum of its shares in the ring, and the value it
+    decodes to (the same for a plain integer secret); None when it was not kept (too large)."""
+    if ring_sum is None:
+        return None
+    value = ring_sum.double() / decode["scale"] if decode else ring_sum
+    digits = len(str(decode["scale"])) - 1 if decode else 0
+    return _short(ring_sum.tolist()), _short(value.tolist(), digits)
+
+
+def _short(values, digits: int | None = None, most: int = 8) -> str:
+    """Numbers as Python prints a list, rounded to the encoding's digits, at most ``most`` of a
+    flattened tensor shown ("…, N numbers" beyond)."""
+    flat = values if isinstance(values, list) else [values]
+    while flat and isinstance(flat[0], list):
+        flat = [v for row in flat for v in row]
+    shown = [round(v, digits) if digits else v for v in flat[:most]]
+    if not isinstance(values, list):
+        return str(shown[0])
+    return str(shown) if len(flat) <= most else str(shown)[:-1] + f", … ({len(flat)} numbers)]"
 
 
 def _size(n: int) -> str:

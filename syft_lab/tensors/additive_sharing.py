@@ -31,6 +31,7 @@ from .registry import register_layer
 _CPU = torch.device("cpu")
 aten = torch.ops.aten
 _engine = None
+EXPLAIN_MAX_NUMEL = 4096  # a reconstructed secret up to this size is kept for sy.explain's numbers
 PAIRWISE_MAX = 256  # as the engine's max_dim: all pairs at once up to this length, a tournament beyond
 
 
@@ -81,8 +82,12 @@ class AdditiveSharingTensor(ChainLayer):
 
     # --- what users call ----------------------------------------------------------------------
     def get(self) -> torch.Tensor:
-        """Reconstruct the secret here (the sum of the shares); the shares leave their parties."""
-        return engine().reconstruct(self)
+        """Reconstruct the secret here (the sum of the shares); the shares leave their parties.
+        A small secret's sum is kept (a copy), for ``sy.explain`` to show the numbers it took:
+        the value is the notebook's now, whatever becomes of the result."""
+        value = engine().reconstruct(self)
+        self.reconstructed = value.detach().clone() if value.numel() <= EXPLAIN_MAX_NUMEL else None
+        return value
 
     def refresh(self) -> "AdditiveSharingTensor":
         """New shares of the same secret (fresh randomness), on the same parties."""
