@@ -153,10 +153,29 @@ class WorldTracker:
         by_id = {w.id: w for w in workers}
         ops: list = []
         touched: list = []
-        headers_changed = False
         lanes_before, down_before = list(self.order), self._down()
-        # what is pending, taken now: events that arrive while this update reads a lane (pushes
-        # emitted after its request) wait for the next update
+        entries, pushed, dirty, new_pointers, dropped, ledgers = self._take_pending(by_id)
+        reread = {lid for lid in dirty if lid in by_id}
+        me_rows = False  # rows of "me" changed without reading it whole
+        if LOCAL_OWNER not in reread and (new_pointers or dropped) and LOCAL_OWNER in self.lanes:
+            me_rows = self._pointer_rows(new_pointers, dropped, ops, touched)
+        headers_changed = self._read_lanes_whole(by_id, reread, ops, touched)
+        headers_changed |= self._read_headers(by_id, reread, ledgers, ops, touched)
+        for lid, oid in entries:
+            self._apply_entry(lid, oid, by_id, reread, pushed, ops, touched)
+        headers_changed |= self._settle_lanes(by_id, reread, me_rows, lanes_before, down_before, ops, touched)
+        self.names.local = []  # lanes are built: hold no notebook object
+        self.last_ops, self.last_touched, self.last_headers_changed = ops, touched, headers_changed
+        if ops or headers_changed:
+            self.previous, self.world = self.world, self._snapshot()
+        else:
+            self.previous = self.world
+        return self.world
+
+    def _take_pending(self, by_id: dict) -> tuple:
+        """What is pending, taken now (events that arrive while an update reads a lane, pushes
+        emitted after its request, wait for the next update), with the lanes to read whole:
+        (entries, pushed, dirty lanes, new notebook pointers, dropped ones, ledgers to read)."""
         entries, self._entries = self._entries, set()
         pushed, self._pushed = self._pushed, {}
         dirty, self._lanes_dirty = self._lanes_dirty, set()
@@ -177,10 +196,11 @@ class WorldTracker:
             new_parts = self.names.stored_parts if self.names.parts else {}
             if old_parts or new_parts:
                 entries.update(k for k in old_parts.keys() | new_parts.keys() if old_parts.get(k) != new_parts.get(k))
-        reread = {lid for lid in dirty if lid in by_id}
-        me_rows = False  # rows of "me" changed without reading it whole
-        if LOCAL_OWNER not in reread and (new_pointers or dropped) and LOCAL_OWNER in self.lanes:
-            me_rows = self._pointer_rows(new_pointers, dropped, ops, touched)
+        return entries, pushed, dirty, new_pointers, dropped, ledgers
+
+    def _read_lanes_whole(self, by_id: dict, reread: set, ops: list, touched: list) -> bool:
+        """Read the lanes of ``reread`` whole (a new lane is added); returns whether a header changed."""
+        headers_changed = False
         for lid in reread:
             new_lane = self._read_lane(by_id[lid])
             header = {k: v for k, v in new_lane.items() if k != "objects"}
@@ -195,7 +215,14 @@ class WorldTracker:
                 old.header = header
                 headers_changed = True
             self._replace_lane(old, lid, new_lane["objects"], ops, touched)
-        for lid, w in by_id.items():  # a state change (a connection that died): read locally
+        return headers_changed
+
+    def _read_headers(self, by_id: dict, reread: set, ledgers: set, ops: list, touched: list) -> bool:
+        """The header of every lane not read whole, read locally (a state change: a connection
+        that died); a remote lane whose connection changed is read whole (added to ``reread``).
+        Returns whether a header changed."""
+        headers_changed = False
+        for lid, w in by_id.items():
             if lid in reread:
                 continue
             header = lane_header(w, read_ledger=lid in ledgers)  # a remote record: one request
@@ -212,39 +239,49 @@ class WorldTracker:
             new_lane = self._read_lane(w)
             lane.header = {k: v for k, v in new_lane.items() if k != "objects"}
             self._replace_lane(lane, lid, new_lane["objects"], ops, touched)
-        for lid, oid in entries:
-            lane, w = self.lanes.get(lid), by_id.get(lid)
-            if w is None and lane is not None and lane.header.get("gone"):
-                w = self._objects.get(lid)  # a closed in-process worker: its releases still come
-                w = w if w is not None and w.kind in IN_PROCESS else None
-            if lane is None or w is None or lid in reread:
-                continue  # a lane read whole in this update is newer than the events before it
-            if (lid, oid) in pushed:  # a remote worker's event brought the entry
-                raw = pushed[(lid, oid)]
-                raw = dict(raw) if type(raw) is dict else None
-            elif w.kind in IN_PROCESS:
-                raw = w.world_entry(oid)
-            else:  # a remote worker that does not push its events: read its lane once
-                reread.add(lid)
-                self._replace_lane(lane, lid, self._read_lane(w)["objects"], ops, touched)
-                continue
-            old = lane.objects.get(oid)
-            if raw is None:
-                if old is not None:
-                    del lane.objects[oid]
-                    lane.listed = None
-                    ops.append(["del", lid, oid])
-                    touched.append(((lid, oid), old, None))
-                continue
-            entry = finish_entry(lid, raw, self.names)
-            if lane.header.get("gone"):  # a closed worker takes no request: no action on its rows
-                entry["actions"] = []
-            self._mark_state(lid, lane, entry, old, ops, touched)
-            if entry != old:
-                lane.objects[oid] = entry
+        return headers_changed
+
+    def _apply_entry(self, lid: str, oid, by_id: dict, reread: set, pushed: dict, ops: list, touched: list) -> None:
+        """Object ``oid`` of lane ``lid`` changed: its entry as pushed, or read again (in process),
+        or its lane read whole (a remote worker that does not push its events)."""
+        lane, w = self.lanes.get(lid), by_id.get(lid)
+        if w is None and lane is not None and lane.header.get("gone"):
+            w = self._objects.get(lid)  # a closed in-process worker: its releases still come
+            w = w if w is not None and w.kind in IN_PROCESS else None
+        if lane is None or w is None or lid in reread:
+            return  # a lane read whole in this update is newer than the events before it
+        if (lid, oid) in pushed:  # a remote worker's event brought the entry
+            raw = pushed[(lid, oid)]
+            raw = dict(raw) if type(raw) is dict else None
+        elif w.kind in IN_PROCESS:
+            raw = w.world_entry(oid)
+        else:  # a remote worker that does not push its events: read its lane once
+            reread.add(lid)
+            self._replace_lane(lane, lid, self._read_lane(w)["objects"], ops, touched)
+            return
+        old = lane.objects.get(oid)
+        if raw is None:
+            if old is not None:
+                del lane.objects[oid]
                 lane.listed = None
-                ops.append(["put", lid, len(lane.objects) - 1 if old is None else list(lane.objects).index(oid), entry])
-                touched.append(((lid, oid), old, entry))
+                ops.append(["del", lid, oid])
+                touched.append(((lid, oid), old, None))
+            return
+        entry = finish_entry(lid, raw, self.names)
+        if lane.header.get("gone"):  # a closed worker takes no request: no action on its rows
+            entry["actions"] = []
+        self._mark_state(lid, lane, entry, old, ops, touched)
+        if entry != old:
+            lane.objects[oid] = entry
+            lane.listed = None
+            ops.append(["put", lid, len(lane.objects) - 1 if old is None else list(lane.objects).index(oid), entry])
+            touched.append(((lid, oid), old, entry))
+
+    def _settle_lanes(self, by_id: dict, reread: set, me_rows: bool, lanes_before: list, down_before: set,
+                      ops: list, touched: list) -> bool:
+        """The lanes' order, gone lanes and dangling pointers after the changes; returns whether
+        a header changed."""
+        headers_changed = False
         # lanes in the registry's order, as a full recompute has them (several new lanes come from a
         # set; a worker made again under an old name is last in the registry), then gone lanes
         order = [lid for lid in by_id if lid in self.lanes] + [lid for lid in self.order if lid not in by_id]
@@ -260,13 +297,7 @@ class WorldTracker:
             headers_changed |= self._gone_lanes(list(by_id), ops, touched)
         else:  # only the touched rows can have become (or stopped being) dangling
             self._mark_dangling([(k, new) for k, _old, new in touched if new is not None], ops, touched)
-        self.names.local = []  # lanes are built: hold no notebook object
-        self.last_ops, self.last_touched, self.last_headers_changed = ops, touched, headers_changed
-        if ops or headers_changed:
-            self.previous, self.world = self.world, self._snapshot()
-        else:
-            self.previous = self.world
-        return self.world
+        return headers_changed
 
     def _pointer_rows(self, new: bool, dropped: set, ops: list, touched: list) -> bool:
         """The rows of the notebook's pointers made or dropped since the last update, one by one
