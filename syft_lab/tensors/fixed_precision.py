@@ -517,11 +517,32 @@ def _listed(func, args, kwargs):
     tensors = args[0]
     t = _like(tensors)
     children = [_enc(x, t.scale) for x in tensors]
-    if any(_is_shared(c) for c in children):
+    if all(_is_shared(c) for c in children):
         out = engine().dispatch(func, [children, *args[1:]], kwargs)
+    elif any(_is_shared(c) for c in children):
+        out = _cat_mixed(children, _dim_arg(args, kwargs, 1), func.overloadpacket is aten.stack)
     else:
         out = func(children, *args[1:], **kwargs)
     return _wrap(t, out)
+
+
+def _cat_mixed(children, dim, stack):
+    """cat (stack) of shared and public pieces (prod's gradient puts public ones before shared
+    factors): each shared piece padded with zeros to the result's length by each party, their sum,
+    plus the public pieces among zeros (party 0 adds them). Local: no round."""
+    if stack:
+        dim %= children[0].dim() + 1
+        children = [aten.unsqueeze.default(c, dim) for c in children]
+    dim %= children[0].dim()
+    sizes = [c.shape[dim] for c in children]
+    public = aten.cat.default([torch.zeros(tuple(c.shape), dtype=INT64) if _is_shared(c) else c for c in children], dim)
+    out, offset = None, 0
+    for c, n in zip(children, sizes):
+        if _is_shared(c):
+            piece = _pad_dim(c, c.dim(), dim, offset, sum(sizes) - offset - n)
+            out = piece if out is None else out + piece
+        offset += n
+    return out + public
 
 
 def _to_copy(func, args, kwargs):

@@ -86,16 +86,11 @@ def _min(func, args, kwargs):
     if func is aten.min.dim:
         v, i = _max(aten.max.dim, (_negated(x), *args[1:]), kwargs)
         return _negated(v), i
-    if func is aten.min.default or (func is aten.amin.default and not (args[1:] or kwargs.get("dim"))):
+    if func is aten.min.default:
         return _negated(_max(aten.max.default, (_negated(x),), {}))
     if func is aten.amin.default:
-        dims = args[1] if len(args) > 1 else kwargs.get("dim")
-        dims = [dims] if isinstance(dims, int) else list(dims)
-        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-        if len(dims) == 1:
-            v, _ = _max(aten.max.dim, (_negated(x), dims[0], keepdim), {})
-            return _negated(v)
-    raise SyftError(f"{func} is not supported on fixed precision tensors (min, min(dim), amin over one dim are)")
+        return _negated(_max(aten.amax.default, (_negated(x), *args[1:]), kwargs))
+    raise SyftError(f"{func} is not supported on fixed precision tensors (min, min(dim), amin are)")
 
 
 def _argmin(func, args, kwargs):
@@ -122,7 +117,11 @@ def _threshold_backward(func, args, kwargs):
 
 def _max(func, args, kwargs):
     x = args[0]
-    if func is aten.max.default or func is aten.amax.default and not (args[1:] or kwargs.get("dim")):
+    if func is aten.amax.default:
+        dims = args[1] if len(args) > 1 else kwargs.get("dim", [])
+        return _amax(x, [dims] if isinstance(dims, int) else list(dims),
+                     args[2] if len(args) > 2 else kwargs.get("keepdim", False))
+    if func is aten.max.default:
         if x.shared:
             return _wrap(x, engine().max(x.child))
         return _wrap(x, x.child.max())
@@ -137,6 +136,25 @@ def _max(func, args, kwargs):
     raise SyftError(f"{func} is not supported on fixed precision tensors")
 
 
+def _amax(x: FPT, dims: list, keepdim: bool) -> FPT:
+    """amax over ``dims`` (none: every dim; issue 41: it took no dim or one): the reduced dims moved
+    last and flattened into one, then one max along it (ties give the value once, as torch)."""
+    n = x.dim()
+    if n == 0:
+        if any(d not in (0, -1) for d in dims):
+            raise SyftError(f"amax/amin of a 0-dim tensor take dim 0 or -1, got {dims}")
+        return _wrap(x, aten.clone.default(x.child))
+    reduced = sorted({d % n for d in dims}) if dims else list(range(n))
+    kept = [d for d in range(n) if d not in reduced]
+    if any(x.shape[d] == 0 for d in reduced):
+        raise SyftError("amax/amin over an empty dim has no value (torch refuses it too)")
+    if not kept and not keepdim:
+        return _max(aten.max.default, (x,), {})
+    moved = x.permute(kept + reduced).reshape([x.shape[d] for d in kept] + [-1])
+    values = _max(aten.max.dim, (moved, -1, False), {})[0]
+    return values.reshape([1 if d in reduced else x.shape[d] for d in range(n)]) if keepdim else values
+
+
 def _argmax(func, args, kwargs):
     x = args[0]
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
@@ -149,15 +167,9 @@ def _argmax(func, args, kwargs):
     return _wrap(x, _shared_max_index(child, dim, keepdim, values=False)[1] * x.scale)
 
 
-PAIRWISE_MAX = 256  # the engine's one-hot of the maximum compares all pairs up to this length; beyond, a tournament
-
-
 def _shared_max_index(child, dim, keepdim, values=True):
-    m = child.shape[dim % child.dim()] if child.dim() else 1
-    if m > PAIRWISE_MAX:
-        return engine().max_index(child, dim, keepdim)
-    vals, onehot = engine().max_dim(child, dim, keepdim, values=values)
-    return vals, engine().index_of(onehot, dim, keepdim)
+    """(max, index) along ``dim``: the engine picks pairwise or halvings (Engine.halvings_for)."""
+    return engine().max_index(child, dim, keepdim, values=values)
 
 
 def _floor_mod(child, d: int):
