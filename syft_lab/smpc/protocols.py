@@ -33,16 +33,12 @@ import torch
 from ..errors import SyftError
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from . import ring
-from .provider import SQUARE, Dealer, keep_refill, made_ahead, pooled_triple, refill_ahead, take_made_ahead
+from .provider import BeaverTriple, Dealer, made_ahead, take_made_ahead
 from .runtime import Program, run
 
 aten = torch.ops.aten
 AST = AdditiveSharingTensor
 WORD = 64
-_FUSED = {aten.mm.default: aten.addmm.default, aten.mul.Tensor: aten.addcmul.default}
-# the same, computed in this process on a party's own pieces (ring.addmm: float64 BLAS, exact)
-_FUSED_HERE = {aten.mm.default: ring.addmm, aten.mul.Tensor: lambda c, u, v: c + u * v}
-_POOLED = (aten.mm.default, aten.mul.Tensor)
 
 
 def _provider(x: AST):
@@ -122,85 +118,34 @@ def truncate(x: AST, d: int) -> AST:
 # --- Beaver multiplication of two shared values -------------------------------------------------
 
 def beaver(f, x: AST, y: AST, extra=(), div: int = 1) -> AST:
-    """[f(x, y, *extra)] for a bilinear op f; ``div``: divided by that public integer too."""
+    """[f(x, y, *extra)] for a bilinear op f, by Beaver's formula; ``div``: divided by that
+    public integer too, in the same message.
+
+    With the dealer's triple [a], [b], [c] = [f(a, b)]: open e = x - a and d = y - b, then
+    z = c + f(e, b) + f(x, d) = f(x, y), each party's share z_i = c_i + f(e, b_i) + f(x_i, d).
+    Where the triple comes from and where each z_i is computed (here from the party's own
+    pieces, or on the party; fused or not): the layouts of ``BeaverTriple`` (provider.py)."""
     n = len(x.shares)
-    trunc_item = refill = None
-    square = f is aten.mul.Tensor and x is y and not extra  # x * x: a square pair, e alone opened
-    kind = SQUARE if square else f
-    if f in _POOLED and not extra and (div == 1 or n == 2):  # the offline phase: a triple made ahead
-        dealer, item = pooled_triple(_provider(x), x.parties, kind, tuple(x.shape), tuple(y.shape))
-        # the pool used up: the next pool's dealer program rides in this product's opening round
-        refill = refill_ahead(_provider(x), x.parties, kind, tuple(x.shape), tuple(y.shape))
-    else:
-        dealer = Dealer(_provider(x), n)
-        item = dealer.arith_triple(kind, tuple(x.shape), tuple(y.shape), *extra)
-    if div != 1 and n > 2:
-        zshape = tuple(f(torch.empty(x.shape, dtype=torch.int64, device="meta"),
-                         torch.empty(y.shape, dtype=torch.int64, device="meta"), *extra).shape)
-        dealer.d = div
-        trunc_item = dealer.trunc_pair(zshape, div)
-    dealer.generate(x.parties)
+    triple = BeaverTriple(_provider(x), x.parties, f, x is y, tuple(x.shape), tuple(y.shape), extra, div)
     progs = _programs(x)
     for i, p in enumerate(progs):  # open e = x - a and d = y - b (a square: e alone, d = e)
-        a, b, _ = dealer.part(item, i)
-        p.open_all([p.op(aten.sub.Tensor, x.shares[i], a)] if square else
-                   [p.op(aten.sub.Tensor, x.shares[i], a), p.op(aten.sub.Tensor, y.shares[i], b)])
-    run(progs + ([refill[1].program_ahead()] if refill is not None else []))  # the next pool: not waited for
-    if refill is not None:
-        keep_refill(refill)
-    if square:
-        (eps,) = _sum_parts(progs, 0)
-        delta = eps
-    else:
-        eps, delta = _sum_parts(progs, 0)
-    progs2 = _programs(x)
-    fused = _FUSED.get(f)
-    stacked = None
-    if f is aten.mm.default and dealer.rows is None:  # every party's z_i here in two ring products
-        pieces = [dealer.local(item, i) for i in range(n)]  # (a_i, b_i, c_i)
-        m, r = delta.shape[1], eps.shape[0]
-        if 2 * eps.shape[1] <= ring.LIMB_K:  # per party one ring product [e | a_i] @ [b_i (+ d); d]
-            stacked = [ring.matmul_sum([(eps, pc[1] + delta if i == 0 else pc[1]), (pc[0], delta)])
-                       for i, pc in enumerate(pieces)]
-        else:
-            eb = ring.matmul(eps, torch.cat([pc[1] + delta if i == 0 else pc[1] for i, pc in enumerate(pieces)], 1))
-            ad = ring.matmul(torch.cat([pc[0] for pc in pieces], 0), delta)
-            stacked = [eb[:, i * m:(i + 1) * m] + ad[i * r:(i + 1) * r] for i in range(n)]
-    for i, p in enumerate(progs2):
-        _, b, c = dealer.part(item, i)
-        ceil_here = div != 1 and n == 2 and i == 1 and isinstance(c, torch.Tensor)
-        if ceil_here:  # party 1's ceil(z / d) = floor((z + d - 1) / d): the d - 1 rides on its c
-            c = c + (div - 1)
-        if fused is not None and isinstance(b, torch.Tensor):
-            # party i's pieces are here (not stored on it): its result share by Beaver's formula
-            # z_i = c_i + f(e, b_i) + f(a_i, d) (+ f(e, d) for party 0) is a function of its own
-            # pieces and the public e, d alone, so it is computed here (ring.matmul: float64 limbs)
-            # and sent as the one value the party stores (what it is sent, it could compute
-            # itself from what it would be sent otherwise); its share of x is not needed again
-            if stacked is not None:  # e [b_0 + d, b_1, ...] and [a_0; a_1; ...] d: one ring product each
-                z_i = c + stacked[i]
-            else:
-                a_i = dealer.local(item, i)[0]
-                here = _FUSED_HERE[f]
-                z_i = here(here(c, eps, b + delta if i == 0 else b), a_i, delta)
-            z = z_i if div != 1 else p.op(aten.clone.default, z_i)
-        elif fused is not None:  # c + f(e, b) + f(x, d) in two ops (addmm, addcmul)
-            z = p.op(fused, p.op(fused, c, eps, b), x.shares[i], delta)
-        else:
-            z = p.op(aten.add.Tensor, c, p.op(f, eps, b, *extra))
-            z = p.op(aten.add.Tensor, z, p.op(f, x.shares[i], delta, *extra))
+        p.open_all(triple.masked(p, i, x.shares[i], y.shares[i]))
+    run(progs + triple.riding_along())  # the next pool's dealer program: not waited for
+    e, d = triple.opened(_sum_parts(progs, 0))
+    progs = _programs(x)
+    for i, p in enumerate(progs):
+        up = div - 1 if div != 1 and n == 2 and i == 1 else 0  # party 1's ceil(z / div) = floor((z + div - 1) / div)
+        z = triple.share(p, i, x.shares[i], e, d, plus=up)  # c_i + f(e, b_i) + f(x_i, d) (+ up)
         if div == 1:
-            p.keep(z)
-        elif ceil_here:
+            p.keep(p.op(aten.clone.default, z) if isinstance(z, torch.Tensor) else z)  # (z computed here: sent)
+        elif n == 2:  # SecureML's local truncation: floor(z_0 / div), ceil(z_1 / div)
             p.keep(p.op(aten.div.Tensor_mode, z, div, rounding_mode="floor"))
-        elif n == 2:
-            p.keep(_trunc_local(p, i, z, div))
-        else:
-            p.open(p.op(aten.add.Tensor, z, dealer.part(trunc_item, i)[0]))
-    run(progs2)
+        else:  # three or more: open z + r, the dealer's truncation pair
+            p.open(p.op(aten.add.Tensor, z, triple.truncation_mask(i)))
+    run(progs)
     if div != 1 and n > 2:
-        return _finish_trunc_many(x, dealer, trunc_item, progs2, 0)
-    return new_shared(x, [p.kept[0] for p in progs2])
+        return _finish_trunc_many(x, triple.dealer, triple.trunc_item, progs, 0)
+    return new_shared(x, [p.kept[0] for p in progs])
 
 
 def public_op(f, x: AST, args_for, div: int = 1) -> AST:
@@ -293,19 +238,57 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
     returns those programs, not run. ``share_of(i, p)``: party i's share of the number whose
     sign is wanted, computed in the first program (two parties: a comparison's difference
     costs no round of its own); ``negate``: [1 - msb] instead."""
-    n = len(x.shares)
     shape = tuple(x.shape)
     ahead = None
     if dealer is None:  # a sign bit of its own: its material made during the last one, the next one's now
-        provider = _provider(x)
-        plan = ("msb", n, shape)
-        ready = take_made_ahead("msb", provider, x.parties, shape)
-        dealer, items = ready if ready is not None else Dealer.planned(provider, n, plan,
-                                                                        lambda d: _plan_msb(d, n, shape))
-        dealer.generate(x.parties)
-        ahead = Dealer.planned(provider, n, plan, lambda d: _plan_msb(d, n, shape))
+        dealer, items, ahead = _msb_material(x)
         along = ahead[0].program_ahead()  # sent with the first adder round, not waited for
     csa, g0, levels, bit = items[:4]
+    progs, state = _carry_save(x, dealer, csa, share_of)
+    # Kogge-Stone: G = A & B, P = A ^ B; level j: G ^= P & (G << 2^j), P &= P << 2^j.
+    for i, p in enumerate(progs):
+        A, B = state[i]
+        P0 = _xor(p, A, B)
+        p.open(_and_open(p, A, B, dealer.part(g0, i)))
+        if first is not None:
+            p.open(first(i, p))
+        p.keep(A)
+        p.keep(P0)
+    run(progs + ([along] if along is not None else []))  # along: the next step's dealer program
+    if ahead is not None:
+        ahead[0].collect()
+        made_ahead("msb", x.crypto_provider, x.parties, shape, *ahead)
+    e, d = _split_ed(_sum_opened(progs, xor=True), shape)
+    opened_first = _sum_opened(progs, 1) if first is not None else None
+    prev, last_pieces, e, d = _carry_levels(x, dealer, g0, levels, progs, e, d)
+    c = _open_sign_bit(x, dealer, bit, prev, last_pieces, e, d)
+    last = _programs(x)
+    if then is not None:
+        for i, p in enumerate(last):
+            then(i, p, c, opened_first)
+        return last
+    return _bit_to_arith(x, dealer, bit, c, last, negate)
+
+
+def _msb_material(x: AST):
+    """(dealer, items, ahead) of a sign bit of its own: the material made during the last one of
+    this shape (or now), and ``ahead``, the next one's (dealer, items), recorded now: its program
+    rides in this one's first adder round."""
+    n, shape = len(x.shares), tuple(x.shape)
+    provider = _provider(x)
+    plan = ("msb", n, shape)
+    ready = take_made_ahead("msb", provider, x.parties, shape)
+    dealer, items = ready if ready is not None else Dealer.planned(provider, n, plan,
+                                                                    lambda d: _plan_msb(d, n, shape))
+    dealer.generate(x.parties)
+    ahead = Dealer.planned(provider, n, plan, lambda d: _plan_msb(d, n, shape))
+    return dealer, items, ahead
+
+
+def _carry_save(x: AST, dealer: Dealer, csa, share_of):
+    """Carry-save adders: the parties' numbers x_0..x_{n-1} -> two numbers (A, B), one AND round
+    each. Returns the programs of the next round (not run) and per party its XOR shares (A, B)."""
+    n, shape = len(x.shares), tuple(x.shape)
     zero_cache = {}
 
     def number(p, i, j):
@@ -317,15 +300,12 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
             z = zero_cache[i] = p.op(aten.zeros_like.default, x.shares[i])
         return z
 
-    # Carry-save adders: numbers 0..n-1 -> two numbers (A, B), one AND round each.
     progs = _programs(x)
-    state = [dict() for _ in range(n)]  # per party: "A", "B", the two running numbers
-    for i, p in enumerate(progs):
-        state[i]["A"], state[i]["B"] = number(p, i, 0), number(p, i, 1)
+    state = [(number(p, i, 0), number(p, i, 1)) for i, p in enumerate(progs)]
     for k in range(n - 2):
         # open AND(A, B) and AND(C, A ^ B), stacked
         for i, p in enumerate(progs):
-            A, B, C = state[i]["A"], state[i]["B"], number(p, i, k + 2)
+            (A, B), C = state[i], number(p, i, k + 2)
             AB = _xor(p, A, B)
             X = _stack(p, [A, C])
             Y = _stack(p, [B, AB])
@@ -339,24 +319,17 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
             X, S = progs[i].kept
             z = _and_finish(p, X, e, d, dealer.part(csa[k], i))
             maj = _xor(p, _sel(p, z, 0), _sel(p, z, 1))
-            state[i] = {"A": S, "B": _shl(p, maj, 1)}
+            state[i] = (S, _shl(p, maj, 1))
         progs = nxt
         zero_cache.clear()
-    # Kogge-Stone: G = A & B, P = A ^ B; level j: G ^= P & (G << 2^j), P &= P << 2^j.
-    for i, p in enumerate(progs):
-        A, B = state[i]["A"], state[i]["B"]
-        P0 = _xor(p, A, B)
-        p.open(_and_open(p, A, B, dealer.part(g0, i)))
-        if first is not None:
-            p.open(first(i, p))
-        p.keep(A)
-        p.keep(P0)
-    run(progs + ([along] if along is not None else []))  # along: the next step's dealer program
-    if ahead is not None:
-        ahead[0].collect()
-        made_ahead("msb", provider, x.parties, shape, *ahead)
-    e, d = _split_ed(_sum_opened(progs, xor=True), shape)
-    opened_first = _sum_opened(progs, 1) if first is not None else None
+    return progs, state
+
+
+def _carry_levels(x: AST, dealer: Dealer, g0, levels, progs, e, d):
+    """The Kogge-Stone adder's generate gate (opened as ``e``, ``d`` by ``progs``) and its six
+    levels, one AND round each; returns the last level's programs, the pieces of its gates, and
+    its opened e and d."""
+    shape = tuple(x.shape)
     prev_pieces = lambda i: dealer.part(g0, i)  # noqa: E731
     prev = progs
     kind = "g0"
@@ -383,7 +356,12 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
         e, d = _split_ed(_sum_opened(nxt, xor=True), shape)
         prev_pieces = (lambda lv: (lambda i: dealer.part(levels[lv], i)))(level)
         prev, kind = nxt, "level"
-    # The carries are known: bit 63 of the sum, then open c = msb ^ r (B2A).
+    return prev, prev_pieces, e, d
+
+
+def _open_sign_bit(x: AST, dealer: Dealer, bit, prev, prev_pieces, e, d):
+    """The carries are known after the last level's gates: bit 63 of the sum is the sign; open
+    c = msb ^ r (r: the dealer's bit, B2A) and return c."""
     nxt = _programs(x)
     for i, p in enumerate(nxt):
         X, G, P0 = prev[i].kept
@@ -394,15 +372,13 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
         rb = dealer.part(bit, i)[0]
         p.open(_xor(p, b, rb))
     run(nxt)
-    c = _sum_opened(nxt, xor=True)
-    # [b] = c + [r] - 2 c [r]: party 0 adds c.
-    last = _programs(x)
-    if then is not None:
-        for i, p in enumerate(last):
-            then(i, p, c, opened_first)
-        return last
+    return _sum_opened(nxt, xor=True)
+
+
+def _bit_to_arith(x: AST, dealer: Dealer, bit, c, progs, negate: bool) -> AST:
+    """[b] = c + [r] - 2 c [r] (party 0 adds c), from the opened c = b ^ r; ``negate``: [1 - b]."""
     coef = 1 - 2 * c
-    for i, p in enumerate(last):
+    for i, p in enumerate(progs):
         ra = dealer.local(bit, i)[1]
         bi = ra * coef  # computed here: public coefficients times the dealer's piece for party i
         if i == 0:
@@ -410,8 +386,8 @@ def msb_arith(x: AST, then=None, dealer: Dealer | None = None, items=None, first
         if negate:
             bi = (1 - bi) if i == 0 else -bi
         p.keep(p.op(aten.clone.default, bi))
-    run(last)
-    return new_shared(x, [p.kept[0] for p in last])
+    run(progs)
+    return new_shared(x, [p.kept[0] for p in progs])
 
 
 def compare(name: str, a, b) -> AST:

@@ -23,6 +23,9 @@ last triple, ``refill_ahead``), and the material of relu and of the sign bit one
 (``made_ahead``, made in the first adder round of the step before), so online steps need no
 dealer round of their own after the first of their shape.
 
+``BeaverTriple``: one product's triple and the layouts of Beaver's formula on it (where the triple
+comes from, where each party's share is computed); ``protocols.beaver`` is the formula itself.
+
 Items (all uniform over Z_2^64 unless said):
 
 - ``arith_triple(f, sa, sb)``: Beaver triple for a bilinear ``f`` (mul, matmul, conv2d):
@@ -462,6 +465,109 @@ def keep_refill(refill) -> None:
     dealer.collect()
     dealer.parties = list(parties)
     _keep_pool(key, dealer, parties, items)
+
+
+# --- Beaver's formula, laid out (protocols.beaver is the formula) -------------------------------
+_FUSED = {aten.mm.default: aten.addmm.default, aten.mul.Tensor: aten.addcmul.default}
+# the same, computed in this process on a party's own pieces (ring.addmm: float64 BLAS, exact)
+_FUSED_HERE = {aten.mm.default: ring.addmm, aten.mul.Tensor: lambda c, u, v: c + u * v}
+_POOLED = (aten.mm.default, aten.mul.Tensor)
+
+
+class BeaverTriple:
+    """The triple of one product [f(x, y)] and the layouts of Beaver's formula on it.
+
+    Where the triple comes from: a pool made ahead (mm and mul, ``pooled_triple``; when this
+    product takes the pool's last, the next pool's dealer program rides in its opening round), or
+    a dealer round of its own; x * x takes a square pair (a, a^2): e alone is opened. A product
+    divided among three or more parties takes a truncation pair too.
+    Where party i's share z_i = c_i + f(e, b_i) + f(x_i, d) is computed (``share``): for mm and
+    mul with the party's pieces here, here (it is a function of its own pieces and the public e,
+    d: z_i = c_i + f(e, b_i) + f(a_i, d) + [i = 0] f(e, d); an mm for every party at once in two
+    ring products), and sent as the one value it stores; with its pieces stored on it, on the
+    party in two fused ops (addmm, addcmul); any other f (conv2d, ...) on the party, f twice."""
+
+    def __init__(self, provider, parties, f, same, sx, sy, extra=(), div: int = 1):
+        n = len(parties)
+        self.f, self.extra, self.n = f, extra, n
+        self.square = f is aten.mul.Tensor and same and not extra
+        kind = SQUARE if self.square else f
+        self.refill = self.trunc_item = self.stacked = None
+        if f in _POOLED and not extra and (div == 1 or n == 2):  # the offline phase: a triple made ahead
+            self.dealer, self.item = pooled_triple(provider, parties, kind, sx, sy)
+            # the pool used up: the next pool's dealer program rides in this product's opening round
+            self.refill = refill_ahead(provider, parties, kind, sx, sy)
+        else:
+            self.dealer = Dealer(provider, n)
+            self.item = self.dealer.arith_triple(kind, sx, sy, *extra)
+        if div != 1 and n > 2:
+            zshape = tuple(f(torch.empty(sx, dtype=torch.int64, device="meta"),
+                             torch.empty(sy, dtype=torch.int64, device="meta"), *extra).shape)
+            self.dealer.d = div
+            self.trunc_item = self.dealer.trunc_pair(zshape, div)
+        self.dealer.generate(parties)
+
+    def masked(self, p, i: int, x_i, y_i) -> list:
+        """Party i's e_i = x_i - a_i and d_i = y_i - b_i, to open (a square: e_i alone)."""
+        a, b, _ = self.dealer.part(self.item, i)
+        if self.square:
+            return [p.op(aten.sub.Tensor, x_i, a)]
+        return [p.op(aten.sub.Tensor, x_i, a), p.op(aten.sub.Tensor, y_i, b)]
+
+    def riding_along(self) -> list:
+        """The programs that ride in the opening round (the next pool's dealer's), not waited for."""
+        return [self.refill[1].program_ahead()] if self.refill is not None else []
+
+    def opened(self, sums: list) -> tuple:
+        """(e, d) from the opened sums (a square's d is its e); the next pool kept."""
+        if self.refill is not None:
+            keep_refill(self.refill)
+        e, d = (sums[0], sums[0]) if self.square else sums
+        if self.f is aten.mm.default and self.dealer.rows is None:  # every party's z_i here
+            self.stacked = self._stacked_mm(e, d)
+        return e, d
+
+    def _stacked_mm(self, e, d) -> list:
+        """f(e, b_i) + f(a_i, d) (+ f(e, d) for party 0) for every party in two ring products."""
+        pieces = [self.dealer.local(self.item, i) for i in range(self.n)]  # (a_i, b_i, c_i)
+        m, r = d.shape[1], e.shape[0]
+        if 2 * e.shape[1] <= ring.LIMB_K:  # per party one ring product [e | a_i] @ [b_i (+ d); d]
+            return [ring.matmul_sum([(e, pc[1] + d if i == 0 else pc[1]), (pc[0], d)])
+                    for i, pc in enumerate(pieces)]
+        # e [b_0 + d, b_1, ...] and [a_0; a_1; ...] d: one ring product each
+        eb = ring.matmul(e, torch.cat([pc[1] + d if i == 0 else pc[1] for i, pc in enumerate(pieces)], 1))
+        ad = ring.matmul(torch.cat([pc[0] for pc in pieces], 0), d)
+        return [eb[:, i * m:(i + 1) * m] + ad[i * r:(i + 1) * r] for i in range(self.n)]
+
+    def share(self, p, i: int, x_i, e, d, plus: int = 0):
+        """Party i's z_i = c_i + f(e, b_i) + f(x_i, d) + ``plus`` (a public integer: it rides
+        on c_i when c_i is here): a tensor computed here, or a value of program ``p``."""
+        f, extra = self.f, self.extra
+        _, b, c = self.dealer.part(self.item, i)
+        if plus and isinstance(c, torch.Tensor):
+            c, plus = c + plus, 0
+        fused = _FUSED.get(f)
+        if fused is not None and isinstance(b, torch.Tensor):
+            # party i's pieces are here (not stored on it): its share is a function of its own
+            # pieces and the public e, d alone, so it is computed here (ring.matmul: float64 limbs)
+            # and sent as the one value the party stores (what it is sent, it could compute
+            # itself from what it would be sent otherwise); its share of x is not needed again
+            if self.stacked is not None:
+                z = c + self.stacked[i]
+            else:
+                a_i = self.dealer.local(self.item, i)[0]
+                here = _FUSED_HERE[f]
+                z = here(here(c, e, b + d if i == 0 else b), a_i, d)
+        elif fused is not None:  # c + f(e, b) + f(x, d) in two ops (addmm, addcmul)
+            z = p.op(fused, p.op(fused, c, e, b), x_i, d)
+        else:
+            z = p.op(aten.add.Tensor, c, p.op(f, e, b, *extra))
+            z = p.op(aten.add.Tensor, z, p.op(f, x_i, d, *extra))
+        return p.op(aten.add.Tensor, z, plus) if plus else z
+
+    def truncation_mask(self, i: int):
+        """Party i's share of r, the truncation pair's mask (three or more parties, ``div``)."""
+        return self.dealer.part(self.trunc_item, i)[0]
 
 
 def _ring_mm(p, a, b, sa, sb, batched: bool = False):
