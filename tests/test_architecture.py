@@ -270,3 +270,38 @@ def test_hosts_answer_messages_only_through_their_service_connection():
 def test_the_answering_check_sees_a_driver_that_answers_itself():
     src = "def on(msg, service, then):\n    reply = service.call(msg)\n    then.run()\n"
     assert _answering_sites(src, "x.py") == ["x.py:2", "x.py:3 then.run"]
+
+
+# --- size: no file in syft_lab over 800 lines, no function over 80 (#38 item 4) -------------------
+MAX_FILE_LINES = 800
+MAX_FUNCTION_LINES = 80  # a function's lines from its ``def`` (decorators aside) to its last line
+
+
+def _long_functions(source: str, where: str) -> list:
+    return [f"{where}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def _long_file(source: str, where: str) -> list:
+    lines = len(source.splitlines())
+    return [f"{where} ({lines} lines)"] if lines > MAX_FILE_LINES else []
+
+
+def test_no_file_over_800_lines_and_no_function_over_80():
+    files, functions = [], []
+    for path in sorted(SYFT.rglob("*.py")):
+        source, where = path.read_text(), str(path.relative_to(SYFT.parent))
+        files += _long_file(source, where)
+        functions += _long_functions(source, where)
+    assert (files, functions) == ([], [])
+
+
+def test_the_size_check_sees_a_long_function_a_nested_one_and_a_long_file():
+    body = "".join(f"    x{k} = {k}\n" for k in range(80))  # with its def: 81 lines
+    nested = body.replace("    x", "        x")
+    src = "def short():\n    pass\n\n\ndef long():\n" + body + "\n\nclass C:\n    def method(self):\n" + nested
+    assert _long_functions(src, "x.py") == ["x.py:5 long (81 lines)", "x.py:89 method (81 lines)"]
+    assert _long_functions("def f():\n" + "    pass\n" * 79, "x.py") == []  # 80 lines: the limit itself
+    assert _long_file("\n" * 800, "x.py") == [] and _long_file("\n" * 801, "x.py") == ["x.py (801 lines)"]
