@@ -431,9 +431,7 @@ def perform(msg, *, known: Lookup, namespace: dict | None, held: Iterable = ()) 
         reply = _run(p, entry, ns, list(held))
         reply.update(ok=True, req=req, action=p["action"])
         return reply
-    except ActionError as e:
-        return {"ok": False, "req": req, "error": str(e)}
-    except SyftError as e:  # the runtime refused (e.g. the worker went away during the call)
+    except SyftError as e:  # an ActionError, or the runtime refused (e.g. the worker went away)
         return {"ok": False, "req": req, "error": str(e)}
     except Exception as e:  # an unexpected failure is still only an error reply
         return {"ok": False, "req": req, "error": f"{type(e).__name__}: {e}"}

@@ -31,7 +31,7 @@ import logging
 import comm as _comm
 
 from . import actions
-from .inspection.model import container_items
+from .inspection.model import _notebook_namespace, container_items
 from .widget import live, tracker
 
 TARGET = "syft_lab.sidebar"
@@ -46,12 +46,8 @@ _state = {"registered": False}
 
 
 def _namespace() -> dict:
-    try:
-        from IPython import get_ipython  # optional: outside IPython there is no notebook
-    except ImportError:
-        return {}
-    ip = get_ipython()
-    return ip.user_ns if ip is not None else {}
+    ns = _notebook_namespace()
+    return ns if ns is not None else {}
 
 
 class Panel:

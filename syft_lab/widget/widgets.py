@@ -30,7 +30,7 @@ import anywidget
 import traitlets
 
 from .. import actions
-from ..inspection.model import container_items
+from ..inspection.model import _notebook_namespace, container_items
 from ..inspection.text import render_tree, render_world
 from ..tensors.nodes import LOCAL_OWNER, chain_nodes, walk
 from ..workers.registry import all_workers
@@ -56,15 +56,6 @@ MAX_VIEWS = 16
 # refreshes, not one each (one took the next cell 18.9 s), and the next cell catches up.
 HELLO_REFRESHES = 4
 REFRESH_FAILED = "not refreshed"  # the annotation a chain view shows its refresh failure in
-
-
-def notebook_namespace() -> dict | None:
-    try:
-        from IPython import get_ipython  # optional: outside IPython there is no notebook
-    except ImportError:
-        return None
-    ip = get_ipython()
-    return ip.user_ns if ip is not None else None
 
 
 def worker_headers() -> list[dict]:
@@ -109,7 +100,7 @@ class SyftWidget(anywidget.AnyWidget):
     def namespace(self) -> dict:
         if self._namespace is not None:
             return self._namespace
-        ns = notebook_namespace()
+        ns = _notebook_namespace()
         return ns if ns is not None else {}
 
     # --- liveness -------------------------------------------------------------------------
