@@ -182,6 +182,67 @@ def explain(value, name: str | None = None) -> Explanation:
     return Explanation(explain_dict(value, name, ledgers=True))
 
 
+def reconstructed_error(shared) -> SyftError:
+    """The refusal of a computation on ``shared`` (an AdditiveSharingTensor) after its ``.get()``:
+    its name in the notebook (a model's parameter by its path, with what to do instead)."""
+    name, model = _shared_name(shared)
+    parties = _and(s.location.id for s in shared.shares)
+    what = name or f"a shared value of shape {list(shared.shape)}"
+    text = f"{what} was reconstructed with .get(): its shares left {parties}, so it cannot take part in a computation any more"
+    if model is not None:
+        return SyftError(f"{text} ({model} cannot run). To look at a parameter, reconstruct a copy: "
+                         f"{name}.detach().clone().get(); to use the model again, share it again")
+    return SyftError(f"{text}: compute with the value .get() returned")
+
+
+def _shared_name(shared) -> tuple[str | None, str | None]:
+    """(the notebook's name of the value whose chain holds ``shared``, the name of the model it
+    is a parameter of or None): a variable (``sx``) or a parameter's path (``cnn[0].weight``),
+    from the notebook's namespace, else the calling frames outside syft_lab and torch."""
+    import torch.nn as nn  # (torch is loaded: a shared tensor exists)
+
+    def holds(v) -> bool:
+        return v is shared or (isinstance(v, ChainLayer) and any(layer is shared for layer in iter_chain(v)))
+
+    for scope in _user_scopes():
+        found = None  # the last name bound in the scope: cnn, of plain and cnn = plain.fix_precision().share(...)
+        for k, v in list(scope.items()):
+            if k.startswith("_"):
+                continue
+            if holds(v):
+                found = k, None
+            elif isinstance(v, nn.Module):
+                for path, p in (*v.named_parameters(), *v.named_buffers()):
+                    if holds(p):
+                        found = k + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path.split(".")), k
+        if found is not None:
+            return found
+    return None, None
+
+
+def _user_scopes():
+    """The notebook's namespace (in IPython), then the locals of each calling frame that is not
+    syft_lab's nor torch's, innermost first."""
+    ns = _notebook_namespace()
+    if ns is not None:
+        yield ns
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith(("syft_lab", "torch")):
+            yield frame.f_locals
+        frame = frame.f_back
+
+
+def _notebook_namespace():
+    try:
+        from IPython import get_ipython  # optional: outside IPython there is no notebook
+    except ImportError:
+        return None
+    ip = get_ipython()
+    return None if ip is None else ip.user_ns
+
+
 def _name_in_caller(value, frame):
     for scope in (frame.f_locals, frame.f_globals):
         for k, v in scope.items():
@@ -191,14 +252,8 @@ def _name_in_caller(value, frame):
 
 
 def _name_in_notebook(value):
-    try:
-        from IPython import get_ipython  # optional: outside IPython there is no notebook
-    except ImportError:
-        return None
-    ip = get_ipython()
-    if ip is None:
-        return None
-    for k, v in ip.user_ns.items():
+    ns = _notebook_namespace()
+    for k, v in (ns or {}).items():
         if v is value and not k.startswith("_"):
             return k
     return None

@@ -98,6 +98,8 @@ class AdditiveSharingTensor(ChainLayer):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        if func.overloadpacket not in _SAME_SHARES:
+            _refuse_reconstructed(args, kwargs or {})
         if func in _EXTREMA and isinstance(args[0], AdditiveSharingTensor):
             return _extremum(func, args, kwargs or {})
         if func.overloadpacket in _INPLACE_VIEWS:
@@ -144,6 +146,21 @@ class AdditiveSharingTensor(ChainLayer):
                 line += f"; {approximation['method']}, {approximation['iterations']} iterations"
             lines.append(line)
         return {"label": "AdditiveSharingTensor", "lines": lines, "badge": "shared"}
+
+
+_SAME_SHARES = {aten.detach, aten.alias, aten.lift_fresh}  # no party is asked: the same shares, wrapped again
+
+
+def _refuse_reconstructed(args, kwargs) -> None:
+    """A shared value whose shares were fetched by its ``.get()`` cannot be computed with: say
+    which value it is (a model's parameter by its path, ``cnn[0].weight``) and why, before any
+    party is asked for a share it no longer holds (an ObjectNotFoundError deep in a protocol)."""
+    for a in (*args, *kwargs.values()):
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, AdditiveSharingTensor) and any(
+                    getattr(getattr(s, "_ref", None), "gone_how", None) == "fetched" for s in t.shares):
+                from ..inspection.explain import reconstructed_error  # (inspection imports tensors)
+                raise reconstructed_error(t)
 
 
 _EXTREMA = {aten.max.dim, aten.min.dim, aten.argmax.default, aten.argmin.default}
