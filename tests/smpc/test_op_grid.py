@@ -44,6 +44,11 @@ def nonzero():
     return grid(0.1, 50) * torch.where(torch.arange(24).view(4, 6) % 2 == 0, 1.0, -1.0)
 
 
+def factors():
+    """Factors of both signs with |x| in [0.5, 1.5]: products of 6 stay in [1/64, 12]."""
+    return grid(0.5, 1.5, seed=4) * torch.where(torch.arange(24).view(4, 6) % 5 == 0, -1.0, 1.0)
+
+
 def images():
     return grid(-20, 20, (2, 2, 4, 6), seed=3)
 
@@ -137,6 +142,16 @@ OPS = {
     "index_add": ((general, other), lambda a, b: a.index_add(1, torch.tensor([0, 5, 0]), b[:, :3]), exact),
     "pow 1.5": ((lambda: grid(0.1, 20),), lambda a: a ** 1.5, rel(0.01, 3e-3)),
     "norm": ((lambda: general() / 8,), lambda a: torch.norm(a), rel(0.01, 3e-3)),
+    # issue 41: products of many factors (a log-depth tree), cos/sin (e^(ix) by squarings), amax/amin over dims
+    "prod(dim 1)": ((factors,), lambda a: a.prod(1), rel(0.01, 3e-3)),
+    "prod": ((lambda: grid(0.8, 1.25) * torch.where(torch.arange(24).view(4, 6) % 7 == 0, -1.0, 1.0),),
+             lambda a: a.prod(), rel(0.01, 3e-3)),
+    "cumprod": ((factors,), lambda a: a.cumprod(1), rel(0.01, 3e-3)),
+    "cos": ((lambda: grid(-32, 32),), torch.cos, units(2)),
+    "sin": ((lambda: grid(-32, 32),), torch.sin, units(2)),
+    "amax(dims 0, 1)": ((general,), lambda a: a.amax((0, 1)), exact),
+    "amax(dim 1)": ((general,), lambda a: a.amax(1), exact),
+    "amin(dim 0, keepdim)": ((general,), lambda a: a.amin(0, keepdim=True), exact),
 }
 
 
