@@ -59,10 +59,6 @@ def _lookup(namespace: dict, name: str):
     return namespace[name]
 
 
-def _worker(name: str):
-    return get_worker(name)  # SyftError naming the known workers
-
-
 def _known_from_world(namespace: dict):
     """The same model index the views give the actions: (lane id, object id) -> entry."""
     index = {}
@@ -84,7 +80,7 @@ def _target(value) -> dict:
 def _act(namespace: dict, action: str, var: str, dest: str | None, name: str | None) -> str:
     value = _lookup(namespace, var)
     if dest is not None:
-        _worker(dest)
+        get_worker(dest)  # SyftError naming the known workers
     msg = {"type": "action", "action": action, "target": _target(value)}
     if dest is not None:
         msg["worker"] = dest

@@ -295,7 +295,6 @@ def _check_shape_op_args(k, name, args, kwargs, takes_tensor, scalar_nodes) -> N
             raise PlanFormatError(f"plan node {k}: {name} computes on integers, got {a!r:.40}")
 
 
-
 def decode_graph_body(b, node_budget: int = MAX_NODES) -> tuple:
     """One graph of a plan document, validated: every op, reference, shape and dtype.
     Returns ``PlanGraph``'s arguments after its name (inputs, constants, nodes, outputs,

@@ -31,7 +31,22 @@ _RECHECK_EVERY = 8  # a replay of learned ops rechecks the time budget at least 
 _UNKEYED = object()  # (run's ``key``: not given, compute it)
 
 
-class PlanGraph:
+class _PlanDocument:
+    """A plan document's JSON text, both ways (``to_dict``/``from_dict`` say what it holds)."""
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text):
+        return cls.from_dict(_parse(text))
+
+    def copy(self):
+        """An independent, validated copy (what a worker stores)."""
+        return type(self).from_dict(json.loads(self.to_json()))
+
+
+class PlanGraph(_PlanDocument):
     """What a plan computes. ``inputs`` carry a name, a role ("input" or "state"), a shape and a dtype."""
 
     def __init__(self, name: str, inputs: list[dict], constants: list[torch.Tensor], nodes: list[Node],
@@ -451,16 +466,9 @@ class PlanGraph:
         """A plan document with this one graph."""
         return {"format": FORMAT, "version": VERSION, "name": self.name, "graphs": [self.body()]}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text) -> "PlanGraph":
-        """The one graph of a plan document (a ``sy.batch`` recording); ``PlanBuilds`` loads several."""
-        return cls.from_dict(_parse(text))
-
     @classmethod
     def from_dict(cls, d) -> "PlanGraph":
+        """The one graph of a plan document (a ``sy.batch`` recording); ``PlanBuilds`` loads several."""
         builds = PlanBuilds.from_dict(d)
         if len(builds.graphs) != 1:
             raise PlanFormatError(f"expected a plan document with one graph, got {len(builds.graphs)}")
@@ -471,12 +479,8 @@ class PlanGraph:
         """Validate one graph of a plan document (plans/encoding.py)."""
         return cls(name, *decode_graph_body(b, node_budget))
 
-    def copy(self) -> "PlanGraph":
-        """An independent, validated copy (what a worker stores)."""
-        return PlanGraph.from_dict(json.loads(self.to_json()))
 
-
-class PlanBuilds:
+class PlanBuilds(_PlanDocument):
     """Every graph a plan was built for, one per input signature: what is sent and stored.
 
     A call runs the first graph whose inputs match (fixed shapes before batch-generic ones)."""
@@ -535,13 +539,6 @@ class PlanBuilds:
     def to_dict(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "name": self.name, "graphs": [g.body() for g in self.graphs]}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text) -> "PlanBuilds":
-        return cls.from_dict(_parse(text))
-
     @classmethod
     def from_dict(cls, d) -> "PlanBuilds":
         if not isinstance(d, dict) or d.get("format") != FORMAT:
@@ -566,11 +563,6 @@ class PlanBuilds:
         if any(s != state[0] for s in state):
             raise PlanFormatError("malformed plan: every graph of a plan has the same state inputs")
         return cls(name, graphs)
-
-    def copy(self) -> "PlanBuilds":
-        """An independent, validated copy (what a worker stores)."""
-        return PlanBuilds.from_dict(json.loads(self.to_json()))
-
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)

@@ -155,7 +155,6 @@ def apply(world: dict, patch: dict) -> dict:
 # --- what a patch means: the events of a step, for the views' highlights and timeline ------
 
 
-
 def _index(world: dict) -> dict:
     return {(lane["id"], o["id"]): o for lane in world.get("workers", []) for o in lane.get("objects", [])}
 

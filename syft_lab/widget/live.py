@@ -59,7 +59,6 @@ MAX_RAW = 10_000  # runtime events kept for the next step (a huge cell keeps the
 CODE_CHARS = 240  # of a cell's source, in a step
 
 
-
 class _Scheduler:
     """The state of the one scheduler of every view in the kernel: when the views refresh, and
     what the step they show is."""

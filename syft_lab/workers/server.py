@@ -99,7 +99,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-
 def _no_dynamo_disable() -> int:
     """Let torch's Python meta kernels run without importing ``torch._dynamo``; returns how many
     functions it changed. A worker process runs ops, never torch.compile.
