@@ -6,6 +6,8 @@ order), public int64 tensors and Python ints; anything else is a clear SyftError
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..errors import SyftError
@@ -26,7 +28,58 @@ _PER_SHARE = {aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose
               aten.constant_pad_nd,  # padding with 0: each party pads its share (0 is a sharing of 0)
               aten.cumsum, aten.diagonal, aten.trace, aten.gather, aten.take}  # issue 41: a public index or none
 _BILINEAR = {aten.mul, aten.mm, aten.bmm, aten.convolution, aten.matmul}
-PAIRWISE_MAX = 256  # max_dim compares all m^2 pairs at once (few rounds); longer dims: a tournament
+PAIRWISE_MAX = 256  # max_dim compares all m^2 pairs at once: the caller's one-hot (pooling windows) only
+# The estimate that picks a reduction's group size (Engine.group_size_for), measured with bench_smpc
+# on 2 shared cores: a round trip between worker processes ~3 ms, an element through a sign bit ~5 us.
+ROUND_SECONDS = 3e-3
+ELEMENT_SECONDS = 5e-6
+SIGN_ROUNDS = 8  # round trips of one batch of sign bits (a relu, a comparison) for two parties
+GROUP_MAX = 32  # the largest group a level compares pairwise
+BIG = 2**40  # the padding of a level's last group: below any encoded value (|x| scale m < 2^40)
+
+
+def _tree_rounds(size: int, index: bool) -> int:
+    """Rounds after a level's sign bits: the products of each element's size - 1 wins (and its
+    value, for the values alone; two elements: the relu needs none)."""
+    if not index:
+        return 0 if size == 2 else (size - 1).bit_length()
+    return (size - 2).bit_length() + 1
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(rows: int, m: int, index: bool) -> tuple:
+    """Engine.reduction_plan: the least estimated time over every sequence of group sizes."""
+    @functools.lru_cache(maxsize=None)
+    def best(w):
+        if w == 1:
+            return 0.0, ()
+        options = []
+        for g in range(2, min(w, GROUP_MAX) + 1):
+            groups = -(-w // g)
+            cost = ((SIGN_ROUNDS + _tree_rounds(g, index)) * ROUND_SECONDS
+                    + rows * groups * g * (g - 1) // 2 * ELEMENT_SECONDS)
+            rest_cost, rest = best(groups)
+            options.append((cost + rest_cost, (g, *rest)))
+        return min(options)
+
+    return best(m)[1]
+
+
+def _pair_tables(g: int):
+    """For each element i of a group and each other j (in order): which pair's bit
+    [k_a > k_b] (a < b) says i beats j, and the public (sign, constant) making it so: the bit
+    itself for i < j, 1 - the bit for j < i."""
+    first, second = torch.triu_indices(g, g, 1)
+    number = {(int(a), int(b)): n for n, (a, b) in enumerate(zip(first, second))}
+    pair = torch.zeros(g, g - 1, dtype=INT64)
+    sign = torch.ones(g, g - 1, dtype=INT64)
+    const = torch.zeros(g, g - 1, dtype=INT64)
+    for i in range(g):
+        for slot, j in enumerate(j for j in range(g) if j != i):
+            pair[i, slot] = number[(min(i, j), max(i, j))]
+            if j < i:
+                sign[i, slot], const[i, slot] = -1, 1
+    return pair, sign, const
 
 
 def check_same_parties(tensors) -> AST:
@@ -276,39 +329,107 @@ class Engine:
         return protocols.msb_arith(x)
 
     def max(self, x: AST) -> AST:
-        """The largest element: a tournament, halving the candidates each level. A level is one
-        round (each party forms its candidates, halves them, takes their difference), a
-        comparison and a multiplexer product; the product's sum is formed in the next level's
-        round."""
-        m = x.numel()
+        """The largest element: the reduction along one dim (``max_values``) of x as one row."""
+        row = protocols.public_op(aten.reshape.default, x, lambda i, s: (s, [1, -1]))
+        return protocols.public_op(aten.reshape.default, self.max_values(row, 1), lambda i, s: (s, []))
 
-        def start(i, p):
-            return p.op(aten.reshape.default, x.shares[i], [-1])
+    # --- reductions along a dim: a tournament of groups -------------------------------------------
+    def reduction_plan(self, rows: int, m: int, index: bool = False) -> tuple:
+        """The group size of each level of the tournament reducing ``rows`` rows of ``m`` elements
+        (``_level``): the sizes with the least estimated time, rounds times ROUND_SECONDS plus
+        comparisons times ELEMENT_SECONDS. A level is one batch of sign bits on every pair of each
+        group (g (g - 1) / 2 comparisons a group) and a product tree picking each group's largest
+        (log2 g rounds): pairs while many elements are left (few comparisons), larger groups at the
+        end (few levels). CrypTen halves int(ln m) times (a comparison and a product each), then
+        compares every pair of what is left."""
+        return _plan(rows, m, index)
 
-        value = start
-        while m > 1:
-            half = m // 2
+    def _last(self, x: AST, dim: int) -> AST:
+        return x if dim == x.dim() - 1 else protocols.public_op(aten.movedim.int, x, lambda i, s: (s, dim, -1))
 
-            def level(i, p, s, value=value, half=half, m=m):
-                v = value(i, p)
-                a = p.op(aten.slice.Tensor, v, 0, 0, half)
-                b = p.op(aten.slice.Tensor, v, 0, half, 2 * half)
-                out = [a, b, p.op(aten.sub.Tensor, a, b)]
-                if m % 2:
-                    out.append(p.op(aten.slice.Tensor, v, 0, m - 1, m))
-                return out
+    def _tournament(self, last: AST, index: bool):
+        """(max, index or None) along the last dim: levels of ``_level`` until one element is left."""
+        m = last.shape[-1]
+        idx = self._add_public(last * 0, torch.arange(m, dtype=INT64), 1) if index else None
+        vals = last
+        for g in self.reduction_plan(last.numel() // max(m, 1), m, index):
+            vals, idx = self._level(vals, idx, g, m)
+        squeeze = lambda t: protocols.public_op(aten.squeeze.dim, t, lambda i, s: (s, -1))  # noqa: E731
+        return squeeze(vals), (squeeze(idx) if index else None)
 
-            parts = protocols.each_round(x, level)
-            a, b, diff = parts[:3]
-            rest = parts[3] if m % 2 else None
-            prod = protocols.beaver(aten.mul.Tensor, protocols.compare("gt", a, b), diff)
+    def _level(self, vals: AST, idx, g: int, m: int):
+        """One level: the last dim in groups of g (the last group padded with -BIG), each group's
+        largest (and its index). Distinct keys order the elements, ties to the lowest index as
+        torch's argmax: x * m + (m - 1 - index) with indices, else x * g + (g - 1 - position).
+        [key_i > key_j] for the pairs i < j of every group is one batch of sign bits; element i
+        wins its group when it beats every other: the product of its g - 1 bits (1 - the bit for
+        j < i), a tree of Beaver products of 0/1 ring integers (exact), with its value (and index)
+        as one more factor. Two elements, values alone: b + relu(a - b)."""
+        w = vals.shape[-1]
+        if idx is None and g == 2:
+            return self._halve(vals), None
+        padded = -(-w // g) * g
+        if padded != w:
+            fill = torch.zeros(padded, dtype=INT64)
+            fill[w:] = -BIG
+            vals = aten.constant_pad_nd.default(vals, [0, padded - w]) + fill
+            idx = aten.constant_pad_nd.default(idx, [0, padded - w]) if idx is not None else None
+        lead = list(vals.shape[:-1])
+        vals = vals.reshape(lead + [padded // g, g])
+        if idx is not None:
+            idx = idx.reshape(lead + [padded // g, g])
+            keys = vals * m - idx + (m - 1)
+        else:
+            keys = vals * g + torch.arange(g - 1, -1, -1, dtype=INT64)
+        first, second = torch.triu_indices(g, g, 1)
+        beats = protocols.msb_arith(keys.index_select(-1, second) - keys.index_select(-1, first))  # [k_i > k_j]
+        pair, sign, const = _pair_tables(g)
+        wins = beats.index_select(-1, pair.reshape(-1)).reshape(lead + [padded // g, g, g - 1]) * sign + const
+        if idx is None:
+            best = self._product_last(torch.cat([wins, vals.unsqueeze(-1)], -1))
+            return best.sum(-1), None
+        onehot = self._product_last(wins) if g > 2 else wins.squeeze(-1)
+        both = torch.stack([vals, idx])
+        picked = protocols.beaver(aten.mul.Tensor, onehot.unsqueeze(0).expand(list(both.shape)).contiguous(), both)
+        picked = picked.sum(-1)
+        return picked[0], picked[1]
 
-            def value(i, p, b=b, prod=prod, rest=rest):  # noqa: E306  the next level's candidates
-                best = p.op(aten.add.Tensor, b.shares[i], prod.shares[i])
-                return best if rest is None else p.op(aten.cat.default, [best, rest.shares[i]])
+    def _product_last(self, f: AST) -> AST:
+        """The product along the last dim, a tree: one batch of Beaver products a level."""
+        while f.shape[-1] > 1:
+            n = f.shape[-1]
+            half = n // 2
+            prod = protocols.beaver(aten.mul.Tensor, f[..., :half].contiguous(), f[..., half:2 * half].contiguous())
+            f = torch.cat([prod, f[..., 2 * half:]], -1) if n % 2 else prod
+        return f.squeeze(-1)
 
-            m = half + (m % 2)
-        return protocols.each_round(x, lambda i, p, s: [p.op(aten.reshape.default, value(i, p), [])])[0]
+    def _halve(self, v: AST) -> AST:
+        """The larger of the pairs (j, half + j) along the last dim: b + relu(a - b), every pair in
+        one relu; an odd last element passes. The slices, the difference and the sum are each
+        formed in a message that opens nothing (no round trip of its own)."""
+        w = v.shape[-1]
+        half, odd = w // 2, w % 2
+
+        def split(i, p, s):
+            a = p.op(aten.slice.Tensor, s, -1, 0, half)
+            b = p.op(aten.slice.Tensor, s, -1, half, 2 * half)
+            rest = [p.op(aten.slice.Tensor, s, -1, w - 1, w)] if odd else []
+            return [b, p.op(aten.sub.Tensor, a, b), *rest]
+
+        parts = protocols.each_round(v, split)
+        gain = protocols.relu(parts[1])
+
+        def join(i, p, s):
+            best = p.op(aten.add.Tensor, parts[0].shares[i], gain.shares[i])
+            return [best if not odd else p.op(aten.cat.default, [best, parts[2].shares[i]], -1)]
+
+        return protocols.each_round(v, join)[0]
+
+    def max_values(self, x: AST, dim: int, keepdim: bool = False) -> AST:
+        """The max along ``dim`` (values only: softmax's shift), by ``_tournament``."""
+        dim = dim % x.dim() if x.dim() else 0
+        vals = self._tournament(self._last(x, dim), index=False)[0]
+        return protocols.public_op(aten.unsqueeze.default, vals, lambda i, s: (s, dim)) if keepdim else vals
 
     def max_dim(self, x: AST, dim: int, keepdim: bool = False, values: bool = True):
         """(max along ``dim``, one-hot [argmax] along it): every pair compared at once."""
@@ -335,30 +456,14 @@ class Engine:
         onehot = protocols.public_op(aten.movedim.int, onehot, lambda i, s: (s, -1, dim))
         return vals, onehot
 
-    def max_index(self, x: AST, dim: int, keepdim: bool = False):
-        """(max along ``dim``, its index) by a tournament, for dims of any length: ceil(log2 m)
-        levels, each one comparison of the two halves' keys and one product that picks the
-        (key, value, index) of the winner. Keys x * m + (m - 1 - index) are distinct, so the first
-        index among equal maxima wins, as torch's argmax."""
+    def max_index(self, x: AST, dim: int, keepdim: bool = False, values: bool = True):
+        """(max along ``dim``, its index) for dims of any length, by ``_tournament``: the first
+        index among equal maxima, as torch's argmax. ``values``: kept for the callers (the
+        value rides in the index's products: no round of its own)."""
         dim = dim % x.dim() if x.dim() else 0
-        m = x.shape[dim]
-        last = protocols.public_op(aten.movedim.int, x, lambda i, s: (s, dim, -1))
-        keyed = self._add_public(protocols.public_op(aten.mul.Tensor, last, lambda i, s: (s, m)),
-                                 torch.arange(m - 1, -1, -1, dtype=INT64), 1)
-        index = self._add_public(protocols.public_op(aten.mul.Tensor, last, lambda i, s: (s, 0)),
-                                 torch.arange(m, dtype=INT64), 1)
-        cand = torch.stack([keyed, last, index])  # (3, ..., m)
-        while m > 1:
-            half = m // 2
-            a, b = cand[..., :half], cand[..., half:2 * half]
-            wins = protocols.compare("gt", a[0], b[0])
-            pick = protocols.beaver(aten.mul.Tensor, wins.unsqueeze(0).expand(tuple(a.shape)).contiguous(), a - b)
-            best = b + pick
-            cand = torch.cat([best, cand[..., 2 * half:]], -1) if m % 2 else best
-            m = half + m % 2
-        vals, idx = cand[1, ..., 0], cand[2, ..., 0]
+        vals, idx = self._tournament(self._last(x, dim), index=True)
         if keepdim:
-            vals, idx = vals.unsqueeze(dim), idx.unsqueeze(dim)
+            vals, idx = (protocols.public_op(aten.unsqueeze.default, t, lambda i, s: (s, dim)) for t in (vals, idx))
         return vals, idx
 
     def index_of(self, onehot: AST, dim: int, keepdim: bool = False) -> AST:
