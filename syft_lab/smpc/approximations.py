@@ -31,6 +31,7 @@ from ..errors import SyftError
 from ..tensors import fixed_precision as fp
 from ..tensors.fixed_precision import FixedPrecisionTensor as FPT
 from ..tensors.fixed_precision import _mul, register_handlers, truncate
+from ..tensors.additive_sharing import engine
 from ..tensors.fixed_precision_compare import _max
 
 aten = torch.ops.aten
@@ -147,6 +148,10 @@ def _dim(x, dim):
 
 
 def _max_keep(x: FPT, dim: int) -> FPT:
+    """The max along ``dim``, kept: on shares the values alone (no index: the halvings need not
+    carry keys, engine.max_values)."""
+    if x.shared:
+        return fp._wrap(x, engine().max_values(x.child, dim, keepdim=True))
     return _max(aten.max.dim, (x, dim, True), {})[0]
 
 
