@@ -168,7 +168,7 @@ def _argmax(func, args, kwargs):
 
 
 def _shared_max_index(child, dim, keepdim, values=True):
-    """(max, index) along ``dim``: the engine picks pairwise or halvings (Engine.halvings_for)."""
+    """(max, index) along ``dim``: the engine picks the tournament's levels (Engine.reduction_plan)."""
     return engine().max_index(child, dim, keepdim, values=values)
 
 
