@@ -259,7 +259,8 @@ class FixedPrecisionTensor(ChainLayer):
         raise SyftError(f"{func} is not supported on fixed precision tensors (supported: arithmetic, matmul, "
                         f"conv2d, sums and means, var, comparisons (== and != too), abs, sign, relu, max/argmax, "
                         f"min/argmin, views, split/chunk/unbind/roll, % by a public number or a shared value, "
-                        f"gather/scatter/index_add/index_put/take by a public index, where, clamp, cumsum, trace)")
+                        f"gather/scatter/index_add/index_put/take by a public index, where, clamp, cumsum, trace, prod, "
+                        f"cos/sin, exp/log/sqrt/reciprocal/sigmoid/tanh, pow; docs/secure-computation.md lists each)")
 
     # --- the layer protocol ------------------------------------------------------------------
     def layer_children(self) -> list:
