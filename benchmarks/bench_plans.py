@@ -165,13 +165,15 @@ def in_process(quick: bool) -> list[dict]:
 
 
 def server_side(quick: bool) -> list[dict]:
-    """What a worker process does for one plan call, without its transport: ``quick`` and
-    ``handle`` of the run_plan message on a WorkerService with the default quotas (the learned
-    checks: the quota once for the replay's peak, the time budget per op), and the release of
-    its result, beside the bare replay of the same graph on the same stored tensors (no_grad, no
-    checks) and the eager step, in turns (issue 23: the server's part of a plan round trip)."""
+    """What a worker process does for one plan call, without its transport: ``quick`` and the
+    answer (``ServiceConnection.answer``) to the run_plan message on a WorkerService with the
+    default quotas (the learned checks: the quota once for the replay's peak, the time budget per
+    op), and the release of its result, beside the bare replay of the same graph on the same
+    stored tensors (no_grad, no checks) and the eager step, in turns (issue 23: the server's part
+    of a plan round trip)."""
     import syft_lab as sy
     from syft_lab.workers.protocol import WorkerClient
+    from syft_lab.workers.connection import ServiceConnection
     from syft_lab.workers.service import WorkerService
     from syft_lab.workers.virtual import InProcessTransport
 
@@ -186,6 +188,7 @@ def server_side(quick: bool) -> list[dict]:
     pp = step.send(client)
     msg = {"c": "run_plan", "id": pp._ref.id, "a": [x._ref.id, y._ref.id], "s": [r.id for r in pp._state_refs()]}
     session = client.transport.session
+    door = ServiceConnection(service, session)
     core = service.core
     values = [core.objects[i] for i in msg["s"] + msg["a"]]
     graph = core.objects[pp._ref.id].builds.select(values)
@@ -194,7 +197,7 @@ def server_side(quick: bool) -> list[dict]:
     def served():
         m = dict(msg)
         quick_seen.append(service.quick(m))
-        reply, _ = service.handle(m, session)
+        reply, _ = door.answer(m)
         for r in reply["ok"]:
             service.release_one(session, r.id)
 

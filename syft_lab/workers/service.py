@@ -7,7 +7,7 @@ sessions (sessions.py) and paging are the same for every worker; fastpath.py say
 command may run and holds the in-process lean op path.
 
     service = WorkerService("bob")                 # quotas from limits.py (unlimited=True: none)
-    reply, then = service.handle({"r": 1, "c": "ping"}, session)    # {"r": 1, "ok": "pong"}
+    reply, then = ServiceConnection(service, Session()).answer({"r": 1, "c": "ping"})  # {"r": 1, "ok": "pong"}
 
 A message is a dict: ``c`` names the command, ``r`` the request id (echoed), ``rel`` lists
 object ids the client released since its last request; the other fields are the command's
@@ -165,7 +165,6 @@ class WorkerService(SessionRefs):
         self.instance = secrets.token_hex(8)  # changes on every start: clients detect restarts
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
         self.sessions_with_refs: set[Session] = set()
-        self._default_session = None
         self._graphs: dict = {}  # run_graph's validated graphs by their JSON text (_one_off_graph)
         # (msg, stored plan, values, metadata key, graph, thread) of the run_plan ``quick`` said yes
         # to: the ``call`` of that very message, next on that thread, reuses them (``_run_plan``)
@@ -206,25 +205,7 @@ class WorkerService(SessionRefs):
             return result.result, result
         return result, None
 
-    # --- answering: the connection's (connection.py); these build one for a caller that has none
-    def handle(self, msg: dict, session: Session | None = None):
-        """``(reply dict, then)`` for one decoded message (sans-I/O callers, tests: without a
-        session, one session for everything): ``ServiceConnection.answer``."""
-        if session is None:
-            if self._default_session is None:
-                self._default_session = Session()
-            session = self._default_session
-        return ServiceConnection(self, session).answer(msg)
-
-    def encoded_reply(self, msg: dict, session: Session, *, chunk_size: int | None = None):
-        """``(Encoded, then)``: ``ServiceConnection.respond``."""
-        out = ServiceConnection(self, session).respond(msg, chunk_size=chunk_size)
-        return out.encoded, out.then
-
-    def handle_bytes(self, data, session: Session) -> bytes:
-        """One whole wire message in, its whole reply out: ``ServiceConnection.respond_whole``."""
-        return ServiceConnection(self, session).respond_whole(data)
-
+    # --- what the connection (connection.py), which answers every message, asks of the service
     def quick(self, msg: dict) -> bool:
         """``FastPaths.quick_stored``: a run_plan or run_graph known to take a moment."""
         return self.policy.quick_stored(msg)

@@ -14,7 +14,8 @@ import syft_lab as sy
 from syft_lab.commands import Ref
 from syft_lab.errors import ObjectNotFoundError, RemoteError, SyftError
 from syft_lab.wire.allowlist import OpNotAllowedError
-from syft_lab.workers.service import WorkerService
+from syft_lab.workers.connection import ServiceConnection
+from syft_lab.workers.service import Session, WorkerService
 
 from contract.kinds import clients
 
@@ -397,9 +398,9 @@ def test_the_allow_list_refuses_a_forbidden_op_with_the_same_words_everywhere(wo
     with pytest.raises(OpNotAllowedError) as info:  # the same class on every kind
         torch.ops.aten.resize_(p, [100])
     # word for word what the service answers: every kind runs the same service
-    service = WorkerService("reference")
-    x = service.handle({"r": 1, "c": "store", "o": torch.ones(3)})[0]["ok"]
-    err = service.handle({"r": 2, "c": "run", "op": "aten.resize_.default", "a": [Ref(x), [100]], "k": None})[0]["err"]
+    door = ServiceConnection(WorkerService("reference"), Session())
+    x = door.answer({"r": 1, "c": "store", "o": torch.ones(3)})[0]["ok"]
+    err = door.answer({"r": 2, "c": "run", "op": "aten.resize_.default", "a": [Ref(x), [100]], "k": None})[0]["err"]
     assert err["t"] == "OpNotAllowedError" and err["m"] in str(info.value)
     for name in ("os.system", "builtins.eval", "aten.from_file.default"):  # bypassing the client's checks
         with pytest.raises(OpNotAllowedError):

@@ -19,7 +19,8 @@ from syft_lab.errors import ObjectNotFoundError, RemoteError, SyftError, WorkerU
 from syft_lab.wire.format import WireError
 from syft_lab.wire.format import CHUNK_SIZE, EXT_TENSOR, WIRE_VERSION, encode, encode_bytes
 from syft_lab.commands import Ref
-from syft_lab.workers.service import WorkerService, scrub
+from syft_lab.workers.connection import ServiceConnection
+from syft_lab.workers.service import Session, WorkerService, scrub
 from syft_lab.workers.websocket import AuthenticationError, WebSocketWorker
 
 from .conftest import ROOT, WorkerProcess
@@ -376,15 +377,15 @@ _ops = st.sampled_from(["aten.add.Tensor", "aten.mul.Tensor", "aten.view.default
                 min_size=1, max_size=6))
 def test_fuzz_server_command_handling(messages):
     service = WorkerService("fuzz")
+    door = ServiceConnection(service, Session())
     keep = service.core.store(torch.arange(3.0))
     for m in messages:
         if m.get("id") == "keep":
             m["id"] = keep
-        reply, then = service.handle(m)
+        reply, then = door.answer(m)
         assert set(reply) in ({"r", "ok"}, {"r", "err"})
         encode(reply)  # every reply can travel
-        if then is not None and then.sent is not None:
-            then.sent()
+        door.sent(then)
     core = service.core
     for obj_id, obj in core.objects.items():  # no partial or foreign object was stored
         assert isinstance(obj, torch.Tensor) and (obj_id in core.refcounts or obj_id in core.held)

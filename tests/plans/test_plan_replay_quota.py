@@ -12,6 +12,7 @@ import syft_lab.workers.core as core_module
 from syft_lab.commands import Ref
 from syft_lab.errors import OpCancelledError, QuotaExceededError
 from syft_lab.plans.graph import Node, PlanBuilds, PlanGraph, Value
+from syft_lab.workers.connection import ServiceConnection
 from syft_lab.workers.core import WorkerCore
 from syft_lab.workers.limits import Limits
 from syft_lab.workers.service import Session, WorkerService
@@ -83,7 +84,7 @@ def _quick_service():
     x = service.core.store(torch.zeros(4))
     msg = {"c": "run_plan", "id": plan, "a": [x]}
     for _ in range(2):
-        service.handle(dict(msg), session)
+        ServiceConnection(service, session).answer(dict(msg))
     return service, session, x, msg
 
 
@@ -91,14 +92,15 @@ def test_a_quick_run_plan_gives_the_value_it_always_gave():
     service, session, x, msg = _quick_service()
     for _ in range(3):
         assert service.quick(msg)
-        reply, _ = service.handle(msg, session)  # the very message quick saw
+        reply, _ = ServiceConnection(service, session).answer(msg)  # the very message quick saw
         assert torch.equal(service.core.objects[reply["ok"][0].id], torch.ones(4))
 
 
 def test_an_input_reshaped_between_quick_and_the_run_is_seen_by_the_run():
     service, session, x, msg = _quick_service()
     assert service.quick(msg)
-    reply, _ = service.handle({"c": "run", "op": "aten.unsqueeze_.default", "a": [Ref(x), 0], "k": None}, session)
+    conn = ServiceConnection(service, session)
+    reply, _ = conn.answer({"c": "run", "op": "aten.unsqueeze_.default", "a": [Ref(x), 0], "k": None})
     assert "err" not in reply, reply
-    reply, _ = service.handle(msg, session)  # x is float32[1, 4] now: not what the plan was built for
+    reply, _ = conn.answer(msg)  # x is float32[1, 4] now: not what the plan was built for
     assert reply["err"]["t"] == "SyftError" and "built for" in reply["err"]["m"]

@@ -13,6 +13,7 @@ from syft_lab.plans.graph import Node, PlanGraph, Value
 from syft_lab.smpc import provider
 from syft_lab.workers import randomness, service as service_module
 from syft_lab.workers.limits import Limits
+from syft_lab.workers.connection import ServiceConnection
 from syft_lab.workers.service import Session, WorkerService
 
 aten = torch.ops.aten
@@ -130,8 +131,8 @@ def _deal_graph(op=aten.sum.dim_IntList, shape=(2, 3), dtype="int64", constants=
 
 
 def _deal(service, graph_json, bits=(64,), o=(901,)):
-    reply, then = service.handle({"c": "deal", "g": graph_json, "i": [], "o": list(o), "ret": list(o),
-                                  "bits": list(bits)}, Session())
+    reply, then = ServiceConnection(service, Session()).answer({"c": "deal", "g": graph_json, "i": [], "o": list(o),
+                                                                "ret": list(o), "bits": list(bits)})
     service.reply_done(then)  # the reply has gone out: what it held is free
     return reply
 

@@ -9,6 +9,7 @@ from syft_lab import events
 from syft_lab.commands import NewObject
 from syft_lab.errors import RemoteError
 from syft_lab.wire.op_checks import OpNotAllowedError
+from syft_lab.workers.connection import ServiceConnection
 from syft_lab.workers.service import Session, WorkerService
 
 aten = torch.ops.aten
@@ -20,12 +21,13 @@ def _message_run(op_name, values, uses=None, cell=None):
     arguments are the stored ``values`` (by index, ``uses``)."""
     service = WorkerService("svc", unlimited=True)
     session = Session()
-    ids = [service.handle({"c": "store", "o": v}, session)[0]["ok"] for v in values]
+    conn = ServiceConnection(service, session)
+    ids = [conn.answer({"c": "store", "o": v})[0]["ok"] for v in values]
     uses = range(len(values)) if uses is None else uses
     msg = {"c": "run", "op": op_name, "a": [sy.commands.Ref(ids[i]) for i in uses], "k": None}
     if cell is not None:
         msg["cell"] = cell
-    reply, _ = service.handle(msg, session)
+    reply, _ = conn.answer(msg)
     records = service.ledger.read(session)["records"]
     return reply, records, service, session
 
@@ -65,9 +67,9 @@ def test_an_op_off_the_list_is_refused_in_a_remote_workers_words(bob):
     with pytest.raises(OpNotAllowedError) as local:
         x.resize_(5)
     service = WorkerService("svc", unlimited=True)
-    s = Session()
-    stored = service.handle({"c": "store", "o": torch.ones(3)}, s)[0]["ok"]
-    reply, _ = service.handle({"c": "run", "op": "aten.resize_.default", "a": [sy.commands.Ref(stored), [5]]}, s)
+    conn = ServiceConnection(service, Session())
+    stored = conn.answer({"c": "store", "o": torch.ones(3)})[0]["ok"]
+    reply, _ = conn.answer({"c": "run", "op": "aten.resize_.default", "a": [sy.commands.Ref(stored), [5]]})
     assert reply["err"]["t"] == "OpNotAllowedError"
     assert str(local.value) == reply["err"]["m"]
     assert torch.equal(x.get(), torch.ones(3))  # nothing ran

@@ -9,6 +9,7 @@ import syft_lab as sy
 from syft_lab import events
 from syft_lab.errors import SyftError
 from syft_lab.workers.ledger import LEDGER_CAP, Ledger
+from syft_lab.workers.connection import ServiceConnection
 from syft_lab.workers.service import Session, WorkerService
 
 SECRET = 271828.5
@@ -128,31 +129,32 @@ def test_a_session_reads_its_own_part_and_the_token_reads_all():
     service = WorkerService("bob", unlimited=True)
     service.ledger_token = "the-token"
     a, b = Session(), Session()
-    service.handle({"r": 1, "c": "store", "o": torch.ones(2)}, a)
-    service.handle({"r": 2, "c": "store", "o": torch.ones(3)}, b)
-    mine, _ = service.handle({"r": 3, "c": "ledger"}, a)
+    conn_a, conn_b = ServiceConnection(service, a), ServiceConnection(service, b)
+    conn_a.answer({"r": 1, "c": "store", "o": torch.ones(2)})
+    conn_b.answer({"r": 2, "c": "store", "o": torch.ones(3)})
+    mine, _ = conn_a.answer({"r": 3, "c": "ledger"})
     assert [r["bytes"] for r in mine["ok"]["records"]] == [8]
     assert mine["ok"]["scope"] == "session" and mine["ok"]["records"][0]["mine"] is True
     assert mine["ok"]["records"][0]["peer"] == "client 1"  # a label: never the session's own id
     assert a.id not in json.dumps(mine) and b.id not in json.dumps(mine)
-    every, _ = service.handle({"r": 4, "c": "ledger", "all": True, "token": "the-token"}, a)
+    every, _ = conn_a.answer({"r": 4, "c": "ledger", "all": True, "token": "the-token"})
     assert [(r["bytes"], r["mine"], r["session"]) for r in every["ok"]["records"]] == [
         (8, True, "client 1"), (12, False, "client 2")]
     assert b.id not in json.dumps(every)
     for bad in ({"all": True}, {"all": True, "token": "wrong"}):
-        reply, _ = service.handle({"r": 5, "c": "ledger", **bad}, a)
+        reply, _ = conn_a.answer({"r": 5, "c": "ledger", **bad})
         assert reply["err"]["t"] == "SyftError" and "token" in reply["err"]["m"]
     open_service = WorkerService("carol", unlimited=True)  # no token set: each session its own part only
-    reply, _ = open_service.handle({"r": 6, "c": "ledger", "all": True, "token": ""}, a)
+    reply, _ = ServiceConnection(open_service, a).answer({"r": 6, "c": "ledger", "all": True, "token": ""})
     assert "token" in reply["err"]["m"]
 
 
 def test_a_message_may_say_its_cell_and_what_its_data_is():
     service = WorkerService("alice", unlimited=True)
-    s = Session()
-    service.handle({"r": 1, "c": "store", "o": torch.ones(4, dtype=torch.int64), "cell": 9,
-                    "note": {"why": "dealer", "peer": "carol"}}, s)
-    reply, _ = service.handle({"r": 2, "c": "ledger"}, s)
+    conn = ServiceConnection(service, Session())
+    conn.answer({"r": 1, "c": "store", "o": torch.ones(4, dtype=torch.int64), "cell": 9,
+                 "note": {"why": "dealer", "peer": "carol"}})
+    reply, _ = conn.answer({"r": 2, "c": "ledger"})
     [rec] = reply["ok"]["records"]
     assert (rec["kind"], rec["peer"], rec["peer_kind"], rec["cell"], rec["bytes"]) == (
         "dealer material", "carol", "crypto provider", 9, 32)
@@ -165,7 +167,7 @@ def test_a_message_may_say_its_cell_and_what_its_data_is():
 def test_a_bad_note_is_a_clear_error_and_nothing_is_stored(note):
     service = WorkerService("alice", unlimited=True)
     s = Session()
-    reply, _ = service.handle({"r": 1, "c": "store", "o": torch.ones(2), "note": note}, s)
+    reply, _ = ServiceConnection(service, s).answer({"r": 1, "c": "store", "o": torch.ones(2), "note": note})
     assert reply["err"]["t"] == "SyftError" and "note" in reply["err"]["m"]
     assert service.core.objects == {} and service.ledger.seq == 0
 
@@ -173,7 +175,7 @@ def test_a_bad_note_is_a_clear_error_and_nothing_is_stored(note):
 @pytest.mark.parametrize("query", [{"since": -1}, {"limit": 0}, {"limit": LEDGER_CAP + 1}, {"since": "0"}])
 def test_ledger_takes_bounded_paging(query):
     service = WorkerService("alice", unlimited=True)
-    reply, _ = service.handle({"r": 1, "c": "ledger", **query}, Session())
+    reply, _ = ServiceConnection(service, Session()).answer({"r": 1, "c": "ledger", **query})
     assert reply["err"]["t"] == "SyftError"
 
 

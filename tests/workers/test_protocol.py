@@ -16,6 +16,7 @@ from syft_lab.errors import ObjectNotFoundError, QuotaExceededError, RemoteError
 from syft_lab.wire.allowlist import OpNotAllowedError
 from syft_lab.wire.format import CHUNK_SIZE, Decoder
 from syft_lab.workers import gather, submit
+from syft_lab.workers.connection import ServiceConnection
 from syft_lab.workers.limits import Limits
 from syft_lab.workers.protocol import ConnectionLost, FramedTransport, RemoteQuotaExceededError, WorkerClient
 from syft_lab.workers.service import WHOLE, Session, WorkerService
@@ -43,6 +44,7 @@ class Loopback(FramedTransport):
         if self.broken:
             raise self.unavailable("the loopback is cut")
         self.server_decoder = Decoder()  # a new connection: the same named session
+        self.door = ServiceConnection(self.service, self.server_session)  # where its messages are answered
 
     def _send_frame(self, frame):
         if self.on_send is not None:
@@ -53,10 +55,9 @@ class Loopback(FramedTransport):
         if msg is None:
             return
         self.sent.append(msg.get("c"))
-        encoded, then = self.service.encoded_reply(msg, self.server_session)
-        self.replies.extend(bytes(f) for f in encoded.frames)
-        if then is not None and then.sent is not None:
-            then.sent()
+        out = self.door.respond(msg)
+        self.replies.extend(bytes(f) for f in out.encoded.frames)
+        self.door.sent(out.then)
 
     def _receive_frame(self):
         if self.broken or not self.replies:
@@ -69,12 +70,12 @@ class Loopback(FramedTransport):
 
 
 class Whole(Loopback):
-    """One whole message per call and reply (chunk_size WHOLE), answered by handle_bytes."""
+    """One whole message per call and reply (chunk_size WHOLE), answered by respond_whole."""
 
     chunk_size = WHOLE
 
     def _send_frame(self, frame):
-        self.replies.append(self.service.handle_bytes(bytes(frame), self.server_session))
+        self.replies.append(self.door.respond_whole(bytes(frame)))
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import syft_lab as sy
 from syft_lab.errors import QuotaExceededError
 from syft_lab.plans.graph import Node, PlanBuilds, PlanGraph, Value
 import syft_lab.workers.fastpath as policy_module  # (the fast-path policy: its bounds)
+from syft_lab.workers.connection import ServiceConnection
 from syft_lab.workers.limits import Limits
 from syft_lab.workers.service import QUICK_RELEASES, Session, WorkerService
 
@@ -31,7 +32,7 @@ def _stored(service, name, shape, nodes):
 
 
 def _run(service, session, msg):
-    reply, _ = service.handle(dict(msg, r=1), session)
+    reply, _ = ServiceConnection(service, session).answer(dict(msg, r=1))
     assert "err" not in reply, reply
     (out,) = reply["ok"]
     return service.core.objects[out.id]
@@ -91,7 +92,7 @@ def test_a_quick_plan_is_refused_as_any_run_when_the_worker_is_full():
     service, session, x, msg = _warmed(WorkerService("quick_full", Limits(max_bytes=8 * MiB, max_objects=100)), 2, 2**18)  # 1 MiB per node
     assert service.quick(msg)
     filler = [service.core.store(torch.zeros(2**18)) for _ in range(4)]  # what the worker holds now
-    reply, _ = service.handle(dict(msg, r=2), session)
+    reply, _ = ServiceConnection(service, session).answer(dict(msg, r=2))
     assert reply["err"]["t"] == "QuotaExceededError"
     assert filler
 
@@ -111,7 +112,7 @@ def test_a_wrong_number_of_inputs_is_not_quick_and_is_refused_as_before():
     service, session, x, msg = _warmed(WorkerService("quick_arity"), 1, 4)
     assert service.quick(msg)
     assert not service.quick({**msg, "a": [x, x]})
-    reply, _ = service.handle({**msg, "a": [x, x], "r": 3}, session)
+    reply, _ = ServiceConnection(service, session).answer({**msg, "a": [x, x], "r": 3})
     assert "takes 1 tensor" in reply["err"]["m"]
 
 
@@ -223,7 +224,7 @@ def test_a_small_op_on_stored_tensors_is_quick_and_gives_the_same_value():
     msg = _run_msg(aten.add.Tensor, x, x)
     assert server.quick_command(msg)
     assert server.quick_command(_run_msg(aten.mul.Tensor, x, 2.0, rel=[12345]))
-    reply, _ = server.service.handle(dict(msg, r=1), Session())
+    reply, _ = ServiceConnection(server.service, Session()).answer(dict(msg, r=1))
     assert torch.equal(server.service.core.objects[reply["ok"].id], torch.arange(4.) * 2)
 
 

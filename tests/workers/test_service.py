@@ -8,6 +8,7 @@ from syft_lab.errors import SyftError
 from syft_lab.tensors.base import ChainLayer
 from syft_lab.tensors.pointer import PointerSpec
 from syft_lab.wire.format import Decoder, encode_bytes
+from syft_lab.workers.connection import ServiceConnection
 from syft_lab.workers.service import Session, WorkerService, reaches_nobody
 from syft_lab.workers.virtual import reachable_in_process
 
@@ -17,20 +18,27 @@ def service():
     return WorkerService("svc")
 
 
+@pytest.fixture
+def conn(service):
+    """A client session's connection to the service: the one door every message comes in by."""
+    return ServiceConnection(service, Session())
+
+
 def ok(service, msg, session=None):
-    reply, _ = service.handle(msg, session)
+    """The result of ``msg`` (a session of its own unless given), which must not fail."""
+    reply, _ = ServiceConnection(service, Session() if session is None else session).answer(msg)
     assert "err" not in reply, reply
     return reply["ok"]
 
 
-def test_every_failure_is_an_error_reply_naming_type_and_message(service):
-    assert service.handle({"r": 7, "c": "nope"})[0] == {
-        "r": 7, "err": {"t": "SyftError", "m": service.handle({"c": "nope"})[0]["err"]["m"]}}
-    assert "unknown command 'nope'" in service.handle({"c": "nope"})[0]["err"]["m"]
-    assert service.handle({"r": 1, "c": "fetch", "id": "x"})[0]["err"]["m"] == "field 'id' must be an integer"
-    missing = service.handle({"r": 2, "c": "fetch", "id": 99})[0]["err"]
+def test_every_failure_is_an_error_reply_naming_type_and_message(service, conn):
+    assert conn.answer({"r": 7, "c": "nope"})[0] == {
+        "r": 7, "err": {"t": "SyftError", "m": conn.answer({"c": "nope"})[0]["err"]["m"]}}
+    assert "unknown command 'nope'" in conn.answer({"c": "nope"})[0]["err"]["m"]
+    assert conn.answer({"r": 1, "c": "fetch", "id": "x"})[0]["err"]["m"] == "field 'id' must be an integer"
+    missing = conn.answer({"r": 2, "c": "fetch", "id": 99})[0]["err"]
     assert missing["t"] == "ObjectNotFoundError" and missing["id"] == 99
-    refused = service.handle({"r": 3, "c": "run", "op": "aten.set_.source_Tensor", "a": [], "k": None})[0]["err"]
+    refused = conn.answer({"r": 3, "c": "run", "op": "aten.set_.source_Tensor", "a": [], "k": None})[0]["err"]
     assert refused["t"] == "OpNotAllowedError"
     assert ok(service, {"c": "ping"}) == "pong"  # the service lives on
 
@@ -77,15 +85,15 @@ def test_merging_sessions_adds_their_references(service):
 def test_a_get_leaves_the_store_and_goes_back_if_its_reply_fails(service):
     s = Session()
     x = ok(service, {"c": "store", "o": torch.arange(3.0)}, s)
-    reply, then = service.handle({"c": "fetch", "id": x, "keep": False}, s)
+    reply, then = ServiceConnection(service, s).answer({"c": "fetch", "id": x, "keep": False})
     assert torch.equal(reply["ok"], torch.arange(3.0)) and x not in service.core.objects
     then.failed()  # the reply could not be delivered
     assert x in service.core.objects and s.refs == {x: 1}
 
 
-def test_a_worker_process_stores_no_pointer(service):
+def test_a_worker_process_stores_no_pointer(service, conn):
     spec = PointerSpec("alice", None, 5, [2], torch.float32)
-    err = service.handle({"c": "store", "o": spec})[0]["err"]
+    err = conn.answer({"c": "store", "o": spec})[0]["err"]
     assert err["t"] == "SyftError"
     assert ("cannot hold a pointer to an object on worker 'alice': a worker stores a pointer only to a "
             "worker it can itself reach" in err["m"]) and "ptr.move(svc)" in err["m"]
@@ -100,8 +108,8 @@ def test_an_in_process_worker_stores_pointers_to_workers_it_reaches(workers):
     kept = ok(service, {"c": "store", "o": sy.PointerTensor(bob, p.id_at_location, p.shape, p.dtype, owning=False)}, s)
     assert service.core.lookup(kept).holder_id == "carol"
     bob.close()  # a closed worker can be reached no more
-    err = service.handle({"c": "store", "o": sy.PointerTensor(bob, p.id_at_location, p.shape, p.dtype,
-                                                              owning=False)}, s)[0]["err"]
+    pointer = sy.PointerTensor(bob, p.id_at_location, p.shape, p.dtype, owning=False)
+    err = ServiceConnection(service, s).answer({"c": "store", "o": pointer})[0]["err"]
     assert "cannot hold a pointer to an object on worker 'bob'" in err["m"]
     service.end_session(s)
 
@@ -125,26 +133,27 @@ class _Unstorable(ChainLayer):
         raise NotImplementedError
 
 
-def test_layers_that_are_not_remote_storable_are_refused(service):
-    err = service.handle({"c": "store", "o": _Unstorable(torch.ones(2))})[0]["err"]
+def test_layers_that_are_not_remote_storable_are_refused(service, conn):
+    err = conn.answer({"c": "store", "o": _Unstorable(torch.ones(2))})[0]["err"]
     assert err["m"] == "a _Unstorable cannot be stored on a worker as one object: its pieces live on several workers"
-    assert "tensor" in service.handle({"c": "store", "o": [1, 2]})[0]["err"]["m"]
+    assert "tensor" in conn.answer({"c": "store", "o": [1, 2]})[0]["err"]["m"]
 
 
 def test_whole_messages_in_and_out(service):
     s = Session()
-    out = Decoder().feed(service.handle_bytes(encode_bytes({"r": 4, "c": "store", "o": torch.ones(3)}), s))
+    door = ServiceConnection(service, s)
+    out = Decoder().feed(door.respond_whole(encode_bytes({"r": 4, "c": "store", "o": torch.ones(3)})))
     assert out["r"] == 4 and out["ok"] in service.core.objects
-    bad = Decoder().feed(service.handle_bytes(b"not a message", s))
+    bad = Decoder().feed(door.respond_whole(b"not a message"))
     assert bad["r"] == 0 and bad["err"]["t"] == "WireError"
 
 
-def test_summary_pages_are_bounded(service):
+def test_summary_pages_are_bounded(service, conn):
     for _ in range(3):
         ok(service, {"c": "store", "o": torch.ones(1)})
     page = ok(service, {"c": "summary", "offset": 1, "limit": 1})
     assert page["total"] == 3 and len(page["objects"]) == 1
-    assert "summary takes offset" in service.handle({"c": "summary", "limit": 10**6})[0]["err"]["m"]
+    assert "summary takes offset" in conn.answer({"c": "summary", "limit": 10**6})[0]["err"]["m"]
 
 
 def _two_outputs():
@@ -164,7 +173,7 @@ def test_run_graph_returns_the_values_it_is_asked_for_and_stores_the_rest(servic
     kept, opened = ok(service, {"c": "run_graph", "g": g, "i": [x], "o": [101, 102], "ret": [102]}, s)
     assert type(kept) is NewObject and kept.id == 101 and s.refs == {x: 1, 101: 1}
     assert torch.equal(opened, torch.tensor([-1.0, -2.0])) and 102 not in service.core.objects
-    err = service.handle({"c": "run_graph", "g": g, "i": [x], "o": [103, 104], "ret": [5]}, s)[0]["err"]
+    err = ServiceConnection(service, s).answer({"c": "run_graph", "g": g, "i": [x], "o": [103, 104], "ret": [5]})[0]["err"]
     assert "a subset of 'o'" in err["m"] and 103 not in service.core.objects
 
 
@@ -178,7 +187,7 @@ def test_run_graph_ret_in_process_hands_out_copies(bob):
     assert 202 not in bob.objects
 
 
-def test_handle_bytes_answers_refused_content_by_request_id_and_counts_the_budget():
+def test_respond_whole_answers_refused_content_by_request_id_and_counts_the_budget():
     import msgpack
 
     from syft_lab.wire.format import EXT_TENSOR, decode, encode
@@ -190,12 +199,13 @@ def test_handle_bytes_answers_refused_content_by_request_id_and_counts_the_budge
     header = msgpack.packb({"c": "store", "r": 3, "o": msgpack.ExtType(EXT_TENSOR, msgpack.packb(
         [0, "float32", [1] * 65, False, None, None]))})
     bad = bytes(sixty_five[:4]) + len(header).to_bytes(4, "big") + bytes(sixty_five[8:20]) + header + b"\x00" * 4
-    r = decode(service.handle_bytes(bad, s))
+    door = ServiceConnection(service, s)
+    r = decode(door.respond_whole(bad))
     assert r["r"] == 3 and r["err"]["t"] == "WireError" and "at most 64 sizes" in r["err"]["m"]
     big = encode({"c": "store", "r": 4, "o": torch.zeros(2**18 + 1)}, chunk_size=2**62).frames[0]
-    r = decode(service.handle_bytes(bytes(big), s))
+    r = decode(door.respond_whole(bytes(big)))
     assert r["r"] == 4 and r["err"]["t"] == "QuotaExceededError" and "before anything was allocated" in r["err"]["m"]
-    ok = decode(service.handle_bytes(encode_bytes({"c": "store", "r": 5, "o": torch.zeros(1000)}), s))
+    ok = decode(door.respond_whole(encode_bytes({"c": "store", "r": 5, "o": torch.zeros(1000)})))
     assert ok["r"] == 5 and service.core.budget.reserved == 0 and service.core.ledger.bytes == 4000
-    got = decode(service.handle_bytes(encode_bytes({"c": "fetch", "r": 6, "id": ok["ok"], "keep": True}), s))
+    got = decode(door.respond_whole(encode_bytes({"c": "fetch", "r": 6, "id": ok["ok"], "keep": True})))
     assert torch.equal(got["ok"], torch.zeros(1000)) and service.core.budget.reserved == 0  # its copy went out

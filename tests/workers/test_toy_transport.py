@@ -1,6 +1,6 @@
 """A new transport implements four methods of FramedTransport (README, "Workers"): a toy one
 here carries whole wire messages over a socket pair to a host thread that answers them with the
-service's own reply path (``WorkerService.handle_bytes``), and the client on it is a worker
+service connection's whole-message path (``ServiceConnection.respond_whole``), and the client on it is a worker
 like any other."""
 import gc
 import socket
@@ -12,6 +12,7 @@ import torch
 
 from syft_lab.errors import ObjectNotFoundError, RemoteError
 from syft_lab.wire.format import CHUNK_SIZE
+from syft_lab.workers.connection import ServiceConnection
 from syft_lab.workers.limits import Limits
 from syft_lab.workers.protocol import ConnectionLost, FramedTransport, RemoteQuotaExceededError, WorkerClient
 from syft_lab.workers.service import WHOLE, Session, WorkerService
@@ -36,7 +37,7 @@ def _host(sock, service) -> None:
     session = Session()
     try:
         while (data := _recv(sock)) is not None:
-            _send(sock, service.handle_bytes(data, session))
+            _send(sock, ServiceConnection(service, session).respond_whole(data))
     finally:
         service.end_session(session)
         sock.close()
