@@ -107,7 +107,8 @@ class Window:
         t = aten.reshape.default(t, [*lead, *self.out, self.k[0] * self.k[1]])
         if pad_value:
             slots = (self.rows == h)[:, None, :, None] | (self.cols == w)[None, :, None, :]  # (Ho, Wo, kh, kw)
-            t = t + slots.reshape(*self.out, -1).to(INT64) * pad_value
+            if bool(slots.any()):  # windows that read no padding: nothing to add
+                t = t + slots.reshape(*self.out, -1).to(INT64) * pad_value
         return t
 
     def untile(self, tiles):
