@@ -6,7 +6,7 @@ import type { Kernel } from "@jupyterlab/services";
 import type { JSONObject } from "@lumino/coreutils";
 import { ISignal, Signal } from "@lumino/signaling";
 import { createWorldChannel } from "../widget/channel.js";
-import { COMM_TARGET, PROTOCOL } from "./tokens";
+import { COMM_TARGET, PROTOCOL } from "./constants";
 
 /** The world model of syft_lab.inspection.model.world_dict (docs/inspection-model.md). */
 export interface WorldLane {

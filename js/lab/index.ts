@@ -1,7 +1,8 @@
 // The JupyterLab extension: a "Syft" panel in the right sidebar that shows the world view of
 // the active notebook's kernel, and the command "Syft: Show panel" in the command palette.
 //
-//   tokens.ts     plugin id, comm target, the ISyftSidebar token
+//   constants.ts  plugin id, panel id, comm target, command ids (a leaf: every module reads them)
+//   tokens.ts     the ISyftSidebar token other plugins require (its panel and its connector)
 //   connector.ts  follows the active notebook, kernel changes and restarts; bootstraps the kernel
 //   comm.ts       the comm to syft_lab/sidebar.py: snapshot, patches, action requests
 //   panel.ts      the Lumino widget, drawn by the widget's world view (js/widget/world.js)
@@ -10,9 +11,10 @@ import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from "@jupyte
 import { ICommandPalette } from "@jupyterlab/apputils";
 import { INotebookTracker } from "@jupyterlab/notebook";
 import { LabIcon } from "@jupyterlab/ui-components";
+import { CommandIDs, PANEL_ID, PLUGIN_ID } from "./constants";
 import { KernelConnector } from "./connector";
 import { SyftPanel } from "./panel";
-import { CommandIDs, ISyftSidebar, PANEL_ID, PLUGIN_ID } from "./tokens";
+import { ISyftSidebar } from "./tokens";
 
 // three workers (lanes) and an arrow: the world view in small
 const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">

@@ -10,7 +10,7 @@ import { LOCAL, h } from "../widget/dom.js";
 import { createWorldView } from "../widget/world.js";
 import type { SidebarComm, World } from "./comm";
 import type { ConnectionState, KernelConnector } from "./connector";
-import { PANEL_ID } from "./tokens";
+import { PANEL_ID } from "./constants";
 
 // Side by side, lanes are at least LANE_WIDTH px wide with LANE_GAP px for the arrows between
 // them and LANE_PAD px of gutter at the sides (style.css .syft-lanes); a sidebar too narrow for

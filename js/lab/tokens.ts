@@ -1,18 +1,9 @@
 // Tokens other plugins can require: the Syft sidebar (its panel and its kernel connector).
+// The sidebar's own modules take its names from constants.ts, so none of them imports this one.
 
 import { Token } from "@lumino/coreutils";
 import type { KernelConnector } from "./connector";
 import type { SyftPanel } from "./panel";
-
-export const PLUGIN_ID = "syft-lab:sidebar";
-export const PANEL_ID = "syft-lab-sidebar";
-/** The comm target syft_lab/sidebar.py registers. */
-export const COMM_TARGET = "syft_lab.sidebar";
-export const PROTOCOL = 1;
-
-export namespace CommandIDs {
-  export const showPanel = "syft-lab:show-panel";
-}
 
 export interface ISyftSidebar {
   readonly panel: SyftPanel;
