@@ -16,7 +16,7 @@ adjoint, one ``index_add`` of each share into zeros (overlapping windows add up;
   size): windows of one count, one truncation; of several, a product by the public integer
   lcm / count, then one truncation by the lcm. Its gradient spreads g / count over each window.
 - max: max along the last dim, every pair of a window compared at once (``max_dim``: one
-  comparison circuit and one product, a window of at most 256 elements; a tournament beyond); its
+  comparison circuit and one product; a window of more than 256 elements is a SyftError); its
   gradient is the window's one-hot of the maximum times g (the one-hot is computed again from the
   input: one more comparison circuit, no index ever opened).
 Shapes and arguments are checked by torch itself (the op on a meta tensor); a window that would
@@ -32,7 +32,7 @@ from ..errors import SyftError
 from ..tensors.additive_sharing import AdditiveSharingTensor
 from ..tensors.fixed_precision import FixedPrecisionTensor as FPT
 from ..tensors.fixed_precision import register_handlers, truncate
-from .engine import ENGINE
+from .engine import ENGINE, PAIRWISE_MAX
 
 aten = torch.ops.aten
 INT64 = torch.int64
@@ -161,6 +161,10 @@ def _onehot(tiles):
 def _window_max(x: FPT, win: Window):
     """(max over each window, torch's indices): the indices are zeros, as a shared maximum's position
     stays secret (the gradient recomputes the one-hot from the input instead)."""
+    size = win.k[0] * win.k[1]
+    if x.shared and size > PAIRWISE_MAX:
+        raise SyftError(f"max-pooling compares every pair of a window: at most {PAIRWISE_MAX} elements on a shared "
+                        f"tensor (got {win.k[0]} x {win.k[1]}); pool in two steps (a max of maxima) or use avg_pool2d")
     tiles = win.tiles(x.child, PAD_MIN)
     if isinstance(tiles, AdditiveSharingTensor):
         values, _ = ENGINE.max_dim(tiles, -1)

@@ -1,8 +1,8 @@
 """Pooling on shared fixed precision tensors against plain torch (2 and 3 parties, and worker
 processes), with its gradients: max_pool2d and avg_pool2d with tiling, overlapping, padded, dilated
 and ceil_mode windows; adaptive_avg_pool2d and adaptive_max_pool2d at output sizes that do not divide
-the input's; unbatched (C, H, W) inputs. A window that reads padding alone (torch's -inf) is a clear
-error.
+the input's; unbatched (C, H, W) inputs. A window that reads padding alone (torch's -inf), and a
+shared max-pooling window of more than 256 elements, are a clear error.
 
 Tolerances (precision 3, unit 10^-3): max exact; avg one unit (one truncation); gradients of
 (out * out).sum() 0.1% + 4 units (g = 2 out is within 2 units, divided by the count within one more)."""
@@ -134,7 +134,10 @@ def test_a_window_of_padding_alone_is_refused(parties2):
         F.max_pool2d(sx, **window)
     with pytest.raises(RuntimeError, match="pad should be at most half"):  # torch's own checks, as in plain torch
         F.max_pool2d(sx, 2, padding=2)
-    del sx
+    big = torch.randn(1, 1, 17, 17).fix_precision().share(alice, bob, crypto_provider=carol)
+    with pytest.raises(sy.SyftError, match="max-pooling compares every pair of a window: at most 256"):
+        F.adaptive_max_pool2d(big, 1)  # one window of 289 elements
+    del sx, big
 
 
 def test_dilated_ceil_and_adaptive_pooling_on_worker_processes(remote_parties):
