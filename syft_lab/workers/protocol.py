@@ -20,8 +20,9 @@ A worker is ``WorkerClient(worker_id, transport)``; the named workers are thin s
 
 Writing a transport: subclass ``FramedTransport`` for anything that carries bytes, and
 implement ``_connect()``, ``_send_frame(frame)``, ``_receive_frame()`` and ``_disconnect(done)``
-(see its docstring); or subclass ``Transport`` directly (``send``/``receive``/``open``/``close``)
-for a transport that hands the service this process's objects, as the in-process one does.
+(see its docstring); or subclass ``Transport`` directly (``open``/``exchange``/``close``, with
+``in_process = True``) for a transport that hands the service this process's objects, as the
+in-process one does.
 
 Limits and guarantees:
 - Replies come in request order; a client may have several requests in flight on one

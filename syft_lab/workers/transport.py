@@ -99,7 +99,8 @@ class Transport:
     and set ``release_now`` (a function(obj_id) applying a release at once instead of queueing
     it; in process). ``client`` is set to the WorkerClient using it (for its id in messages and for
     ``client._on_restart()`` after a reconnect found a new worker process). ``in_process``: the
-    service runs in this process on this process's objects (no encoding, no lock needed)."""
+    service runs in this process on this process's objects (no encoding, no lock needed); its
+    client then calls only ``exchange``, never ``send``/``receive``."""
 
     in_process = False
     client = None

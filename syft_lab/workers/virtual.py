@@ -24,13 +24,11 @@ but releases. Its lane still lists what it holds (``world_entries``: read in pro
 """
 from __future__ import annotations
 
-import collections
 import functools
 
 import torch
 
 from ..commands import current_holder
-from ..errors import SyftError
 from ..tensors.base import ChainLayer
 from ..tensors.nodes import object_entry
 from ..tensors.pointer import PointerTensor
@@ -70,7 +68,8 @@ def reachable_in_process(location) -> bool:
 
 
 class InProcessTransport(Transport):
-    """Calls one in-process WorkerService with the message dicts themselves (no encoding).
+    """Calls one in-process WorkerService with the message dicts themselves (no encoding):
+    ``exchange`` only (its client sends nothing ahead; a submitted request runs at once).
 
     Requests run while the worker's id is the current holder (``syft_lab.commands.held_by``):
     a pointer made by an op the worker runs on a pointer it stores is held by the worker."""
@@ -84,7 +83,6 @@ class InProcessTransport(Transport):
         self.holder = service.core.id
         self._result = self.connection.result
         self._closed = False
-        self._replies: collections.deque = collections.deque()  # (value, error) of requests sent
         # a dropped pointer frees its object now (a release may come inside another command:
         # the core's decref is safe there, as a pointer's __del__ always was)
         self.release_now = functools.partial(service.release_one, self.session)
@@ -110,18 +108,6 @@ class InProcessTransport(Transport):
             finally:
                 _reset_holder(token)
         return self._result(msg, self.holder)
-
-    def send(self, msg: dict, *, detach: bool = False, label=None) -> None:
-        try:
-            self._replies.append((self.exchange(msg, detach=detach, label=label), None))
-        except SyftError as e:
-            self._replies.append((None, e))
-
-    def receive(self, *, label=None):
-        value, error = self._replies.popleft()
-        if error is not None:
-            raise error
-        return value
 
     def close(self, done: bool = True) -> None:
         self._closed = True  # the objects stay: the pointers that own them release them

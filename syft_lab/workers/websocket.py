@@ -164,9 +164,7 @@ class _LeanConnection:
                 if timeout != self._timeout:
                     self._set_timeout(timeout)
                 data = sock.recv(RECV_BYTES)
-        except (ssl_module.SSLWantReadError, BlockingIOError):
-            raise TimeoutError from None
-        except (socket.timeout, TimeoutError):
+        except (ssl_module.SSLWantReadError, BlockingIOError, TimeoutError):  # (socket.timeout is TimeoutError)
             raise TimeoutError from None
         except OSError:
             self._broken = True
