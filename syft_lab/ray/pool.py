@@ -1,7 +1,7 @@
 """Many Ray workers at once: ``sy.ray.workers(32, prefix="client")``.
 
 Where a person watches (progress.py's rule), a bar counts the workers that are up while their
-actors start (each process imports torch: seconds each, minutes for dozens on a loaded laptop):
+actors start (``start_hosts_shown``; a single ``RayWorker("bob")`` starts its actor through it too) (each process imports torch: seconds each, minutes for dozens on a loaded laptop):
 each actor is then started by ``start_hosts`` in a thread of its own, all in flight at once.
 """
 from __future__ import annotations
@@ -47,10 +47,19 @@ def workers(n: int, prefix: str = "worker", *, start: int = 0, per_actor: int = 
     groups = [ids[i:i + per_actor] for i in range(0, n, per_actor)]
     options = dict(num_cpus=num_cpus, memory=memory, resources=resources, max_restarts=max_restarts,
                    max_bytes=max_bytes, max_objects=max_objects, threads=threads, **actor_options)
-    watched = progress is True or (progress is None and progress_bars.someone_watches())
-    hosts = _start_watched(groups, n, options, progress) if watched else start_hosts(groups, **options)
+    hosts = start_hosts_shown(groups, options, progress)
     return [RayWorker(worker_id, _host=host, timeout=timeout, max_restarts=max_restarts)
             for group, host in zip(groups, hosts) for worker_id in group]
+
+
+def start_hosts_shown(groups: list, options: dict, progress: bool | None) -> list:
+    """``start_hosts(groups, **options)``, with a bar of the workers that are up where a person
+    watches (``progress`` None), always (True) or never (False): ``sy.ray.workers(n)`` and a
+    single ``RayWorker("bob")`` start their actors the same way."""
+    watched = progress is True or (progress is None and progress_bars.someone_watches())
+    if not watched:
+        return start_hosts(groups, **options)
+    return _start_watched(groups, sum(len(g) for g in groups), options, progress)
 
 
 def _start_watched(groups: list, n: int, options: dict, progress) -> list:

@@ -293,22 +293,28 @@ class RayWorker(FramedWorker):
     ``RayWorker("bob")`` starts its own actor, placed by Ray with ``num_cpus`` (a fraction of a
     core: a worker mostly waits), ``memory``, custom ``resources``, ``max_restarts`` and other
     actor options (``scheduling_strategy``, ...). ``max_bytes``/``max_objects``: the worker's
-    quotas; ``threads``: its torch threads; ``timeout``: the longest a call may take."""
+    quotas; ``threads``: its torch threads; ``timeout``: the longest a call may take.
+    ``progress``: a bar while its actor starts, as ``sy.ray.workers(n)``'s: None where a person
+    watches (progress.py's rule), True always (and for large transfers too), False never."""
 
     kind = "ray"
 
     def __init__(self, id: str, *, num_cpus: float = DEFAULT_NUM_CPUS, memory: int | None = None,
                  resources: dict | None = None, max_restarts: int = 0, max_bytes: int | None = None,
                  max_objects: int | None = None, threads: int = 1, timeout: float | None = DEFAULT_TIMEOUT,
-                 progress: bool | None = False, _host=None, **actor_options):
+                 progress: bool | None = None, _host=None, **actor_options):
         check_worker_id(id)
-        if _host is None:
-            _host = start_hosts([[id]], num_cpus=num_cpus, memory=memory, resources=resources,
-                                max_restarts=max_restarts, max_bytes=max_bytes, max_objects=max_objects,
-                                threads=threads, **actor_options)[0]
+        if _host is None:  # its actor starts with a bar where a person watches, as sy.ray.workers(n)
+            from .pool import start_hosts_shown  # (pool builds RayWorkers)
+
+            _host = start_hosts_shown([[id]], dict(num_cpus=num_cpus, memory=memory, resources=resources,
+                                                   max_restarts=max_restarts, max_bytes=max_bytes,
+                                                   max_objects=max_objects, threads=threads, **actor_options),
+                                      progress)[0]
         actor, info = _host
         self.session = secrets.token_urlsafe(24)
-        transport = RayTransport(actor, info, timeout=timeout, session=self.session, progress=progress,
+        transport = RayTransport(actor, info, timeout=timeout, session=self.session,
+                                 progress=False if progress is None else progress,  # transfers: asked for only
                                  max_restarts=max_restarts)
         super().__init__(id, transport)
 
@@ -347,9 +353,13 @@ class RayWorker(FramedWorker):
             return super()._receive_from(source, obj_id, requires_grad, keep_source)
         if source.before_request is not None:  # a round held back for the source goes first
             source._send_held()
-        ref = source.transport.call_ref({"c": "fetch", "id": obj_id, "keep": True})
+        # actor to actor, noted as the worker-to-worker flow it is in both records (as a move
+        # between worker processes: workers/protocol.py _receive_from)
+        ref = source.transport.call_ref({"c": "fetch", "id": obj_id, "keep": True,
+                                         "note": {"why": "move", "peer": self.id}})
         try:
-            new_id, shape, dtype = self._request({"c": "store", "src": (source, ref)},
+            new_id, shape, dtype = self._request({"c": "store", "src": (source, ref),
+                                                  "note": {"why": "move", "peer": source.id}},
                                                  label="copy" if keep_source else "move")
         except RemoteError as e:
             if e.remote_type != "MoveSourceError":
