@@ -1,7 +1,8 @@
 """Ops with a public index or a public condition on fixed precision tensors (issue 41, item 3):
 ``gather``, ``take``, ``scatter``/``scatter_add``, ``index_add``, ``index_copy``, ``index_put``,
 ``put`` (so the gradients of ``index_select``, ``gather`` and ``take`` run), ``where`` with a public
-condition, ``cumsum``, ``trace``, ``clamp``/``hardtanh``/``relu6`` and ``neg_``.
+condition, ``cumsum``, ``trace``, ``clamp``/``hardtanh``/``relu6`` and ``neg_``; ``triu``/``tril`` (a public
+mask), ``masked_select`` and ``masked_scatter`` by a public bool mask.
 
 With a public index each op is linear in the values: every party applies it to its own share
 (no round with the others). A write of ``src`` into ``self`` is ``self`` (kept where nothing is
@@ -165,6 +166,54 @@ def _where(func, args, kwargs):
     return _wrap(t, out)
 
 
+def _triangle(func, args, kwargs):
+    """triu/tril: each share times the public 0/1 mask of the triangle (exact, local; its gradient the same op)."""
+    x = args[0]
+    diagonal = _scalar_arg(args, kwargs, 1, "diagonal", 0)
+    keep = func(torch.ones(tuple(x.shape[-2:]), dtype=INT64), diagonal)
+    return _wrap(x, x.child * keep)
+
+
+def _public_mask(mask, op: str) -> torch.Tensor:
+    if isinstance(mask, FPT) or not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise SyftError(f"{op} on a fixed precision tensor takes a public bool mask: a shared mask would have to be "
+                        f"opened (the result's length is the count of its ones); torch.where(mask, x, 0) keeps "
+                        f"the shape with a shared condition")
+    return mask
+
+
+def _masked_positions(shape, mask) -> torch.Tensor:
+    return aten.expand.default(mask, list(shape)).reshape(-1).nonzero().squeeze(1)
+
+
+def _masked_select(func, args, kwargs):
+    """masked_select(x, mask) for a public mask: the positions it names, taken from each share."""
+    x, mask = args[0], _public_mask(args[1], "masked_select")
+    shape = list(torch.broadcast_shapes(tuple(x.shape), tuple(mask.shape)))
+    flat = aten.reshape.default(aten.expand.default(x.child, shape), [-1])
+    return _wrap(x, aten.index_select.default(flat, 0, _masked_positions(shape, mask)))
+
+
+def _masked_scatter(func, args, kwargs):
+    """masked_scatter(self, mask, source) for a public mask (masked_select's gradient): source's first
+    values written at the mask's positions, in order (an index_put of the flattened self)."""
+    self, mask, source = args[0], _public_mask(args[1], "masked_scatter"), args[2]
+    positions = _masked_positions(self.shape, mask)
+    values = source.reshape(-1)[:positions.numel()]
+    out = _index_put(aten.index_put.default, (self.reshape(-1), [positions], values), {})
+    return out.reshape(list(self.shape))
+
+
+def _masked_scatter_backward(func, args, kwargs):
+    """The source's gradient: the incoming gradient at the mask's positions, zeros after them."""
+    grad, mask, sizes = args[0], _public_mask(args[1], "masked_scatter"), args[2]
+    picked = _masked_select(aten.masked_select.default, (grad, mask), {}).child
+    total = 1
+    for n in sizes:
+        total *= n
+    return _wrap(grad, aten.constant_pad_nd.default(picked, [0, total - picked.shape[0]]).reshape(list(sizes)))
+
+
 def _cumsum(func, args, kwargs):
     x, dim = args[0], args[1]
     if not x.shared:
@@ -262,7 +311,10 @@ _OPS = {
     aten.index_put: _index_put, aten.put: _put, aten.gather: _gather, aten.take: _take, aten.where.self: _where,
     aten.cumsum: _cumsum, aten.trace: _trace, aten.clamp: _clamp, aten.clamp_min: _clamp, aten.clamp_max: _clamp,
     aten.hardtanh: _hardtanh, aten.hardtanh_backward: _hardtanh_backward,
+    aten.triu: _triangle, aten.tril: _triangle, aten.masked_select: _masked_select, aten.masked_scatter: _masked_scatter,
+    aten.masked_scatter_backward: _masked_scatter_backward,
 }
 register_handlers({**_OPS, **{getattr(aten, packet.__name__ + "_"): _in_place for packet in
                               (aten.scatter_add, aten.scatter, aten.index_add, aten.index_copy, aten.index_put, aten.put,
-                               aten.clamp, aten.clamp_min, aten.clamp_max, aten.hardtanh, aten.neg)}})
+                               aten.clamp, aten.clamp_min, aten.clamp_max, aten.hardtanh, aten.neg, aten.triu,
+                               aten.tril, aten.masked_scatter)}})

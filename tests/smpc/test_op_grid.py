@@ -152,6 +152,8 @@ OPS = {
     "amax(dims 0, 1)": ((general,), lambda a: a.amax((0, 1)), exact),
     "amax(dim 1)": ((general,), lambda a: a.amax(1), exact),
     "amin(dim 0, keepdim)": ((general,), lambda a: a.amin(0, keepdim=True), exact),
+    "triu": ((general,), lambda a: a.triu(1), exact),
+    "masked_select": ((general,), lambda a: a.masked_select(general() > 1.0), exact),
 }
 
 

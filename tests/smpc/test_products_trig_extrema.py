@@ -1,5 +1,5 @@
-"""Issue 41, item 3: prod (and cumprod), cos/sin, amax/amin over any dims and init.orthogonal_ on shared
-tensors, each against plain torch on 2 and 3 parties (VirtualWorkers) and on fixed precision tensors that
+"""Issue 41, item 3: prod (and cumprod), cos/sin, amax/amin over any dims, init.orthogonal_, triu/tril and
+masked_select/masked_scatter by a public mask on shared tensors, each against plain torch on 2 and 3 parties (VirtualWorkers) and on fixed precision tensors that
 are not shared, forward and backward; what is refused says why; no result shows a share."""
 import json
 
@@ -28,6 +28,10 @@ OPS = {
     "amax(keepdim)": (X, lambda t: t.amax(0, keepdim=True) * t, 2 * UNIT),
     "amin(dims 0, 1), ties": (torch.tensor([[1.0, -2.0], [-2.0, 3.0]]), lambda t: t.amin((0, 1)), 0),
     "amin(dim -1)": (X, lambda t: t.amin(-1), 0),
+    "triu(1)": (X, lambda t: t.triu(1), 0),
+    "tril(-1), in place": (X, lambda t: (t * 1).tril_(-1), 0),
+    "masked_select, public mask": (X, lambda t: t.masked_select(X > 0.6), 0),
+    "masked_scatter, public mask": (X, lambda t: t.masked_scatter(X < 0, t * 3), 0),
 }
 
 
@@ -105,6 +109,8 @@ def test_amax_of_a_0_dim_tensor_and_refusals(parties):
             reduce(s0)
         with pytest.raises(IndexError, match="Dimension out of range"):
             reduce(torch.tensor(2.5))
+    with pytest.raises(SyftError, match="public bool mask: a shared mask would have to be opened"):
+        X.fix_precision().share(*ws, crypto_provider=provider).masked_select(s0 > 0)
     with pytest.raises(SyftError, match="dtype"):
         X.fix_precision().share(*ws, crypto_provider=provider).prod(dtype=torch.float64)
     del s0
