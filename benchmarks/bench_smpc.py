@@ -4,16 +4,20 @@
     benchmarks/setup_crypten                                 # first, for the CrypTen columns
 
 Figures:
-- issue 30's ops (add, mul, matmul, relu, a comparison, exp, reciprocal, sigmoid, softmax over
-  100x10, max_pool2d 2x2 on 1x8x8x8, cross-entropy forward + backward on 32x10) on 2 parties
-  as worker processes (websockets on 127.0.0.1) and a third worker process as crypto provider
-  (dealer), sampled in turns with CrypTen 0.4.1 on 2 parties as processes (gloo on 127.0.0.1)
-  with its default trusted-first-party provider (TFP) and with a third-party dealer process
-  (TTP, the design syft_lab has), on the same shapes; medians; rounds per op for every side
-  (syft_lab: round trips from this process; CrypTen: its communicator's count of collectives);
-  a ping round trip to a party in the same turns (the floor of one round). CrypTen runs in
-  .venv-crypten (benchmarks/setup_crypten, never a dependency of syft_lab); without it the
-  CrypTen columns say "CrypTen not installed" and the rest runs;
+- a sweep of each op over sizes (issue 40): element-wise ops (add, mul, relu, a comparison, exp,
+  reciprocal, sigmoid) on 1 to 10^5 elements; matmul 10x10 and 100x100; max_pool2d 2x2; max,
+  argmax, softmax and log_softmax along dim 1 of 100x10, 100x100 and 10x1000 (10, 100 and 1,000
+  along the reduced dim); cross-entropy forward + backward on 32x10, 32x100 and 32x1000 (public
+  targets). On 2 parties as worker processes (websockets on 127.0.0.1) and a third worker process
+  as crypto provider (dealer), sampled in turns with CrypTen 0.4.1 on 2 parties as processes (gloo
+  on 127.0.0.1) with its default trusted-first-party provider (TFP) and with a third-party dealer
+  process (TTP, the design syft_lab has), on the same inputs; medians (BENCH_SMPC_REPEAT turns,
+  default 5); rounds per op for every side (syft_lab: round trips from this process; CrypTen: its
+  communicator's count of collectives); the worst ratio per op over its sizes; a ping round trip
+  to a party in the same turns (the floor of one round). CrypTen runs in .venv-crypten
+  (benchmarks/setup_crypten, never a dependency of syft_lab); without it the CrypTen columns say
+  "CrypTen not installed" and the rest runs. BENCH_SMPC_KEYS=op@shape,... runs a few (no results
+  written);
 - in process (VirtualWorkers): a shared 100x100 matmul against a plain float32 100x100 matmul,
   in turns (CPU time of this thread: everything runs here), with the int64 matmul it is built on;
 - randomness: 4*10^5 int64 words (a 100x100 relu's dealer material) from the generator the dealer
@@ -49,14 +53,20 @@ CRYPTEN_PYTHON = ROOT / ".venv-crypten" / "bin" / "python"
 CRYPTEN_PARTY = HERE / "crypten" / "crypten_party.py"
 RESULTS = HERE / "smpc_results"
 
-# (key, op, shape): issue 30's ops, on the same inputs on both sides (benchmarks/crypten/crypten_party.py)
-OPS = [("add", "add", "100x100"), ("mul1", "mul", "1 element"), ("mul", "mul", "100x100"),
-       ("matmul", "matmul", "100x100"), ("relu", "relu", "100x100"), ("gt", "comparison a > b", "100x100"),
-       ("exp", "exp", "100x100"), ("reciprocal", "reciprocal", "100x100 in [0.5, 4]"),
-       ("sigmoid", "sigmoid", "100x100"), ("softmax", "softmax along dim 1", "100x10"),
-       ("max_pool2d", "max_pool2d 2x2", "1x8x8x8"),
-       ("cross_entropy", "cross-entropy forward + backward", "32x10, public targets")]
-SMOKE_OPS = ("add", "mul1", "matmul", "relu")  # smoke mode: shows the path runs
+# The sweep (issue 40: "a size not benchmarked is a size not known"): each op over sizes, the same
+# inputs on both sides (benchmarks/crypten/crypten_party.py makes "NAME@SHAPE" the same way).
+ELEMENTWISE = ("1", "100", "10000", "100000")  # 1 to 10^5 elements
+REDUCED = ("100x10", "100x100", "10x1000")  # 10, 100 and 1,000 along the reduced dim (dim 1)
+SWEEP = [("add", "add", ELEMENTWISE), ("mul", "mul", ELEMENTWISE), ("relu", "relu", ELEMENTWISE),
+         ("gt", "comparison a > b", ELEMENTWISE), ("exp", "exp", ELEMENTWISE),
+         ("reciprocal", "reciprocal (x in [0.5, 4])", ELEMENTWISE), ("sigmoid", "sigmoid", ELEMENTWISE),
+         ("matmul", "matmul", ("10x10", "100x100")), ("max_pool2d", "max_pool2d 2x2", ("1x8x8x8", "1x8x32x32")),
+         ("max", "max along dim 1 (values and indices)", REDUCED), ("argmax", "argmax along dim 1", REDUCED),
+         ("softmax", "softmax along dim 1", REDUCED), ("log_softmax", "log_softmax along dim 1", REDUCED),
+         ("cross_entropy", "cross-entropy forward + backward, public targets", ("32x10", "32x100", "32x1000"))]
+OPS = [(f"{op}@{shape}", label, shape) for op, label, shapes in SWEEP for shape in shapes]
+SMOKE_OPS = ("add@100", "mul@1", "matmul@10x10", "relu@100")  # smoke mode: shows the path runs
+QUICK_SHAPES = ("1", "10000", "100x100", "1x8x8x8", "32x100")  # --quick: one or two sizes per op
 GOAL_TTP, GOAL_TFP = 1.0, 1.5
 
 
@@ -158,40 +168,53 @@ class CrypTen:
 
 # --- syft_lab: 2 worker processes + a dealer ---------------------------------------------------------
 
-def _syft_ops(alice, bob, carol, keys):
+def _syft_op(name, alice, bob, carol):
+    """One op of the sweep on shared inputs among alice and bob (carol the dealer)."""
     g = torch.Generator().manual_seed(0)
+    key, _, shape = name.partition("@")
+    dims = tuple(int(v) for v in shape.split("x"))
 
-    def rand(*shape, low=-2.0, high=2.0):
-        return torch.rand(*shape, generator=g) * (high - low) + low
-
-    def shared(t, **kw):
+    def shared(low=-2.0, high=2.0, **kw):
+        t = torch.rand(*dims, generator=g) * (high - low) + low
         return t.fix_precision().share(alice, bob, crypto_provider=carol, **kw)
 
-    a1, b1 = shared(rand(1)), shared(rand(1))
-    a, b = shared(rand(100, 100)), shared(rand(100, 100))
-    pos = shared(rand(100, 100, low=0.5, high=4.0))
-    a10 = shared(rand(100, 10))
-    img = shared(rand(1, 8, 8, 8))
-    logits = shared(rand(32, 10) * 1.0, requires_grad=True)
-    target = torch.randint(0, 10, (32,), generator=g)
+    if key == "reciprocal":
+        x = shared(0.5, 4.0)
+        return lambda: x.reciprocal()
+    if key == "cross_entropy":
+        logits = shared(requires_grad=True)
+        target = torch.randint(0, dims[1], (dims[0],), generator=g)
 
-    def cross_entropy():
-        logits.grad = None
-        F.cross_entropy(logits, target).backward()
-        return logits.grad
+        def cross_entropy():
+            logits.grad = None
+            F.cross_entropy(logits, target).backward()
+            return logits.grad
 
-    ops = {"add": lambda: a + b, "mul1": lambda: a1 * b1, "mul": lambda: a * b, "matmul": lambda: a @ b,
-           "relu": lambda: a.relu(), "gt": lambda: a > b, "exp": lambda: a.exp(),
-           "reciprocal": lambda: pos.reciprocal(), "sigmoid": lambda: a.sigmoid(),
-           "softmax": lambda: F.softmax(a10, 1), "max_pool2d": lambda: F.max_pool2d(img, 2),
-           "cross_entropy": cross_entropy}
-    return {k: ops[k] for k in keys}
+        return cross_entropy
+    a = shared()
+    b = shared() if key in ("add", "mul", "matmul", "gt") else None
+    return {"add": lambda: a + b, "mul": lambda: a * b, "matmul": lambda: a @ b, "relu": lambda: a.relu(),
+            "gt": lambda: a > b, "exp": lambda: a.exp(), "sigmoid": lambda: a.sigmoid(),
+            "softmax": lambda: F.softmax(a, 1), "log_softmax": lambda: F.log_softmax(a, 1),
+            "max": lambda: a.max(1), "argmax": lambda: a.argmax(1), "max_pool2d": lambda: F.max_pool2d(a, 2)}[key]
+
+
+def _syft_ops(alice, bob, carol, keys):
+    return {k: _syft_op(k, alice, bob, carol) for k in keys}
+
+
+def _keys(quick):
+    if common.SMOKE:
+        return list(SMOKE_OPS)
+    if os.environ.get("BENCH_SMPC_KEYS"):  # a few ops only (a check; writes no results)
+        return os.environ["BENCH_SMPC_KEYS"].split(",")
+    return [k for k, _, shape in OPS if not quick or shape in QUICK_SHAPES]
 
 
 def _remote(sy, runtime, quick):
-    keys = [k for k, _, _ in OPS if not common.SMOKE or k in SMOKE_OPS]
+    keys = _keys(quick)
     missing = crypten_missing() or ("CrypTen skipped in smoke mode" if common.SMOKE else None)
-    repeat = 5 if quick else 11
+    repeat = 3 if quick else int(os.environ.get("BENCH_SMPC_REPEAT", "5"))
     load_start = [round(x, 2) for x in os.getloadavg()]
     peers = {}
     try:
@@ -266,7 +289,7 @@ def _remote(sy, runtime, quick):
     rows.append(figure("a ping round trip to a party (the floor of one round), in turns with the ops", ping, "ms", None))
     info = {"crypten": missing or "CrypTen 0.4.1 (.venv-crypten, benchmarks/crypten/patch_crypten.py)",
             "repeat": repeat, "ping_ms": round(ping, 3), "load_average_start": load_start,
-            "load_average_end": [round(x, 2) for x in os.getloadavg()]}
+            "load_average_end": [round(x, 2) for x in os.getloadavg()], "nice": os.nice(0)}
     return rows, table, info
 
 
@@ -321,21 +344,39 @@ def _commit() -> str:
     return f"{out or 'unknown'}{' plus uncommitted changes' if dirty else ' (clean)'}"
 
 
+def worst_per_op(table) -> list[dict]:
+    """Per op of the sweep: its highest ratio to each CrypTen provider over the sizes, and whether
+    its rounds were at most CrypTen's default provider's at every size (issue 40's gate)."""
+    out = []
+    for op, label, _ in SWEEP:
+        rows = [e for e in table if e["key"].partition("@")[0] == op and "ratio_ttp" in e]
+        if not rows:
+            continue
+        ttp = max(rows, key=lambda e: e["ratio_ttp"])
+        tfp = max(rows, key=lambda e: e["ratio_tfp"])
+        out.append({"op": label, "sizes": [e["shape"] for e in rows], "worst_ratio_ttp": ttp["ratio_ttp"],
+                    "at_ttp": ttp["shape"], "worst_ratio_tfp": tfp["ratio_tfp"], "at_tfp": tfp["shape"],
+                    "rounds_ok": all(e["meets"]["rounds"] for e in rows)})
+    return out
+
+
 def write_results(table, info, in_process, path: Path = RESULTS) -> None:
     """benchmarks/smpc_results.md and .json: one row per op, every side measured in the same run."""
     info = dict(info, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 commit=_commit(), cores=os.cpu_count(), torch=torch.__version__,
                 in_process_matmul={"ms": round(in_process["value"], 4), "ratio_to_plain_float": round(in_process["ratio"], 2),
                                    "peer": in_process["peer"]})
-    path.with_suffix(".json").write_text(json.dumps({"info": info, "ops": table}, indent=2) + "\n")
+    worst = worst_per_op(table)
+    path.with_suffix(".json").write_text(json.dumps({"info": info, "worst": worst, "ops": table}, indent=2) + "\n")
 
     def yes(v):
         return "yes" if v else "**no**"
 
     lines = ["# Secure computation: syft_lab beside CrypTen 0.4.1 (benchmarks/bench_smpc.py)", "",
              f"Run {info['date']} at {info['commit']}; {info['cores']} cores, torch {info['torch']}; load average "
-             f"(1, 5, 15 min) {info['load_average_start']} at the start, {info['load_average_end']} at the end "
-             f"(the machine is shared: read the ratios, every side was sampled in turns in the same run).", "",
+             f"(1, 5, 15 min) {info['load_average_start']} at the start, {info['load_average_end']} at the end, "
+             f"niceness {info.get('nice', 0)} (the machine is shared: read the ratios, every side was sampled in turns "
+             f"in the same run).", "",
              f"syft_lab: 2 parties and a crypto provider as worker processes (websockets on 127.0.0.1), driven by this "
              f"process; CrypTen: {info['crypten']}, 2 parties as processes (gloo on 127.0.0.1) with its default "
              f"trusted-first-party provider (TFP) and with a third-party dealer process (TTP). Medians of "
@@ -345,6 +386,15 @@ def write_results(table, info, in_process, path: Path = RESULTS) -> None:
              f"A ping round trip to a party in the same turns: {info['ping_ms']:.2f} ms.", "",
              "Goals (issue 30): ours <= 1.0x CrypTen TTP, <= 1.5x CrypTen default (TFP), rounds <= CrypTen's "
              "(its default provider's count: its TTP count adds the dealer's requests).", ""]
+    if worst:
+        lines += ["Worst case per op over its swept sizes (the size where the ratio is highest; rounds: every size).", "",
+                  "| op | sizes | worst / TTP (at) | worst / default (at) | rounds <= CrypTen default at every size | "
+                  "meets the goals |", "|---|---|---|---|---|---|"]
+        for w in worst:
+            lines.append(f"| {w['op']} | {', '.join(w['sizes'])} | {w['worst_ratio_ttp']:.2f} ({w['at_ttp']}) | "
+                         f"{w['worst_ratio_tfp']:.2f} ({w['at_tfp']}) | {yes(w['rounds_ok'])} | "
+                         f"{yes(w['worst_ratio_ttp'] <= GOAL_TTP and w['worst_ratio_tfp'] <= GOAL_TFP and w['rounds_ok'])} |")
+        lines += ["", "Every size:", ""]
     if table and "crypten_ttp_ms" in table[0]:
         lines += ["| op | shape | ours ms | CrypTen TTP ms | CrypTen default ms | ours / TTP | ours / default | "
                   "rounds ours | rounds CrypTen TTP | rounds CrypTen default | <= 1.0x TTP | <= 1.5x default | rounds |",
@@ -374,7 +424,7 @@ def run(quick: bool = False) -> list[dict]:
     sy.hook()
     in_process = _in_process(sy, quick)
     remote, table, info = _remote(sy, runtime, quick)
-    if not common.SMOKE and not quick:
+    if not common.SMOKE and not quick and not os.environ.get("BENCH_SMPC_KEYS"):
         write_results(table, info, in_process[0])
     return _randomness(sy, quick) + in_process + remote
 

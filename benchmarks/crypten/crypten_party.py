@@ -30,40 +30,55 @@ PROVIDER = os.environ.get("CRYPTEN_PROVIDER", "TFP")
 crypten.cfg.mpc.provider = PROVIDER
 
 
-def inputs():
-    """The benchmark's inputs (the same shapes and ranges as the syft_lab side)."""
+def _shape(text):
+    return tuple(int(v) for v in text.split("x"))
+
+
+class Ops(dict):
+    """The benchmark's ops by name, made on first use: "NAME" (issue 30's fixed shapes) or
+    "NAME@SHAPE" (bench_smpc's sweep: e.g. "mul@100000", "softmax@10x1000"), the same inputs
+    (shapes and ranges) as the syft_lab side."""
+
+    def __missing__(self, name):
+        self[name] = op = make_op(name)
+        return op
+
+
+def make_op(name):
     g = torch.Generator().manual_seed(0)
 
-    def enc(*shape, low=-2.0, high=2.0):
-        return crypten.cryptensor(torch.rand(*shape, generator=g) * (high - low) + low, src=0)
+    def enc(*shape, low=-2.0, high=2.0, grad=False):
+        return crypten.cryptensor(torch.rand(*shape, generator=g) * (high - low) + low, src=0, requires_grad=grad)
 
-    a1, b1 = enc(1), enc(1)
-    a, b = enc(100, 100), enc(100, 100)
-    pos = enc(100, 100, low=0.5, high=4.0)
-    a10 = enc(100, 10)
-    img = enc(1, 8, 8, 8)
-    logits = crypten.cryptensor(torch.rand(32, 10, generator=g) * 4 - 2, src=0, requires_grad=True)
-    target = torch.nn.functional.one_hot(torch.randint(0, 10, (32,), generator=g), 10).float()  # public, as ours
+    key, _, shape = name.partition("@")
+    if not shape:
+        key, shape = {"mul1": ("mul", "1"), "softmax": ("softmax", "100x10"), "max_pool2d": ("max_pool2d", "1x8x8x8"),
+                      "cross_entropy": ("cross_entropy", "32x10")}.get(key, (key, "100x100"))
+    dims = _shape(shape)
+    if key == "reciprocal":
+        x = enc(*dims, low=0.5, high=4.0)
+        return lambda: x.reciprocal()
+    if key == "cross_entropy":
+        logits = crypten.cryptensor(torch.rand(*dims, generator=g) * 4 - 2, src=0, requires_grad=True)
+        target = torch.nn.functional.one_hot(torch.randint(0, dims[1], (dims[0],), generator=g), dims[1]).float()
 
-    def cross_entropy():
-        logits.grad = None
-        logits.cross_entropy(target).backward()
-        return logits.grad
+        def cross_entropy():  # public targets, as ours
+            logits.grad = None
+            logits.cross_entropy(target).backward()
+            return logits.grad
 
-    return {
-        "add": lambda: a + b,
-        "mul1": lambda: a1 * b1,
-        "mul": lambda: a * b,
-        "matmul": lambda: a.matmul(b),
-        "relu": lambda: a.relu(),
-        "gt": lambda: a > b,
-        "exp": lambda: a.exp(),
-        "reciprocal": lambda: pos.reciprocal(),
-        "sigmoid": lambda: a.sigmoid(),
-        "softmax": lambda: a10.softmax(1),
-        "max_pool2d": lambda: img.max_pool2d(2),
-        "cross_entropy": cross_entropy,
-    }
+        return cross_entropy
+    a = enc(*dims)
+    b = enc(*dims) if key in ("add", "mul", "matmul", "gt") else None
+    return {"add": lambda: a + b, "mul": lambda: a * b, "matmul": lambda: a.matmul(b), "relu": lambda: a.relu(),
+            "gt": lambda: a > b, "exp": lambda: a.exp(), "sigmoid": lambda: a.sigmoid(),
+            "softmax": lambda: a.softmax(1), "log_softmax": lambda: a.log_softmax(1),
+            "max": lambda: a.max(1, one_hot=False), "argmax": lambda: a.argmax(1, one_hot=False),
+            "max_pool2d": lambda: a.max_pool2d(2)}[key]
+
+
+def inputs():
+    return Ops()
 
 
 def say(obj) -> None:
@@ -81,7 +96,7 @@ def party() -> None:
             break
         if cmd == "ready?":
             c.barrier()
-            say({"ready": True, "ops": sorted(ops)})
+            say({"ready": True})
         elif cmd == "time":
             c.barrier()
             t0 = time.perf_counter()
