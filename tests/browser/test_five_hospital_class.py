@@ -129,6 +129,7 @@ def test_a_five_hospital_class_at_1280x720_in_large_font(open_notebook, artifact
     timeline.locator("summary").click()
     steps = timeline.locator(".syft-step")
     expect(steps.filter(has_text="first = fl.round(")).to_contain_text("trained 5 clients (round 1)")
+    expect(steps.filter(has_text="county.close()")).to_contain_text("county_hospital closed")
     expect(steps.filter(has_text="second = fl.round(")).to_contain_text("trained 4 clients (round 2)")
     texts = "\n".join(steps.all_inner_texts())
     assert "names or values changed" not in texts, texts
