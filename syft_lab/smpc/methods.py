@@ -24,7 +24,8 @@ from ..tensors.pointer import PointerTensor
 from ..workers.modules import get_module, in_place_possible, replace_tensor, weights_unreferenced
 from ..workers.modules import module_tensors as _tensors
 from .engine import ENGINE
-from . import products, trigonometry  # noqa: F401,E402  (prod/cumprod, cos/sin register their handlers; before costs)
+from . import activations, products, trigonometry  # noqa: F401,E402  (logsumexp/softplus/elu, prod/cumprod, cos/sin
+#   register their handlers; imported here, before costs measures every handler)
 
 
 def _precision(precision, precision_fractional) -> int:

@@ -154,6 +154,9 @@ OPS = {
     "amin(dim 0, keepdim)": ((general,), lambda a: a.amin(0, keepdim=True), exact),
     "triu": ((general,), lambda a: a.triu(1), exact),
     "masked_select": ((general,), lambda a: a.masked_select(general() > 1.0), exact),
+    "logsumexp": ((lambda: grid(-8, 8),), lambda a: torch.logsumexp(a, 1), units(15)),
+    "softplus": ((lambda: grid(-8, 8),), F.softplus, units(8)),
+    "elu": ((lambda: grid(-8, 8),), F.elu, units(6)),
 }
 
 

@@ -1,10 +1,12 @@
-"""Issue 41, item 3: prod (and cumprod), cos/sin, amax/amin over any dims, init.orthogonal_, triu/tril and
-masked_select/masked_scatter by a public mask on shared tensors, each against plain torch on 2 and 3 parties (VirtualWorkers) and on fixed precision tensors that
-are not shared, forward and backward; what is refused says why; no result shows a share."""
+"""Issue 41, item 3: prod (and cumprod), cos/sin, amax/amin over any dims, init.orthogonal_, triu/tril,
+masked_select/masked_scatter by a public mask, logsumexp, softplus, elu/selu/celu and expm1 on shared
+tensors, each against plain torch on 2 and 3 parties (VirtualWorkers) and on fixed precision tensors
+that are not shared, forward and backward; what is refused says why; no result shows a share."""
 import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import syft_lab as sy
 from syft_lab.errors import SyftError
@@ -13,6 +15,7 @@ from syft_lab.tensors.additive_sharing import AdditiveSharingTensor
 sy.hook()
 UNIT = 1e-3
 X = torch.tensor([[0.5, -1.25, 2.0, 1.5, 0.75], [3.0, 0.75, -1.5, 0.0, 1.25], [1.0, 1.0, -0.5, 2.0, -0.75]])
+WIDE = torch.round(torch.linspace(-8, 8, 40) * 1000).view(4, 10) / 1000
 ANGLES = torch.round(torch.linspace(-32, 32, 45) * 1000).view(9, 5) / 1000  # CrypTen's domain and beyond: 10 pi
 
 # name: (input, op, absolute error bound); each one forward and backward of (op(x) * w).sum()
@@ -28,6 +31,14 @@ OPS = {
     "amax(keepdim)": (X, lambda t: t.amax(0, keepdim=True) * t, 2 * UNIT),
     "amin(dims 0, 1), ties": (torch.tensor([[1.0, -2.0], [-2.0, 3.0]]), lambda t: t.amin((0, 1)), 0),
     "amin(dim -1)": (X, lambda t: t.amin(-1), 0),
+    # exp, log and sigmoid's errors (docs: 'Nonlinear functions'), each kept in its domain
+    "logsumexp(dim 1)": (WIDE, lambda t: torch.logsumexp(t, 1), 0.015),
+    "logsumexp over all, keepdim": (WIDE, lambda t: torch.logsumexp(t, (0, 1), keepdim=True) * t, 0.1),
+    "softplus": (WIDE, F.softplus, 8 * UNIT),
+    "softplus(beta 2)": (WIDE, lambda t: F.softplus(t, beta=2.0), 8 * UNIT),
+    "elu": (WIDE, F.elu, 6 * UNIT),
+    "elu in place, selu, celu": (WIDE, lambda t: F.elu(t * 1, 0.5, inplace=True) + F.selu(t) + F.celu(t, 2.0), 0.012),
+    "expm1": (WIDE / 8, torch.expm1, 0.016),  # exp's: relative x^2 / 256 + 5·10^-3
     "triu(1)": (X, lambda t: t.triu(1), 0),
     "tril(-1), in place": (X, lambda t: (t * 1).tril_(-1), 0),
     "masked_select, public mask": (X, lambda t: t.masked_select(X > 0.6), 0),
@@ -136,11 +147,12 @@ def test_orthogonal_init_keeps_a_shared_weight_shared_with_torchs_values(parties
 
 
 def test_no_share_shows_in_the_new_ops_results(parties2):
-    """The results of prod, cumprod, cos, sin and amax/amin: their reprs, chain nodes and the ledgers
+    """The results of the ops above: their reprs, chain nodes and the ledgers
     hold no share's value (each share a uniform 64-bit word: a number of 6 digits or more)."""
     alice, bob, carol = parties2
     sx = X.fix_precision().share(alice, bob, crypto_provider=carol)
-    results = [sx.prod(), sx.prod(1), sx.cumprod(1), sx.cos(), sx.sin(), sx.amax((0, 1)), sx.amin(0, keepdim=True)]
+    results = [sx.prod(), sx.prod(1), sx.cumprod(1), sx.cos(), sx.sin(), sx.amax((0, 1)), sx.amin(0, keepdim=True),
+               sx.triu(), sx.masked_select(X > 0), torch.logsumexp(sx, 1), F.softplus(sx), F.elu(sx)]
     words = set()
     for r in results + [sx]:
         for p in r.child.shares:
