@@ -419,6 +419,9 @@ def run(quick: bool = False) -> list[dict]:
     py, why = (None, "smoke mode: no Ray, no Flower") if smoke else flower_python()
     seeds = SEEDS if not (smoke or quick) else (SEED,)
     measured, loads = {}, {}
+    import run as run_mod
+
+    RUN_INFO.update(source=run_mod.source(), started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     for n in sizes:  # in turns, one system at a time: syft_lab's process, then Flower's
         size_seeds = seeds if n < 100 else SEEDS_100
         before = os.getloadavg()
@@ -429,8 +432,9 @@ def run(quick: bool = False) -> list[dict]:
             measured[n]["flower"] = flower_best(layouts)
         loads[n] = (before, os.getloadavg())
         if not (smoke or quick):  # the raw measurements so far, before any figure is made of them
-            (HERE / "flower_results.raw.json").write_text(json.dumps({"measured": measured, "loads": loads},
-                                                                     indent=1))
+            RUN_INFO["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            (HERE / "flower_results.raw.json").write_text(json.dumps({"measured": measured, "loads": loads,
+                                                                      "run": RUN_INFO}, indent=1))
         print(f"bench_flower: {n} clients done: {json.dumps(measured[n])[:1500]}", file=sys.stderr, flush=True)
     global LOADS
     LOADS = loads
@@ -438,6 +442,7 @@ def run(quick: bool = False) -> list[dict]:
 
 
 LOADS: dict = {}  # clients -> (load average before, after) of the last run
+RUN_INFO: dict = {}  # the run's source (at its start), start and end (UTC): kept in the raw file
 
 
 def _mean(values) -> float:
@@ -541,12 +546,14 @@ def main(argv) -> int:
     import run as run_mod
 
     common.SMOKE = "--smoke" in argv
+    torch.set_num_threads(1)  # as in every process of the run (the machine line reports it)
     quick = "--quick" in argv or common.SMOKE
     t0 = time.perf_counter()
     if "--from-raw" in argv:  # the figures of a run cut short: what flower_results.raw.json holds
         raw = json.loads((HERE / "flower_results.raw.json").read_text())
         measured = {int(k): v for k, v in raw["measured"].items()}
         LOADS.update({int(k): v for k, v in raw["loads"].items()})
+        RUN_INFO.update(raw.get("run", {}))
         sizes = tuple(sorted(measured))
         results = _figures(common.figure, measured, sizes, len(measured[sizes[0]]["ray"]["rounds"]), "", False)
     else:
@@ -554,15 +561,18 @@ def main(argv) -> int:
     text = run_mod.table(results)
     print(text)
     if not quick:  # the full run: benchmarks/flower_results.md and .json
-        info, src = run_mod.machine(), run_mod.source()
+        info, src = run_mod.machine(), RUN_INFO.get("source") or run_mod.source()
+        when = (f"{RUN_INFO['started']} to {RUN_INFO.get('ended', '?')}" if "started" in RUN_INFO
+                else f"{info['date']}, {time.perf_counter() - t0:.0f} s")
         (HERE / "flower_results.json").write_text(json.dumps({"machine": info, "source": src, "results": results},
                                                              indent=2))
         md = ["# syft_lab FedAvg beside Flower's simulation at its best (issues 28, 40)", "",
               run_mod.source_line(src), "",
               f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}, torch {info['torch']} "
-              f"({info['torch_threads']} thread(s)), {info['platform']}; load average at the end "
-              f"{', '.join(map(str, info['load_average']))}; run {info['date']}, "
-              f"{time.perf_counter() - t0:.0f} s. Flower: "
+              f"({info['torch_threads']} thread(s)), {info['platform']}; "
+              f"{'' if '--from-raw' in argv else 'load average at the end ' + ', '.join(map(str, info['load_average'])) + '; '}"
+              f"run {when}"
+              f"{' (figures made again from flower_results.raw.json)' if '--from-raw' in argv else ''}. Flower: "
               f"{'flwr ' + FLOWER_VERSIONS['flwr'] + ', Ray ' + FLOWER_VERSIONS['ray'] if FLOWER_VERSIONS else '-'}.",
               "", "Peer configuration: Flower's Message API as its documentation recommends (a ClientApp whose "
               "train function loads its own partition from `context.node_config['partition-id']`, a ServerApp "
