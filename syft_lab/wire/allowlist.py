@@ -27,12 +27,12 @@ import os
 import re
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..dtypes import DTYPES
 from ..errors import QuotaExceededError
 from ..tensors import whole_ops
 from . import op_checks, op_cost
+from .meta import OnMeta, meta_like, run_on_meta, to_meta
 from .op_checks import OpNotAllowedError
 
 aten = torch.ops.aten
@@ -214,7 +214,6 @@ def op_name(op) -> str:
 # --- per-op plans: what check_call does for each allowed overload, decided once ----------------
 
 _TENSOR_OR_SCALAR = re.compile(r"^(Optional\[)?(Tensor|number|bool)\]?$")  # (a Scalar's real type: number)
-_META = torch.device("meta")
 _CPU = torch.device("cpu")
 _HELD_DTYPES = frozenset(DTYPES.values())
 
@@ -411,8 +410,9 @@ whole_ops.use_literal_check(check_enum_literals)
 _VF = torch._C._VariableFunctions
 
 
-class OverloadRecorder(TorchDispatchMode):
-    """Records the aten overloads (and their arguments) that a call reaches, running each."""
+class OverloadRecorder(OnMeta):
+    """Records the aten overloads (and their arguments) that a call on meta tensors reaches,
+    running each on the meta device (``meta.OnMeta``)."""
 
     def __init__(self):
         super().__init__()
@@ -420,14 +420,14 @@ class OverloadRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.seen.append((func, args, kwargs))
-        return func(*args, **(kwargs or {}))
+        return super().__torch_dispatch__(func, types, args, kwargs)
 
 
 def _learn_binding(plan: _Plan, args):
     fn = getattr(_VF, plan.op._schema.name.split("::")[-1], None)
     if fn is None or type(fn) is not type(_VF.add):
         return None
-    margs = [torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META) for a in args]
+    margs = [meta_like(a) for a in args]
     rec = OverloadRecorder()
     try:
         with rec:
@@ -485,14 +485,6 @@ def _key(a):
     return (t, a)
 
 
-def _to_meta(a):
-    if isinstance(a, torch.Tensor):
-        return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
-    if type(a) in (list, tuple):
-        return [_to_meta(b) for b in a]
-    return a
-
-
 def _data_independent_failure(e: BaseException) -> bool:
     """A meta run that failed because it cannot tell (no meta kernel, data-dependent sizes)."""
     if isinstance(e, NotImplementedError):
@@ -503,17 +495,11 @@ def _data_independent_failure(e: BaseException) -> bool:
 
 def _meta_run(plan: _Plan, args, kwargs) -> _Verdict:
     op = plan.op
-    margs = [_to_meta(a) for a in args]
-    mkw = {k: _to_meta(v) for k, v in kwargs.items()} if kwargs else {}
-    for i, a in enumerate(op._schema.arguments):  # factories: make the result on meta
-        if a.name == "device":
-            if i < len(margs) and not a.kwarg_only:
-                margs[i] = _META
-            else:
-                mkw["device"] = _META
+    margs = [to_meta(a) for a in args]
+    mkw = {k: to_meta(v) for k, v in kwargs.items()} if kwargs else {}
     before = [margs[i].shape if i < len(margs) and isinstance(margs[i], torch.Tensor) else None for i in plan.writes]
     try:
-        out = op(*margs, **mkw)
+        out = run_on_meta(op, margs, mkw)
     except (RuntimeError, IndexError, ValueError, TypeError, OverflowError, NotImplementedError) as e:
         if _data_independent_failure(e):
             return _Verdict(None, None)

@@ -20,8 +20,8 @@ import torch
 
 from ..errors import QuotaExceededError
 from ..tensors.registry import MAX_DIM_SIZE, MAX_DIMS
+from ..wire.meta import run_on_meta, to_meta
 
-_META = torch.device("meta")
 GiB = 2**30
 DEFAULT_MAX_OBJECTS = 100_000
 DEFAULT_MAX_OP_SECONDS = 30.0  # an expensive op still running then is stopped (workers/forked.py)
@@ -385,18 +385,6 @@ class MemoryBudget:
 
 # --- what an op will make ----------------------------------------------------------------------
 
-def _meta_like(t: torch.Tensor) -> torch.Tensor:
-    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=_META)
-
-
-def _to_meta(a):
-    if isinstance(a, torch.Tensor):
-        return _meta_like(a)
-    if type(a) in (list, tuple):
-        return [_to_meta(b) for b in a]
-    return a
-
-
 def _key(a):
     if isinstance(a, torch.Tensor):
         return (a.shape, a.stride(), a.dtype)  # a torch.Size hashes and compares as a tuple
@@ -625,16 +613,10 @@ class OutputEstimator:
 
     def _run_on_meta(self, op, args, kwargs) -> Estimate:
         schema = op._schema
-        margs = [_to_meta(a) for a in args]
-        mkw = {k: _to_meta(v) for k, v in kwargs.items()} if kwargs else {}
-        for i, a in enumerate(schema.arguments):  # factories: make the result on meta
-            if a.name == "device":
-                if i < len(margs) and not a.kwarg_only:
-                    margs[i] = _META
-                else:
-                    mkw["device"] = _META
+        margs = [to_meta(a) for a in args]
+        mkw = {k: to_meta(v) for k, v in kwargs.items()} if kwargs else {}
         try:
-            out = op(*margs, **mkw)
+            out = run_on_meta(op, margs, mkw)
         except Exception:  # no meta kernel, data-dependent output, or bad arguments: the real run decides,
             return _sized_by_int_lists(schema, margs, mkw)  # bounded by the sizes its int lists name
         outs = out if type(out) in (list, tuple) else [out]
