@@ -31,7 +31,8 @@ import logging
 import comm as _comm
 
 from . import actions
-from .inspection.model import _notebook_namespace, container_items
+from .inspection.model import container_items
+from .notebook import notebook_namespace
 from .widget import live, tracker
 
 TARGET = "syft_lab.sidebar"
@@ -46,7 +47,7 @@ _state = {"registered": False}
 
 
 def _namespace() -> dict:
-    ns = _notebook_namespace()
+    ns = notebook_namespace()
     return ns if ns is not None else {}
 
 

@@ -17,7 +17,7 @@ import syft_lab.ray as sy_ray
 from syft_lab.widget import live
 from syft_lab.widget.widgets import SyftWidget
 from contract.kinds import LEAK_CHECKED, leak_checked, leaked, ray_clients
-from syft_lab.ray.worker import start_hosts
+from syft_lab.ray.starting import start_hosts
 from kernel_census import MAX_KERNELS, KernelCensus
 from venv_kernel import install_kernelspec
 

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 SYFT = Path(__file__).resolve().parents[1] / "syft_lab"
-LEAVES = {"errors", "ids", "dtypes", "events", "commands", "progress"}
+LEAVES = {"errors", "ids", "dtypes", "events", "commands", "progress", "notebook"}
 RANK = {**{leaf: 0 for leaf in LEAVES}, "tensors": 1, "wire": 2, "plans": 3, "workers": 4, "hook": 5, "ray": 5,
         "cli": 5, "smpc": 6, "inspection": 7, "federated": 8, "actions": 8, "widget": 9, "sidebar": 10,
         "magics": 10, "worker": 11, "labextension": 11}
 # leaf modules import each other only in this order (errors first)
-LEAF_ORDER = ["errors", "ids", "dtypes", "events", "commands", "progress"]
+LEAF_ORDER = ["errors", "ids", "dtypes", "events", "commands", "progress", "notebook"]
 OPTIONAL = ("IPython", "tqdm", "ray")  # optional dependencies, imported where they are used
 
 

@@ -18,6 +18,7 @@ import sys
 
 from ..commands import LOCAL_OWNER
 from ..errors import SyftError
+from ..notebook import and_list, notebook_namespace
 from ..tensors.base import ChainLayer
 from ..tensors.registry import iter_chain
 from ..workers.ledger import read_ledger
@@ -99,17 +100,17 @@ def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> di
         cells = sorted({p["sent_cell"] for p in sent if p.get("sent_cell") is not None})
         when = f" in cell {', '.join(f'[{c}]' for c in cells)}" if cells else ""
         value = f": {numbers[1]}" if numbers else " (the result of .get())"
-        first = (f"{secret} is held by me now{value}, reconstructed{when} from the shares {_and(names)} sent to me; "
+        first = (f"{secret} is held by me now{value}, reconstructed{when} from the shares {and_list(names)} sent to me; "
                  f"no party holds a share of it any more.")
     else:
-        first = (f"{secret} is held by nobody: {_and(names)} each hold one share, a uniform int64 that alone "
+        first = (f"{secret} is held by nobody: {and_list(names)} each hold one share, a uniform int64 that alone "
                  f"reveals nothing.")
     lines = [first, ring_sum]
     if done:
-        lines.append(f"Reconstructing it took every share: {_and(names)} each sent theirs to me."
+        lines.append(f"Reconstructing it took every share: {and_list(names)} each sent theirs to me."
                      + (f" {provider}, the crypto provider, held no share." if provider else ""))
     else:
-        lines.append(f"Reconstructing it needs every share: {_and(names)} must each send theirs to me "
+        lines.append(f"Reconstructing it needs every share: {and_list(names)} must each send theirs to me "
                      f"(Reconstruct, or {name + '.get()' if name else '.get()'})."
                      + (f" {provider}, the crypto provider, holds no share." if provider else ""))
     lines.append(f"{'Before the reconstruction no lane held' if done else 'Until then no lane holds'} {secret}: "
@@ -119,7 +120,7 @@ def explain_dict(value, name: str | None = None, *, ledgers: bool = False) -> di
         lines.append("Sent: " + ", ".join(
             f"{p['worker']} sent share {p['share']}" + (f" ({_size(p['sent_bytes'])})" if p.get("sent_bytes") else "")
             + (f" in cell [{p['sent_cell']}]" if p.get("sent_cell") is not None else "") for p in sent)
-            + ("" if len(sent) == n else f"; still on their workers: {_and([p['worker'] for p in parties if not p['sent']])}"))
+            + ("" if len(sent) == n else f"; still on their workers: {and_list([p['worker'] for p in parties if not p['sent']])}"))
     return {"schema": "syft_lab.explain", "version": 1, "secret": secret, "ring": RING, "parties": parties,
             "crypto_provider": provider, "decode": decode, "held_by": LOCAL_OWNER if done else None, "reconstructed": done,
             "lines": lines}
@@ -151,11 +152,6 @@ def _size(n: int) -> str:
     return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
 
 
-def _and(names) -> str:
-    names = list(names)
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
 class Explanation(dict):
     """``sy.explain(sx)``: the dict (``to_dict()``), printed as its lines, drawn as HTML in a notebook."""
 
@@ -182,67 +178,6 @@ def explain(value, name: str | None = None) -> Explanation:
     return Explanation(explain_dict(value, name, ledgers=True))
 
 
-def reconstructed_error(shared) -> SyftError:
-    """The refusal of a computation on ``shared`` (an AdditiveSharingTensor) after its ``.get()``:
-    its name in the notebook (a model's parameter by its path, with what to do instead)."""
-    name, model = _shared_name(shared)
-    parties = _and(s.location.id for s in shared.shares)
-    what = name or f"a shared value of shape {list(shared.shape)}"
-    text = f"{what} was reconstructed with .get(): its shares left {parties}, so it cannot take part in a computation any more"
-    if model is not None:
-        return SyftError(f"{text} ({model} cannot run). To look at a parameter, reconstruct a copy: "
-                         f"{name}.detach().clone().get(); to use the model again, share it again")
-    return SyftError(f"{text}: compute with the value .get() returned")
-
-
-def _shared_name(shared) -> tuple[str | None, str | None]:
-    """(the notebook's name of the value whose chain holds ``shared``, the name of the model it
-    is a parameter of or None): a variable (``sx``) or a parameter's path (``cnn[0].weight``),
-    from the notebook's namespace, else the calling frames outside syft_lab and torch."""
-    import torch.nn as nn  # (torch is loaded: a shared tensor exists)
-
-    def holds(v) -> bool:
-        return v is shared or (isinstance(v, ChainLayer) and any(layer is shared for layer in iter_chain(v)))
-
-    for scope in _user_scopes():
-        found = None  # the last name bound in the scope: cnn, of plain and cnn = plain.fix_precision().share(...)
-        for k, v in list(scope.items()):
-            if k.startswith("_"):
-                continue
-            if holds(v):
-                found = k, None
-            elif isinstance(v, nn.Module):
-                for path, p in (*v.named_parameters(), *v.named_buffers()):
-                    if holds(p):
-                        found = k + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path.split(".")), k
-        if found is not None:
-            return found
-    return None, None
-
-
-def _user_scopes():
-    """The notebook's namespace (in IPython), then the locals of each calling frame that is not
-    syft_lab's nor torch's, innermost first."""
-    ns = _notebook_namespace()
-    if ns is not None:
-        yield ns
-    frame = sys._getframe(1)
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not module.startswith(("syft_lab", "torch")):
-            yield frame.f_locals
-        frame = frame.f_back
-
-
-def _notebook_namespace():
-    try:
-        from IPython import get_ipython  # optional: outside IPython there is no notebook
-    except ImportError:
-        return None
-    ip = get_ipython()
-    return None if ip is None else ip.user_ns
-
-
 def _name_in_caller(value, frame):
     for scope in (frame.f_locals, frame.f_globals):
         for k, v in scope.items():
@@ -252,7 +187,7 @@ def _name_in_caller(value, frame):
 
 
 def _name_in_notebook(value):
-    ns = _notebook_namespace()
+    ns = notebook_namespace()
     for k, v in (ns or {}).items():
         if v is value and not k.startswith("_"):
             return k

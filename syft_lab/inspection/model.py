@@ -15,6 +15,7 @@ from torch import nn
 
 from ..dtypes import dtype_name
 from ..ids import tensor_id
+from ..notebook import notebook_namespace
 from ..tensors import nodes as _nodes
 from ..tensors.base import ChainLayer
 from ..tensors.nodes import (LOCAL_OWNER, SCHEMA_VERSION, entry_actions, flatten, is_edge, live_edge, object_meta,
@@ -518,14 +519,7 @@ class World(dict):
 
 def world(namespace: dict | None = None) -> World:
     if namespace is None:
-        namespace = _notebook_namespace()
+        namespace = notebook_namespace()
     return World(world_dict(namespace))
 
 
-def _notebook_namespace():
-    try:
-        from IPython import get_ipython  # optional: outside IPython there is no notebook
-    except ImportError:
-        return None
-    ip = get_ipython()
-    return ip.user_ns if ip is not None else None

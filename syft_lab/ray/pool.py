@@ -6,17 +6,11 @@ each actor is then started by ``start_hosts`` in a thread of its own, all in fli
 """
 from __future__ import annotations
 
-import concurrent.futures
-import time
-
-from .. import progress as progress_bars
 from ..errors import SyftError
 from ..workers.base import check_worker_id
-from .runtime import StartProgress, ensure_initialized
-from .worker import DEFAULT_NUM_CPUS, DEFAULT_TIMEOUT, RayWorker, start_hosts
+from .starting import DEFAULT_NUM_CPUS, start_hosts_shown
+from .worker import DEFAULT_TIMEOUT, RayWorker
 
-START_SECONDS = 60.0  # an actor's start, plus START_PER_ACTOR for each actor starting with it
-START_PER_ACTOR = 5.0
 
 
 def workers(n: int, prefix: str = "worker", *, start: int = 0, per_actor: int = 1,
@@ -50,47 +44,3 @@ def workers(n: int, prefix: str = "worker", *, start: int = 0, per_actor: int = 
     hosts = start_hosts_shown(groups, options, progress)
     return [RayWorker(worker_id, _host=host, timeout=timeout, max_restarts=max_restarts)
             for group, host in zip(groups, hosts) for worker_id in group]
-
-
-def start_hosts_shown(groups: list, options: dict, progress: bool | None) -> list:
-    """``start_hosts(groups, **options)``, with a bar of the workers that are up where a person
-    watches (``progress`` None), always (True) or never (False): ``sy.ray.workers(n)`` and a
-    single ``RayWorker("bob")`` start their actors the same way."""
-    watched = progress is True or (progress is None and progress_bars.someone_watches())
-    if not watched:
-        return start_hosts(groups, **options)
-    return _start_watched(groups, sum(len(g) for g in groups), options, progress)
-
-
-def _start_watched(groups: list, n: int, options: dict, progress) -> list:
-    """``start_hosts(groups)`` with a bar of the workers that are up: each group's actor is
-    started (and waited for) in a thread of its own, all at once; a failure stops every actor
-    started and raises the first error, as ``start_hosts`` does."""
-    ray = ensure_initialized()  # (a local Ray says what it starts on its own bar)
-    processes = len(groups)
-    what = f"starting {n} Ray worker{'s' if n != 1 else ''}" + (
-        f" in {processes} processes" if processes != n else "") + " (each process imports torch)"
-    bar = StartProgress(what, total=n, show=progress, unit="worker")
-    t0 = time.monotonic()
-    timeout = START_SECONDS + START_PER_ACTOR * processes  # as start_hosts gives them all together
-    hosts: list = [None] * processes
-    failed = None
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(processes, 64),
-                                               thread_name_prefix="syft-lab ray start") as pool:
-        futures = {pool.submit(start_hosts, [ids], start_timeout=timeout, **options): i
-                   for i, ids in enumerate(groups)}
-        for done in concurrent.futures.as_completed(futures):
-            i = futures[done]
-            try:
-                (hosts[i],) = done.result()
-                bar.update(len(groups[i]))
-            except BaseException as e:
-                failed = failed or e
-    if failed is not None:
-        for host in hosts:
-            if host is not None:
-                ray.kill(host[0])
-        bar.close()
-        raise failed
-    bar.close(f"{n} Ray worker{'s' if n != 1 else ''} up in {time.monotonic() - t0:.1f} s")
-    return hosts

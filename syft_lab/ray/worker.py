@@ -35,55 +35,15 @@ from ..wire.format import CHUNK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, encode
 from ..workers.base import check_worker_id
 from ..workers.connection import error_bytes
 from ..workers.protocol import ConnectionLost, FramedTransport, FramedWorker, Pending, error_from_reply
-from .host import RESTARTED, MoveSourceError, WorkerHost, pack, unpack
-from .runtime import ensure_initialized
+from .host import RESTARTED, MoveSourceError, pack, unpack
+from .starting import DEFAULT_NUM_CPUS, _why, start_hosts_shown
 
-DEFAULT_NUM_CPUS = 0.05  # a worker waits most of the time: many share a core
 DEFAULT_TIMEOUT = 60.0
 
 CONNECTED, UNREACHABLE, RESTARTING, DEAD, CLOSED = "connected", "unreachable", "restarting", "dead", "closed"
 
-_actor_classes: dict = {}
 _transports: dict = {}  # actor id -> the RayTransports calling that actor (a weak set each)
 _probes: dict = {}  # actor id -> the ObjectRef of a liveness probe (hello) not yet answered
-
-
-def host_class(ray):
-    """``WorkerHost`` as a Ray actor class (made once per process)."""
-    cls = _actor_classes.get(id(ray))
-    if cls is None:
-        cls = _actor_classes[id(ray)] = ray.remote(WorkerHost)
-    return cls
-
-
-def start_hosts(groups, *, num_cpus=DEFAULT_NUM_CPUS, memory=None, resources=None, max_restarts=0,
-                max_bytes=None, max_objects=None, threads=1, start_timeout=None, **actor_options):
-    """Start one actor per group of worker ids; returns ``[(handle, info), ...]``. The actors
-    start in parallel (Ray places them: each process imports torch, ~2 s of CPU); raises
-    WorkerUnavailableError if one has not answered within ``start_timeout`` (default 60 s plus
-    5 s per actor)."""
-    timeout = start_timeout if start_timeout is not None else 60.0 + 5.0 * len(groups)
-    ray = ensure_initialized()
-    options = dict(num_cpus=num_cpus, max_restarts=max_restarts, **actor_options)
-    if memory is not None:
-        options["memory"] = memory
-    if resources:
-        options["resources"] = dict(resources)
-    cls = host_class(ray).options(**options)
-    handles = [cls.remote(list(ids), max_bytes, max_objects, threads) for ids in groups]
-    try:
-        replies = ray.get([h.hello.remote() for h in handles], timeout=timeout)
-    except Exception as e:
-        for h in handles:
-            ray.kill(h)
-        names = ", ".join(i for ids in groups for i in ids)
-        raise WorkerUnavailableError(f"Ray worker(s) {names} did not start within {timeout} s: {_why(e)}") from None
-    return [(h, unpack(r, DEFAULT_MAX_MESSAGE_SIZE)["ok"]) for h, r in zip(handles, replies)]
-
-
-def _why(e) -> str:
-    lines = [line for line in str(e).strip().splitlines() if line.strip()]
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 class RayTransport(FramedTransport):
@@ -305,8 +265,6 @@ class RayWorker(FramedWorker):
                  progress: bool | None = None, _host=None, **actor_options):
         check_worker_id(id)
         if _host is None:  # its actor starts with a bar where a person watches, as sy.ray.workers(n)
-            from .pool import start_hosts_shown  # (pool builds RayWorkers)
-
             _host = start_hosts_shown([[id]], dict(num_cpus=num_cpus, memory=memory, resources=resources,
                                                    max_restarts=max_restarts, max_bytes=max_bytes,
                                                    max_objects=max_objects, threads=threads, **actor_options),

@@ -25,8 +25,9 @@ import torch
 
 from ..errors import SyftError
 from ..ids import new_id
+from ..notebook import and_list, user_scopes
 from .base import ChainLayer, make_layer
-from .registry import register_layer
+from .registry import iter_chain, register_layer
 
 _CPU = torch.device("cpu")
 aten = torch.ops.aten
@@ -159,8 +160,45 @@ def _refuse_reconstructed(args, kwargs) -> None:
         for t in (a if isinstance(a, (list, tuple)) else (a,)):
             if isinstance(t, AdditiveSharingTensor) and any(
                     getattr(getattr(s, "_ref", None), "gone_how", None) == "fetched" for s in t.shares):
-                from ..inspection.explain import reconstructed_error  # (inspection imports tensors)
                 raise reconstructed_error(t)
+
+
+def reconstructed_error(shared) -> SyftError:
+    """The refusal of a computation on ``shared`` (an AdditiveSharingTensor) after its ``.get()``:
+    its name in the notebook (a model's parameter by its path, with what to do instead)."""
+    name, model = _shared_name(shared)
+    parties = and_list(s.location.id for s in shared.shares)
+    what = name or f"a shared value of shape {list(shared.shape)}"
+    text = f"{what} was reconstructed with .get(): its shares left {parties}, so it cannot take part in a computation any more"
+    if model is not None:
+        return SyftError(f"{text} ({model} cannot run). To look at a parameter, reconstruct a copy: "
+                         f"{name}.detach().clone().get(); to use the model again, share it again")
+    return SyftError(f"{text}: compute with the value .get() returned")
+
+
+def _shared_name(shared) -> tuple[str | None, str | None]:
+    """(the notebook's name of the value whose chain holds ``shared``, the name of the model it
+    is a parameter of or None): a variable (``sx``) or a parameter's path (``cnn[0].weight``),
+    from the notebook's namespace, else the calling frames outside syft_lab and torch."""
+    import torch.nn as nn  # (torch is loaded: a shared tensor exists)
+
+    def holds(v) -> bool:
+        return v is shared or (isinstance(v, ChainLayer) and any(layer is shared for layer in iter_chain(v)))
+
+    for scope in user_scopes():
+        found = None  # the last name bound in the scope: cnn, of plain and cnn = plain.fix_precision().share(...)
+        for k, v in list(scope.items()):
+            if k.startswith("_"):
+                continue
+            if holds(v):
+                found = k, None
+            elif isinstance(v, nn.Module):
+                for path, p in (*v.named_parameters(), *v.named_buffers()):
+                    if holds(p):
+                        found = k + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path.split(".")), k
+        if found is not None:
+            return found
+    return None, None
 
 
 _EXTREMA = {aten.max.dim, aten.min.dim, aten.argmax.default, aten.argmin.default}

@@ -31,9 +31,10 @@ from __future__ import annotations
 import time
 import weakref
 
-from ..inspection.model import (WORLD_HEADER, Names, _notebook_namespace, finish_entry, gone_lane, gone_lane_objects, lane_header,
+from ..inspection.model import (WORLD_HEADER, Names, finish_entry, gone_lane, gone_lane_objects, lane_header,
                                 lane_is_down, lane_of, local_pointer_entry, local_pointers, mark_dangling,
                                 mark_plan_state)
+from ..notebook import notebook_namespace
 from ..tensors.nodes import LOCAL_OWNER, is_edge, live_edge
 from ..tensors.pointer import newest_live_refs
 from ..workers.registry import all_workers
@@ -391,7 +392,7 @@ class WorldTracker:
     def _names(self) -> Names:
         ns = self.namespace
         if ns is None:
-            ns = _notebook_namespace()
+            ns = notebook_namespace()
         return Names(ns)
 
     # --- what views send ------------------------------------------------------------------

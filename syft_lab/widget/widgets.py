@@ -30,7 +30,8 @@ import anywidget
 import traitlets
 
 from .. import actions
-from ..inspection.model import _notebook_namespace, container_items
+from ..inspection.model import container_items
+from ..notebook import notebook_namespace
 from ..inspection.text import render_tree, render_world
 from ..tensors.nodes import LOCAL_OWNER, chain_nodes, walk
 from ..workers.registry import all_workers
@@ -100,7 +101,7 @@ class SyftWidget(anywidget.AnyWidget):
     def namespace(self) -> dict:
         if self._namespace is not None:
             return self._namespace
-        ns = _notebook_namespace()
+        ns = notebook_namespace()
         return ns if ns is not None else {}
 
     # --- liveness -------------------------------------------------------------------------

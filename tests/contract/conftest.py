@@ -46,7 +46,8 @@ def doomed(request, kind, token_file):
     elif kind == "ray":
         import ray
 
-        from syft_lab.ray.worker import RayWorker, start_hosts
+        from syft_lab.ray.starting import start_hosts
+        from syft_lab.ray.worker import RayWorker
 
         request.getfixturevalue("ray_runtime")
         (host,) = start_hosts([["erin"]])
