@@ -29,10 +29,11 @@ _PER_SHARE = {aten.view, aten._unsafe_view, aten.reshape, aten.t, aten.transpose
               aten.cumsum, aten.diagonal, aten.trace, aten.gather, aten.take}  # issue 41: a public index or none
 _BILINEAR = {aten.mul, aten.mm, aten.bmm, aten.convolution, aten.matmul}
 PAIRWISE_MAX = 256  # max_dim compares all m^2 pairs at once: the caller's one-hot (pooling windows) only
-# The estimate that picks a reduction's group size (Engine.group_size_for), measured with bench_smpc
-# on 2 shared cores: a round trip between worker processes ~3 ms, an element through a sign bit ~5 us.
-ROUND_SECONDS = 3e-3
-ELEMENT_SECONDS = 5e-6
+# The estimate that picks a reduction's group sizes (Engine.reduction_plan), from bench_smpc on 2
+# shared cores: a round between worker processes (its round trip and the programs' handling) took
+# 2.5 ms at load 2 and 15 ms at load 20, an element through a sign bit 6-8 us; between the two.
+ROUND_SECONDS = 5e-3
+ELEMENT_SECONDS = 6e-6
 SIGN_ROUNDS = 8  # round trips of one batch of sign bits (a relu, a comparison) for two parties
 GROUP_MAX = 32  # the largest group a level compares pairwise
 BIG = 2**40  # the padding of a level's last group: below any encoded value (|x| scale m < 2^40)
