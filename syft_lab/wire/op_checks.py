@@ -267,6 +267,16 @@ def _weight_norm_backward(name, a: _Args):
                                 f"saved_norms the shape {list(shape)}")
 
 
+def _contiguous_weight_norm(name, a: _Args):
+    """_weight_norm_interface's CPU kernel reads v and g as contiguous memory (its public wrapper,
+    _weight_norm, makes them so): a stepped or overlapping v read bytes outside its elements, and
+    returned them (the seed-45 fuzz: wrong norms and another allocation's bytes in the result)."""
+    for key in ("v", "g"):
+        if not _tensor(name, a[key], key).is_contiguous():
+            raise OpNotAllowedError(f"{name}: {key} must be contiguous (its kernel reads it as contiguous memory; "
+                                    f"torch._weight_norm, the public op, makes it so)")
+
+
 def _transform_bias_rescale_qkv(name, a: _Args):
     """Multi-head attention's fast-path internal splits qkv [B, T, 3*D] into num_heads heads unchecked."""
     qkv, bias = _tensor(name, a["qkv"], "qkv"), _tensor(name, a["qkv_bias"], "qkv_bias")
@@ -425,6 +435,8 @@ FAMILIES = (
     (r"^_fused_(sgd|adam|adamw|adagrad)_?$", _fused_optimizer,
      "tensor lists of one length, the i-th tensors of one shape (a step count: one element); grad_scale and "
      "found_inf one element"),
+    (r"^_weight_norm_interface$", _contiguous_weight_norm, "v and g contiguous (its kernel reads them as contiguous "
+                                                           "memory: a stepped v returned bytes outside its elements)"),
     (r"^_weight_norm_interface_backward$", _weight_norm_backward,
      "grad_w of saved_v's shape, saved_g and saved_norms of the shape dim implies"),
     (r"^_transform_bias_rescale_qkv$", _transform_bias_rescale_qkv, "qkv [B, T, 3*D], its bias [3*D], heads divide D"),

@@ -210,3 +210,22 @@ def test_the_long_fuzz_runs_crashes_are_refused_and_their_ordinary_calls_pass():
     check_call(aten._fused_adam_.default, [params, grads, [torch.zeros(3, 4), torch.zeros(5)],
                                            [torch.zeros(3, 4), torch.zeros(5)], [], [torch.tensor(1.0)] * 2],
                dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False))
+
+
+def test_weight_norm_interface_takes_contiguous_v_and_g_only():
+    """The seed-45 fuzz: its CPU kernel reads v and g as contiguous memory, and a stepped or
+    overlapping v gave wrong norms with another allocation's bytes in them. torch._weight_norm,
+    the public op nn.utils.weight_norm uses, makes them contiguous first: it still runs."""
+    stepped, g = torch.randn(10, 1, 5, 5)[::2], torch.randn(5, 1, 1, 1)
+    for args, key in (([stepped, g], "v"), ([stepped.contiguous(), torch.randn(10, 1, 1, 1)[::2]], "g"),
+                      ([torch.randn(13).as_strided([5, 1, 5, 5], [1, 1, 1, 1])] * 2, "v")):
+        with pytest.raises(OpNotAllowedError, match=f"{key} must be contiguous"):
+            check_call(aten._weight_norm_interface.default, args, None)
+    check_call(aten._weight_norm_interface.default, [stepped.contiguous(), g], None)
+    bob = sy.VirtualWorker("wn_bob")
+    try:
+        p = stepped.send(bob)
+        w = torch._weight_norm(p, g.send(bob), 0).get()
+        assert torch.allclose(w, torch._weight_norm(stepped, g, 0))
+    finally:
+        bob.close()
