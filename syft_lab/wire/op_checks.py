@@ -277,6 +277,16 @@ def _contiguous_weight_norm(name, a: _Args):
                                     f"torch._weight_norm, the public op, makes it so)")
 
 
+def _wrapped_dim(name, a: _Args):
+    """cummin's and cummax's helpers take the dim their public op has wrapped already: a negative
+    one indexed before self's sizes and strides, and the kernel wrote outside values and indices
+    (the seed-45 fuzz: glibc aborted on the corrupted heap). torch.cummin/cummax wrap it first."""
+    x, dim = _tensor(name, a["self"], "self"), _int(a["dim"], name)
+    if not 0 <= dim < max(x.dim(), 1):
+        raise OpNotAllowedError(f"{name}: dim must be in [0, {max(x.dim(), 1)}) (this internal helper takes a "
+                                f"wrapped dim; torch.cummin and torch.cummax take a negative one)")
+
+
 def _transform_bias_rescale_qkv(name, a: _Args):
     """Multi-head attention's fast-path internal splits qkv [B, T, 3*D] into num_heads heads unchecked."""
     qkv, bias = _tensor(name, a["qkv"], "qkv"), _tensor(name, a["qkv_bias"], "qkv_bias")
@@ -435,6 +445,8 @@ FAMILIES = (
     (r"^_fused_(sgd|adam|adamw|adagrad)_?$", _fused_optimizer,
      "tensor lists of one length, the i-th tensors of one shape (a step count: one element); grad_scale and "
      "found_inf one element"),
+    (r"^_cum(min|max)_helper$", _wrapped_dim, "dim in [0, self.dim()) (the helper takes its public op's wrapped "
+                                              "dim: a negative one made the kernel write outside its outputs)"),
     (r"^_weight_norm_interface$", _contiguous_weight_norm, "v and g contiguous (its kernel reads them as contiguous "
                                                            "memory: a stepped v returned bytes outside its elements)"),
     (r"^_weight_norm_interface_backward$", _weight_norm_backward,

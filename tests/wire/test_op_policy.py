@@ -229,3 +229,21 @@ def test_weight_norm_interface_takes_contiguous_v_and_g_only():
         assert torch.allclose(w, torch._weight_norm(stepped, g, 0))
     finally:
         bob.close()
+
+
+def test_cummin_and_cummax_helpers_take_a_wrapped_dim_only():
+    """The seed-45 fuzz: _cummin_helper with dim -3 wrote outside its outputs and glibc aborted on
+    the corrupted heap (the public cummin wraps its dim before it calls the helper)."""
+    x = torch.randn(3, 4, 5)
+    values, indices = torch.empty_like(x), torch.empty_like(x, dtype=torch.long)
+    for op in (aten._cummin_helper.default, aten._cummax_helper.default):
+        for dim in (-1, -3, 3):
+            with pytest.raises(OpNotAllowedError, match=r"dim must be in \[0, 3\)"):
+                check_call(op, [x, values, indices, dim], None)
+        check_call(op, [x, values, indices, 1], None)
+    bob = sy.VirtualWorker("cm_bob")
+    try:
+        got = torch.cummin(x.send(bob), -1)
+        assert torch.equal(got.values.get(), torch.cummin(x, -1).values)
+    finally:
+        bob.close()
