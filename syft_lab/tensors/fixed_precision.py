@@ -257,10 +257,11 @@ class FixedPrecisionTensor(ChainLayer):
         if decomposition is not None:
             return decomposition(*args, **kwargs)
         raise SyftError(f"{func} is not supported on fixed precision tensors (supported: arithmetic, matmul, "
-                        f"conv2d, sums and means, var, comparisons (== and != too), abs, sign, relu, max/argmax, "
-                        f"min/argmin, views, split/chunk/unbind/roll, % by a public number or a shared value, "
-                        f"gather/scatter/index_add/index_put/take by a public index, where, clamp, cumsum, trace, prod, "
-                        f"cos/sin, exp/log/sqrt/reciprocal/sigmoid/tanh, pow; docs/secure-computation.md lists each)")
+                        f"convolutions (conv_transpose too), pooling, sums and means, var, comparisons (== and != "
+                        f"too), abs, sign, relu, max/argmax, min/argmin, views, split/chunk/unbind/roll, % by a "
+                        f"public number or a shared value, gather/scatter/index_add/index_put/take by a public index, "
+                        f"where, clamp, cumsum, trace, prod, cos/sin, exp/log/sqrt/reciprocal/sigmoid/tanh, pow; "
+                        f"docs/secure-computation.md lists each)")
 
     # --- the layer protocol ------------------------------------------------------------------
     def layer_children(self) -> list:
@@ -460,19 +461,6 @@ def _addmm(func, args, kwargs):
     if beta != 1:
         bias = _mul(None, (bias if isinstance(bias, FPT) else _wrap(t, _enc(bias, t.scale)), beta), {})
     return _wrap(t, _add(prod.child, _enc(bias, t.scale)))
-
-
-def _convolution(func, args, kwargs):
-    x, w, bias, stride, padding, dilation, transposed, output_padding, groups = args
-    t = _like(args)
-    if transposed:
-        raise SyftError("transposed convolutions are not supported on fixed precision tensors")
-    out = product(aten.convolution.default, _enc(x, t.scale), _enc(w, t.scale), t.scale,
-                  (None, stride, padding, dilation, False, output_padding, groups))
-    if bias is not None:
-        b = _enc(bias, t.scale)
-        out = _add(out, aten.view.default(b, [1, -1] + [1] * (out.dim() - 2)))
-    return _wrap(t, out)
 
 
 def _sum(func, args, kwargs):
@@ -700,7 +688,7 @@ _HANDLERS = {
     aten.add: _addsub, aten.sub: _addsub, aten.rsub: _addsub,
     aten.mul: _mul, aten.div: _div, aten.neg: _neg,
     aten.mm: _bilinear(aten.mm.default), aten.bmm: _bilinear(aten.bmm.default),
-    aten.addmm: _addmm, aten.convolution: _convolution,
+    aten.addmm: _addmm,  # convolutions: syft_lab/smpc/convolution.py
     aten.sum: _sum, aten.mean: _mean,  # pow: syft_lab/smpc/approximations.py
     aten.unbind: _unbind, aten.split: _split, aten.split_with_sizes: _split, aten.unsafe_split: _split,
     aten.roll: _roll, aten.var: _var, aten.select_backward: _select_backward, aten.slice_backward: _slice_backward,
