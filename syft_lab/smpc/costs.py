@@ -16,6 +16,7 @@ from ..tensors.additive_sharing import AdditiveSharingTensor
 from ..tensors.fixed_precision import FixedPrecisionTensor
 from . import approximations as ap
 from .engine import ENGINE
+from .trigonometry import DOUBLINGS
 from .runtime import totals
 
 # An approximation's method and iterations (CrypTen's; syft_lab/smpc/approximations.py), on its
@@ -33,6 +34,13 @@ APPROXIMATIONS = {
     "_log_softmax": (f"(x - max) - log(sum exp(x - max)): Householder of order {ap.LOG_ORDER}", ap.LOG_ITERS),
     "binary_cross_entropy": (f"two logs: Householder of order {ap.LOG_ORDER}", ap.LOG_ITERS),
     "log_sigmoid_forward": (f"min(x, 0) - log(1 + exp(-|x|)): Householder of order {ap.LOG_ORDER}", ap.LOG_ITERS),
+    "cos": ("e^(ix): Taylor terms at x / 2^8, then complex squarings", DOUBLINGS),
+    "sin": ("e^(ix): Taylor terms at x / 2^8, then complex squarings", DOUBLINGS),
+    "logsumexp": (f"max + log(sum exp(x - max)): Householder of order {ap.LOG_ORDER}", ap.LOG_ITERS),
+    "softplus": (f"-log_sigmoid(-beta x) / beta: Householder of order {ap.LOG_ORDER}", ap.LOG_ITERS),
+    "elu": ("relu(x) + alpha (exp(min(x, 0)) - 1): limit (1 + x/2^8)^(2^8): squarings", ap.EXP_ITERS),
+    "celu": ("elu at input scale 1 / alpha: limit (1 + x/2^8)^(2^8): squarings", ap.EXP_ITERS),
+    "expm1": ("exp(x) - 1: limit (1 + x/2^8)^(2^8): squarings", ap.EXP_ITERS),
 }
 
 

@@ -24,8 +24,6 @@ from ..tensors.pointer import PointerTensor
 from ..workers.modules import get_module, in_place_possible, replace_tensor, weights_unreferenced
 from ..workers.modules import module_tensors as _tensors
 from .engine import ENGINE
-from . import activations, products, trigonometry  # noqa: F401,E402  (logsumexp/softplus/elu, prod/cumprod, cos/sin
-#   register their handlers; imported here, before costs measures every handler)
 
 
 def _precision(precision, precision_fractional) -> int:
