@@ -125,6 +125,19 @@ OPS = {
     "max_pool2d 3x3 padded": ((images,), lambda a: F.max_pool2d(a, 3, stride=1, padding=1), exact),
     "avg_pool2d": ((images,), lambda a: F.avg_pool2d(a, 2), units(1.01)),
     "avg_pool2d (2, 3)": ((images,), lambda a: F.avg_pool2d(a, (2, 3)), units(1.01)),
+    # issue 41: pooling by a public window table (dilation, ceil_mode, adaptive sizes that do not divide),
+    # transposed convolutions (one product by the convolution's protocol, transposed=True)
+    "max_pool2d dilation 2, ceil_mode": ((images,), lambda a: F.max_pool2d(a, 2, dilation=2, ceil_mode=True), exact),
+    "max_pool2d 3x3 stride 2 padded, ceil_mode": ((images,), lambda a: F.max_pool2d(a, 3, 2, 1, ceil_mode=True),
+                                                  exact),
+    "avg_pool2d 3x3 stride 2 padded, ceil_mode": ((images,), lambda a: F.avg_pool2d(a, 3, 2, 1, ceil_mode=True),
+                                                  units(1.01)),
+    "adaptive_avg_pool2d (3, 4)": ((images,), lambda a: F.adaptive_avg_pool2d(a, (3, 4)), units(1.01)),
+    "adaptive_max_pool2d (3, 5)": ((images,), lambda a: F.adaptive_max_pool2d(a, (3, 5)), exact),
+    "conv_transpose2d": ((images, lambda: grid(-1, 1, (2, 3, 3, 3), seed=5)),
+                         lambda a, w: F.conv_transpose2d(a, w, stride=2, padding=1, output_padding=1), units(1.01)),
+    "conv_transpose1d groups 2": ((lambda: grid(-20, 20, (2, 4, 6), seed=6), lambda: grid(-1, 1, (4, 1, 3), seed=7)),
+                                  lambda a, w: F.conv_transpose1d(a, w, stride=2, groups=2), units(1.01)),
     "chunk": ((general,), _chunks, exact),
     "unbind": ((general,), _unbound, exact),
     "roll": ((general,), lambda a: a.roll((1, -2), (0, 1)), exact),
@@ -196,7 +209,8 @@ def test_op_on_a_grid_fixed_precision_not_shared(name):
 
 
 REMOTE = ["eq", "ne", "ge", "argmin", "abs", "sign", "remainder 0.7", "reciprocal", "div public tensor", "sqrt",
-          "softmax", "log_softmax", "max_pool2d 3x3 padded", "avg_pool2d", "roll", "unbind"]
+          "softmax", "log_softmax", "max_pool2d 3x3 padded", "avg_pool2d", "roll", "unbind",
+          "adaptive_avg_pool2d (3, 4)", "max_pool2d dilation 2, ceil_mode"]
 
 
 @pytest.mark.network
