@@ -106,7 +106,11 @@ def test_no_share_or_secret_in_any_repr_node_world_ledger_explanation_or_log(par
                 sx.clamp(-1.0, 1.0), F.hardtanh(sx), sx.cumsum(0), sx.view(1, 2).trace(), sx.gather(0, torch.tensor([1])),
                 torch.where(torch.tensor([True, False]), sx, -sx), sx.scatter_add(0, torch.tensor([1, 1]), sx),
                 sx.index_put((torch.tensor([0]),), sx[1:]), sx.take(torch.tensor([1, 0])), sx ** 3, sx ** -0.5,
-                torch.norm(sx)]
+                torch.norm(sx),
+                # issue 41: transposed convolutions, adaptive pooling, ceil_mode
+                F.conv_transpose2d(sx.view(1, 2, 1, 1), sx.view(2, 1, 1, 1)),
+                F.adaptive_avg_pool2d(sx.view(1, 1, 1, 2), (1, 1)),
+                F.max_pool2d(sx.view(1, 1, 1, 2), (1, 2), ceil_mode=True)]
         forbidden = {"271828182", "271828.18", "271828.1"} | set(_texts_with(sx, (alice, bob)))
         forbidden |= set(_texts_with(y, (alice, bob))) | set(_texts_with(z, (alice, bob)))
         for m in more:
