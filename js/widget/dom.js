@@ -180,11 +180,14 @@ export function cutName(text, n, distinctAt = 0) {
   const t = String(text ?? "");
   if (t.length <= n) return t;
   let [head, key, mid, tail] = nameParts(t, distinctAt);
-  // with too little room the head goes to "…", then the kept part shortens to two characters
-  while (key.length > 2 && (head ? 1 : 0) + key.length + (mid ? 1 : 0) + tail.length > n) {
+  // with too little room the head goes to "…", then the kept part shortens to its first
+  // character (the one that differs from the other names: distinctAt is where they part)
+  while (key.length > 1 && (head ? 1 : 0) + key.length + (mid ? 1 : 0) + tail.length > n) {
     mid = key.slice(-1) + mid;
     key = key.slice(0, -1);
   }
+  // still too long: the head's "…" goes too (the middle's "…" says the name is cut)
+  if (head && mid && key.length + 1 + tail.length + 1 > n) return key + "…" + tail;
   let room = n - key.length - tail.length;
   let midCut = "";
   if (mid) {

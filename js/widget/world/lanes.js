@@ -198,11 +198,21 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
     L.more.title = `${below} more below: scroll the lane, or click for the next rows`;
   }
 
+  /** How many pixels of a cut name's label do not show: what its own box clips, or what runs
+   * past the box that holds it (a fitted label keeps its width and may overflow the row's main). */
+  function overflowOf(box) {
+    const clipped = box.scrollWidth - box.clientWidth;
+    const outer = box.parentElement;
+    const past = outer ? box.getBoundingClientRect().right - outer.getBoundingClientRect().right : 0;
+    return Math.max(clipped, past);
+  }
+
   /**
    * Cut the names of `rowEls` that do not fit their label to the characters that do (dom.js
    * cutName: where each differs from its lane's other names, and its tail, stay). All widths
-   * are read, then all texts written (one layout), three times at most: a label in a proportional
-   * font may need a second look. `again`: rows fitted before (a lane's width changed).
+   * are read, then all texts written (one layout per pass), until every label fits or its name
+   * cannot be cut further: a label in a proportional font, or a row whose other chips moved, may
+   * need more looks. `again`: rows fitted before (a lane's width changed).
    */
   function fitNames(rowEls, again = false) {
     let cuts = [...rowEls].flatMap((r) => [...r.querySelectorAll(".syft-cut")]);
@@ -212,20 +222,22 @@ export function createLanes({ el, lanesEl, arrows, rows, schedule, timings, mark
         c.parentElement.classList.remove("syft-fitted");
       }
     }
-    for (let pass = 0; pass < 3 && cuts.length; pass++) {
+    for (let pass = 0; pass < 8 && cuts.length; pass++) {
       const jobs = [];
       for (const c of cuts) {
         const box = c.parentElement;
         if (!(box.clientWidth > 0)) continue; // not laid out (hidden, or a DOM without layout)
-        const over = box.scrollWidth - box.clientWidth;
+        const over = overflowOf(box);
         const text = c.textContent;
         if (!(over > 1) || !text) continue;
         const charW = c.getBoundingClientRect().width / text.length || 7;
-        jobs.push([c, Math.max(1, text.length - Math.ceil(over / charW) - (pass ? 1 : 0))]);
+        const n = Math.max(1, Math.min(text.length - 1, text.length - Math.ceil(over / charW) - (pass ? 1 : 0)));
+        const cut = cutName(c.dataset.full, n, Number(c.dataset.at) || 0);
+        if (cut !== text) jobs.push([c, cut]); // else: as short as it gets (its tail and key stay)
       }
       // a cut label keeps its width (style.css .syft-fitted): what it gave up goes to no one else
-      for (const [c, n] of jobs) {
-        c.textContent = cutName(c.dataset.full, n, Number(c.dataset.at) || 0);
+      for (const [c, cut] of jobs) {
+        c.textContent = cut;
         c.parentElement.classList.add("syft-fitted");
       }
       cuts = jobs.map(([c]) => c);
