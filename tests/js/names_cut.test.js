@@ -38,6 +38,11 @@ test("a cut name keeps where it differs and its tail, whatever the room", () => 
   }
   assert.equal(cutName(MARY, 40, at), MARY); // room for all of it: whole
   assert.equal(cutName(MARY, 14, at), "data[…y_ho…[0]");
+  // the tightest room (a large-font row beside its marks): one differing character still tells them apart
+  const T = "fds['st_mary_hospital'].targets";
+  const tAt = "fds['st_mar".length;
+  assert.equal(cutName(T, 11, tAt), "…y….targets");
+  assert.equal(cutName(T, 10, tAt), "y….targets");
 });
 
 test("a row carries the whole name for the fitting, its title and its text", () => {
