@@ -369,40 +369,73 @@ class Engine:
         w = vals.shape[-1]
         if idx is None and g == 2:
             return self._halve(vals), None
-        padded = -(-w // g) * g
-        if padded != w:
-            fill = torch.zeros(padded, dtype=INT64)
-            fill[w:] = -BIG
-            vals = aten.constant_pad_nd.default(vals, [0, padded - w]) + fill
-            idx = aten.constant_pad_nd.default(idx, [0, padded - w]) if idx is not None else None
-        lead = list(vals.shape[:-1])
-        vals = vals.reshape(lead + [padded // g, g])
-        if idx is not None:
-            idx = idx.reshape(lead + [padded // g, g])
-            keys = vals * m - idx + (m - 1)
-        else:
-            keys = vals * g + torch.arange(g - 1, -1, -1, dtype=INT64)
+        padded, groups = -(-w // g) * g, -(-w // g)
+        shape = list(vals.shape[:-1]) + [groups, g]
+        fill = torch.zeros(padded, dtype=INT64)
+        fill[w:] = -BIG
+        offsets = torch.arange(g - 1, -1, -1, dtype=INT64)
         first, second = torch.triu_indices(g, g, 1)
-        beats = protocols.msb_arith(keys.index_select(-1, second) - keys.index_select(-1, first))  # [k_i > k_j]
+
+        def grouped(i, p, share, pad_value=None):
+            if padded != w:
+                share = p.op(aten.constant_pad_nd.default, share, [0, padded - w])
+                if pad_value is not None and i == 0:
+                    share = p.op(aten.add.Tensor, share, pad_value)
+            return p.op(aten.reshape.default, share, shape)
+
+        def prepare(i, p, s):  # the groups, the keys and their differences: one message, no round trip
+            v = grouped(i, p, s, fill)
+            if idx is None:
+                key = p.op(aten.mul.Tensor, v, g)
+                key = p.op(aten.add.Tensor, key, offsets) if i == 0 else key
+                out = [v]
+            else:
+                d = grouped(i, p, idx.shares[i])
+                key = p.op(aten.sub.Tensor, p.op(aten.mul.Tensor, v, m), d)
+                key = p.op(aten.add.Tensor, key, m - 1) if i == 0 else key
+                out = [v, d]
+            diff = p.op(aten.sub.Tensor, p.op(aten.index_select.default, key, -1, second),
+                        p.op(aten.index_select.default, key, -1, first))
+            return out + [diff]
+
+        prepared = protocols.each_round(vals, prepare)
+        beats = protocols.msb_arith(prepared[-1])  # [k_i > k_j] for the pairs i < j
         pair, sign, const = _pair_tables(g)
-        wins = beats.index_select(-1, pair.reshape(-1)).reshape(lead + [padded // g, g, g - 1]) * sign + const
+
+        def winners(i, p, s):  # element i's g - 1 factors (and its value, for the values alone)
+            b = p.op(aten.reshape.default, p.op(aten.index_select.default, s, -1, pair.reshape(-1)), shape + [g - 1])
+            b = p.op(aten.mul.Tensor, b, sign)
+            b = p.op(aten.add.Tensor, b, const) if i == 0 else b
+            if idx is None:
+                b = p.op(aten.cat.default, [b, p.op(aten.unsqueeze.default, prepared[0].shares[i], -1)], -1)
+            return [b]
+
+        wins = protocols.each_round(beats, winners)[0]
         if idx is None:
-            best = self._product_last(torch.cat([wins, vals.unsqueeze(-1)], -1))
-            return best.sum(-1), None
-        onehot = self._product_last(wins) if g > 2 else wins.squeeze(-1)
-        both = torch.stack([vals, idx])
-        picked = protocols.beaver(aten.mul.Tensor, onehot.unsqueeze(0).expand(list(both.shape)).contiguous(), both)
-        picked = picked.sum(-1)
+            best = self._product_last(wins)
+            return protocols.public_op(aten.sum.dim_IntList, best, lambda i, s: (s, [-1])), None
+        onehot = self._product_last(wins)
+        both = protocols.each_round(onehot, lambda i, p, s: [
+            p.op(aten.stack.default, [prepared[0].shares[i], prepared[1].shares[i]]),
+            p.op(aten.clone.default, p.op(aten.expand.default, p.op(aten.unsqueeze.default, s, 0), [2, *shape]))])
+        picked = protocols.beaver(aten.mul.Tensor, both[1], both[0])
+        picked = protocols.each_round(picked, lambda i, p, s: [
+            p.op(aten.select.int, p.op(aten.sum.dim_IntList, s, [-1]), 0, k) for k in (0, 1)])
         return picked[0], picked[1]
 
     def _product_last(self, f: AST) -> AST:
-        """The product along the last dim, a tree: one batch of Beaver products a level."""
+        """The product along the last dim, a tree: one batch of Beaver products a level (the
+        slices in a message of their own that waits for nothing)."""
         while f.shape[-1] > 1:
             n = f.shape[-1]
             half = n // 2
-            prod = protocols.beaver(aten.mul.Tensor, f[..., :half].contiguous(), f[..., half:2 * half].contiguous())
-            f = torch.cat([prod, f[..., 2 * half:]], -1) if n % 2 else prod
-        return f.squeeze(-1)
+            parts = protocols.each_round(f, lambda i, p, s: [
+                p.op(aten.slice.Tensor, s, -1, a, b) for a, b in ((0, half), (half, 2 * half), (2 * half, n))
+                if b > a])
+            prod = protocols.beaver(aten.mul.Tensor, parts[0], parts[1])
+            f = prod if n % 2 == 0 else protocols.each_round(prod, lambda i, p, s: [
+                p.op(aten.cat.default, [s, parts[2].shares[i]], -1)])[0]
+        return protocols.public_op(aten.squeeze.dim, f, lambda i, s: (s, -1))
 
     def _halve(self, v: AST) -> AST:
         """The larger of the pairs (j, half + j) along the last dim: b + relu(a - b), every pair in
