@@ -277,14 +277,20 @@ def _contiguous_weight_norm(name, a: _Args):
                                     f"torch._weight_norm, the public op, makes it so)")
 
 
-def _wrapped_dim(name, a: _Args):
-    """cummin's and cummax's helpers take the dim their public op has wrapped already: a negative
-    one indexed before self's sizes and strides, and the kernel wrote outside values and indices
-    (the seed-45 fuzz: glibc aborted on the corrupted heap). torch.cummin/cummax wrap it first."""
+def _cum_helper_outputs(name, a: _Args):
+    """cummin's and cummax's helpers write into the values and indices their public op made:
+    of self's shape, values of self's dtype, indices int64, and a dim already wrapped. Anything
+    else made the kernel write outside them (the seed-45 and seed-46 fuzz: a negative dim, then
+    indices of another shape; glibc aborted on the corrupted heap). torch.cummin/cummax make them."""
     x, dim = _tensor(name, a["self"], "self"), _int(a["dim"], name)
+    values, indices = _tensor(name, a["values"], "values"), _tensor(name, a["indices"], "indices")
     if not 0 <= dim < max(x.dim(), 1):
         raise OpNotAllowedError(f"{name}: dim must be in [0, {max(x.dim(), 1)}) (this internal helper takes a "
                                 f"wrapped dim; torch.cummin and torch.cummax take a negative one)")
+    if values.shape != x.shape or indices.shape != x.shape or values.dtype != x.dtype or indices.dtype != torch.int64:
+        raise OpNotAllowedError(f"{name}: values and indices must have self's shape {list(x.shape)}, values self's "
+                                f"dtype and indices int64 (this internal helper writes into them as made by "
+                                f"torch.cummin and torch.cummax, which take any)")
 
 
 def _transform_bias_rescale_qkv(name, a: _Args):
@@ -445,8 +451,9 @@ FAMILIES = (
     (r"^_fused_(sgd|adam|adamw|adagrad)_?$", _fused_optimizer,
      "tensor lists of one length, the i-th tensors of one shape (a step count: one element); grad_scale and "
      "found_inf one element"),
-    (r"^_cum(min|max)_helper$", _wrapped_dim, "dim in [0, self.dim()) (the helper takes its public op's wrapped "
-                                              "dim: a negative one made the kernel write outside its outputs)"),
+    (r"^_cum(min|max)_helper$", _cum_helper_outputs, "values and indices of self's shape (values of its dtype, "
+                                                     "indices int64) and dim in [0, self.dim()): the helper writes into "
+                                                     "what its public op made (anything else: writes outside them)"),
     (r"^_weight_norm_interface$", _contiguous_weight_norm, "v and g contiguous (its kernel reads them as contiguous "
                                                            "memory: a stepped v returned bytes outside its elements)"),
     (r"^_weight_norm_interface_backward$", _weight_norm_backward,

@@ -231,15 +231,20 @@ def test_weight_norm_interface_takes_contiguous_v_and_g_only():
         bob.close()
 
 
-def test_cummin_and_cummax_helpers_take_a_wrapped_dim_only():
+def test_cummin_and_cummax_helpers_take_outputs_as_their_public_op_makes_them():
     """The seed-45 fuzz: _cummin_helper with dim -3 wrote outside its outputs and glibc aborted on
-    the corrupted heap (the public cummin wraps its dim before it calls the helper)."""
+    the corrupted heap (the public cummin wraps its dim before it calls the helper); seed 46:
+    _cummax_helper with indices of another shape killed the worker the same way."""
     x = torch.randn(3, 4, 5)
     values, indices = torch.empty_like(x), torch.empty_like(x, dtype=torch.long)
     for op in (aten._cummin_helper.default, aten._cummax_helper.default):
         for dim in (-1, -3, 3):
             with pytest.raises(OpNotAllowedError, match=r"dim must be in \[0, 3\)"):
                 check_call(op, [x, values, indices, dim], None)
+        for bad in ([x, values, torch.empty(3, 4, dtype=torch.long), 0],  # seed 46: indices of another shape
+                    [x, values, indices.int(), 0], [x, values.double(), indices, 0]):
+            with pytest.raises(OpNotAllowedError, match="values and indices must have self's shape"):
+                check_call(op, bad, None)
         check_call(op, [x, values, indices, 1], None)
     bob = sy.VirtualWorker("cm_bob")
     try:
