@@ -1,6 +1,7 @@
 """What the last op on a shared value cost, on its inspection node (``last_op``): its rounds and
 the random words drawn on workers for it (the dealer's material), as counts, never values."""
 import torch
+import torch.nn.functional as F
 
 import syft_lab as sy
 from syft_lab.smpc import provider
@@ -39,7 +40,9 @@ def test_an_approximation_says_its_method_and_iterations_on_its_node(parties2):
     alice, bob, carol = parties2
     x = (torch.rand(2, 3) + 0.5).fix_precision().share(alice, bob, crypto_provider=carol)
     for out, op, iterations in ((x.exp(), "exp", 8), (x.reciprocal(), "reciprocal", 10), (x.rsqrt(), "rsqrt", 4),
-                                (x.log(), "log", 2), (torch.softmax(x, 1), "_softmax", 10), (x / x, "div", 10)):
+                                (x.log(), "log", 2), (torch.softmax(x, 1), "_softmax", 10), (x / x, "div", 10),
+                                (x.cos(), "cos", 8), (torch.logsumexp(x, 1), "logsumexp", 2),
+                                (F.softplus(x), "softplus", 2), (F.elu(x), "elu", 8)):
         cost = _last_op(out)
         assert cost["op"] == op and cost["approximation"]["iterations"] == iterations, op
         assert cost["rounds"] > 5
