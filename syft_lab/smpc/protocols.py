@@ -23,8 +23,9 @@ messages per op are in docs/secure-computation.md.
   (<a>, <b>, <a & b>) from the dealer: open e = x ^ a, d = y ^ b, z_i = c_i ^ (e & b_i) ^ (x_i & d).
 - ``bits_to_arith`` (B2A): with the dealer's bit r shared both ways, open c = b ^ r; then
   [b] = c + [r] - 2c[r].
-- ``relu`` = x * (1 - msb(x)); comparisons are msb of a difference; ``max`` is a tournament of
-  comparisons and multiplexers; ``max_dim`` (argmax) compares all pairs at once.
+- ``relu`` = x * (1 - msb(x)); comparisons are msb of a difference; max and argmax along a dim
+  are a tournament of groups (``engine._tournament``); ``max_dim`` (pooling's one-hot) compares
+  all pairs at once.
 """
 from __future__ import annotations
 
