@@ -620,6 +620,49 @@ def _promotes_to_self(operands):
     return check
 
 
+# --- arguments a kernel writes into, besides self -------------------------------------------
+
+# An op that writes into an argument other than self and its out= forms (rrelu_with_noise's noise,
+# the cummin/cummax helpers' values and indices, batch norm's running statistics, the AMP scaler's
+# found_inf and growth_tracker) gets that tensor from its public op, freshly made: its kernel writes
+# it as if each element had a place of its own. A self-overlapping one (a view whose elements share
+# memory) made rrelu_with_noise write past its storage (the seed-47 fuzz: glibc aborted). The class
+# rule: such an argument's elements are distinct places in memory. (torch's TensorIterator refuses
+# overlapping outputs of the ops it runs itself; these kernels do not go through it.)
+WRITTEN_ARGUMENT_RULE = ("arguments a kernel writes into besides self and out= (noise, values, indices, running "
+                         "statistics, found_inf, ...): no two elements share memory")
+
+
+def distinct_places(t: torch.Tensor) -> bool:
+    """Whether every element of ``t`` has a memory place of its own: with its dimensions sorted by
+    stride, each stride passes the extent of the ones before it (sufficient; a tensor that fails
+    it may still be free of overlap, but only an as_strided view gets there)."""
+    extent = 1
+    for size, stride in sorted(((n, s) for n, s in zip(t.shape, t.stride()) if n > 1), key=lambda d: d[1]):
+        if stride < extent:
+            return False
+        extent += (size - 1) * stride
+    return True
+
+
+def written_arguments(op) -> list:
+    """The arguments ``op``'s kernel writes into besides self and its out= tensors."""
+    return [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write
+            and a.name != "self" and not a.kwarg_only and not a.name.startswith("out")]
+
+
+def _written_arguments(names: list):
+    def check(name, a: _Args):
+        for key in names:
+            v = a[key] if key in a else None
+            for t in (v if type(v) in (list, tuple) else (v,)):  # (the fused optimizers write tensor lists)
+                if isinstance(t, torch.Tensor) and t.numel() > 1 and not distinct_places(t):
+                    raise OpNotAllowedError(f"{name}: {key} is written by the kernel and must not be a view whose "
+                                            f"elements share memory (an expand or an overlapping as_strided): pass a "
+                                            f"fresh tensor")
+    return check
+
+
 def check_for(name: str, op):
     """The argument check of an allowed overload, or None."""
     base = name.split(".")[1]
@@ -641,6 +684,9 @@ def check_for(name: str, op):
                     and str(a.real_type) in ("Tensor", "number")]
         if operands:
             checks.append(_promotes_to_self(operands))
+    written = written_arguments(op)
+    if written:
+        checks.append(_written_arguments(written))
     kind = _view_kind(base, set(names))
     if kind is not None:
         checks.append(_view_check(kind))

@@ -57,6 +57,8 @@ def tables() -> str:
                   and not name.split(".")[1].startswith("__") and name.split(".")[1].endswith("_")
                   and op_checks._returns_written_self(op))
     lines.append(f"| in-place internals | {_cell(op_checks.INPLACE_RESULT_RULE)} | {inplace} |")
+    written = sum(1 for op in allowed.values() if op_checks.written_arguments(op))
+    lines.append(f"| arguments written besides self | {_cell(op_checks.WRITTEN_ARGUMENT_RULE)} | {written} |")
     for pattern, _, what in op_checks.FAMILIES:
         n = sum(1 for name in allowed if op_checks.re.search(pattern, name.split(".")[1]))
         lines.append(f"| `{_cell(pattern)}` | {_cell(what)} | {n} |")

@@ -252,3 +252,26 @@ def test_cummin_and_cummax_helpers_take_outputs_as_their_public_op_makes_them():
         assert torch.equal(got.values.get(), torch.cummin(x, -1).values)
     finally:
         bob.close()
+
+
+def test_an_argument_a_kernel_writes_besides_self_has_a_place_per_element():
+    """The seed-47 fuzz: rrelu_with_noise wrote its noise, an overlapping view (9 stored elements
+    for 25), as if each element had a place of its own, past its storage; glibc aborted. Every
+    argument a kernel writes besides self and out= gets the rule; a transposed one is fine."""
+    x = torch.randn(5, 5)
+    overlapping = torch.randn(9).as_strided([5, 5], [1, 1])
+    for noise in (overlapping, torch.ones(1).expand(5, 5)):
+        for op in (aten.rrelu_with_noise.default, aten.rrelu_with_noise_.default):
+            with pytest.raises(OpNotAllowedError, match="noise is written by the kernel"):
+                check_call(op, [x, noise, 0.1, 0.3, True], None)
+    values, indices = torch.randn(9).as_strided([5, 5], [1, 1]), torch.zeros(5, 5, dtype=torch.long)
+    with pytest.raises(OpNotAllowedError, match="values is written by the kernel"):
+        check_call(aten._cummax_helper.default, [x, values, indices, 0], None)
+    check_call(aten.rrelu_with_noise.default, [x, torch.empty(5, 5).t(), 0.1, 0.3, True], None)
+    bob = sy.VirtualWorker("rrelu_bob")
+    try:
+        torch.manual_seed(0)
+        got = F.rrelu(x.send(bob), training=True).get()
+        assert got.shape == x.shape and torch.equal(got[x >= 0], x[x >= 0])
+    finally:
+        bob.close()
