@@ -513,6 +513,39 @@ def _unique_bytes(op, args, kwargs) -> int:
     return x.numel() * (x.element_size() + 16)
 
 
+def _bins_estimate(op, args, kwargs) -> Estimate:
+    """An op with an int (or int list) ``bins`` makes a count per bin of each dimension and each
+    dimension's edges, whatever its data (its meta run cannot tell: the edges come from the data):
+    histc and histogram count along one dimension, histogramdd along each of the input's last
+    dimension's D (an int ``bins`` is each dimension's). histogramdd.int_bins(x of [0, 5], 2**31 - 1)
+    asked for (2**31)**5 counts and the cgroup killed the worker (the seed-48 fuzz)."""
+    index = _bins_index(op)
+    bins = args[index] if index < len(args) else (kwargs or {}).get("bins")
+    x = args[0]
+    if not isinstance(x, torch.Tensor):
+        return _UNKNOWN
+    if type(bins) is int:
+        dims = x.shape[-1] if "histogramdd" in _info(op)[1] and x.dim() >= 1 else 1
+        bins = [bins] * dims
+    if type(bins) not in (list, tuple) or not all(type(b) is int for b in bins):
+        return _UNKNOWN  # the op refuses it itself
+    counts = math.prod(max(b, 0) for b in bins) if bins else 0
+    return Estimate((counts + sum(max(b, 0) + 1 for b in bins)) * x.element_size(), 1 + len(bins))
+
+
+_bins_args: dict[int, tuple] = {}
+
+
+def _bins_index(op) -> int:
+    """The position of ``op``'s int or int-list ``bins`` argument, or -1."""
+    entry = _bins_args.get(id(op))
+    if entry is None or entry[0] is not op:
+        index = next((i for i, a in enumerate(op._schema.arguments) if a.name == "bins"
+                      and str(a.type) in ("int", "List[int]", "int[]", "SymInt", "List[SymInt]")), -1)
+        entry = _bins_args[id(op)] = (op, index)
+    return entry[1]
+
+
 _DATA_SIZED = {"aten.repeat_interleave.Tensor": _repeat_interleave_bytes,
                "aten.repeat_interleave.self_Tensor": _repeat_interleave_bytes,
                "aten.nonzero.default": _nonzero_bytes, "aten.argwhere.default": _nonzero_bytes,
@@ -595,6 +628,8 @@ class OutputEstimator:
         data_sized = _DATA_SIZED.get(name)
         if data_sized is not None:
             return Estimate(data_sized(op, args, kwargs), 1)
+        if _bins_index(op) >= 0:
+            return _bins_estimate(op, args, kwargs)
         try:  # keyed by the op's name: an OpOverload hashes in Python
             key = (name, _key(args), tuple((k, _key(v)) for k, v in kwargs.items()) if kwargs else None)
             hash(key)

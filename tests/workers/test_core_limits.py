@@ -279,3 +279,19 @@ def test_cgroup_limits_are_read_for_the_process_own_cgroup_v1_and_v2_walking_up(
     # a container whose mount shows only its own subtree (mount root /outer): paths are relative to it
     inner_mount = f"35 31 0:32 /outer {v1 / 'outer'} rw - cgroup cgroup rw,memory\n"
     assert cgroup_memory_limit("4:memory:/outer/inner\n", inner_mount)[0] == 3 * GiB
+
+
+def test_a_histogram_is_sized_from_its_bins_before_it_runs():
+    # the seed-48 fuzz: histogramdd.int_bins(x of [0, 5], 2**31 - 1) asked for (2**31)**5 counts and
+    # the cgroup killed the worker (the meta run cannot tell: the edges come from the data)
+    c = core()
+    x = c.store(torch.zeros(0, 5, dtype=torch.float16))
+    with pytest.raises(QuotaExceededError, match="nothing ran"):
+        c.run(aten.histogramdd.int_bins, [Ref(x), 2**31 - 1], None)
+    wide = c.store(torch.zeros(10, 2))
+    with pytest.raises(QuotaExceededError, match="nothing ran"):
+        c.run(aten.histogramdd.default, [Ref(wide), [2**14, 2**14]], None)  # 2**28 counts: 1 GiB
+    h = c.run(aten.histc.default, [Ref(wide), 10], None)
+    assert c.objects[h.id].shape == (10,)
+    est = OutputEstimator().estimate(aten.histogramdd.default, [torch.zeros(10, 2), [3, 4]], None)
+    assert (est.new_bytes, est.outputs) == ((12 + 4 + 5) * 4, 3)  # the counts, each dimension's edges
